@@ -1,0 +1,143 @@
+// Package statecoder is the persisted form of one key's deduplication state
+// (core.State), stored by dedup.KeepFirst in a Beam value state as bytes.
+//
+// State outlives binaries: a pipeline updated on Dataflow or restored from a
+// Flink savepoint reads state written by an older version of this library.
+// So the format is versioned (a version byte first), every version ever
+// written stays decodable, and golden-byte tests pin each version.
+//
+// Version 1 layout:
+//
+//	byte    version (1)
+//	byte    phase (0 none, 1 pending, 2 emitted)
+//	byte    presence flags: 1 ExpireAt, 2 MaxEvent, 4 CandTime, 8 CleanupAt, 16 Rearms, 32 Cand
+//	varint  ExpireAt, MaxEvent, CandTime, CleanupAt (zig-zag), each if flagged
+//	byte    Rearms, if flagged
+//	uvarint length, then the bytes of Cand, if flagged
+//
+// Zero fields are omitted, so a watermarkless seen-marker without TTL is
+// 3 bytes.
+package statecoder
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// Version is the format written by Encode.
+const Version byte = 1
+
+const (
+	fExpireAt = 1 << iota
+	fMaxEvent
+	fCandTime
+	fCleanupAt
+	fRearms
+	fCand
+	fAll = fExpireAt | fMaxEvent | fCandTime | fCleanupAt | fRearms | fCand
+)
+
+// Append appends the encoding of st to dst.
+func Append(dst []byte, st *core.State) []byte {
+	var flags byte
+	if st.ExpireAt != 0 {
+		flags |= fExpireAt
+	}
+	if st.MaxEvent != 0 {
+		flags |= fMaxEvent
+	}
+	if st.CandTime != 0 {
+		flags |= fCandTime
+	}
+	if st.CleanupAt != 0 {
+		flags |= fCleanupAt
+	}
+	if st.Rearms != 0 {
+		flags |= fRearms
+	}
+	if len(st.Cand) != 0 {
+		flags |= fCand
+	}
+	dst = append(dst, Version, byte(st.Phase), flags)
+	for _, f := range [...]struct {
+		bit byte
+		v   int64
+	}{{fExpireAt, st.ExpireAt}, {fMaxEvent, st.MaxEvent}, {fCandTime, st.CandTime}, {fCleanupAt, st.CleanupAt}} {
+		if flags&f.bit != 0 {
+			dst = binary.AppendVarint(dst, f.v)
+		}
+	}
+	if flags&fRearms != 0 {
+		dst = append(dst, st.Rearms)
+	}
+	if flags&fCand != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(st.Cand)))
+		dst = append(dst, st.Cand...)
+	}
+	return dst
+}
+
+// Encode returns the encoding of st.
+func Encode(st *core.State) []byte { return Append(nil, st) }
+
+// ErrCorrupt reports state bytes that no version of this library wrote.
+var ErrCorrupt = errors.New("statecoder: corrupt state")
+
+// Decode reads state bytes of any known version into st. Empty input is
+// the absent state (core.None). Cand aliases b.
+func Decode(b []byte, st *core.State) error {
+	*st = core.State{}
+	if len(b) == 0 {
+		return nil
+	}
+	switch b[0] {
+	case 1:
+		return decodeV1(b[1:], st)
+	}
+	return fmt.Errorf("%w: unknown version %d (written by a newer beamdedup?)", ErrCorrupt, b[0])
+}
+
+func decodeV1(b []byte, st *core.State) error {
+	if len(b) < 2 {
+		return fmt.Errorf("%w: %d bytes after version", ErrCorrupt, len(b))
+	}
+	phase, flags := core.Phase(b[0]), b[1]
+	if phase > core.Emitted || flags&^fAll != 0 {
+		return fmt.Errorf("%w: phase %d flags %#x", ErrCorrupt, phase, flags)
+	}
+	st.Phase = phase
+	b = b[2:]
+	for _, f := range [...]struct {
+		bit byte
+		p   *int64
+	}{{fExpireAt, &st.ExpireAt}, {fMaxEvent, &st.MaxEvent}, {fCandTime, &st.CandTime}, {fCleanupAt, &st.CleanupAt}} {
+		if flags&f.bit == 0 {
+			continue
+		}
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return fmt.Errorf("%w: bad varint", ErrCorrupt)
+		}
+		*f.p, b = v, b[n:]
+	}
+	if flags&fRearms != 0 {
+		if len(b) < 1 {
+			return fmt.Errorf("%w: missing rearms", ErrCorrupt)
+		}
+		st.Rearms, b = b[0], b[1:]
+	}
+	if flags&fCand != 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return fmt.Errorf("%w: bad candidate length", ErrCorrupt)
+		}
+		st.Cand, b = b[n:n+int(l)], b[n+int(l):]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(b))
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+// Package dedup is keep-first deduplication for Apache Beam Go pipelines:
+// the DEDUPLICATE_KEEP_FIRST function of Flink SQL as a Beam transform that
+// works on streams and on every runner.
+//
+//	out := dedup.KeepFirst(s, rows,
+//	    dedup.PartitionBy("user_id"),   // key columns; omitted = one global partition
+//	    dedup.OnTime("rowtime"),        // event-time mode; omitted = watermarkless
+//	    dedup.StateTTL(5*time.Minute),  // processing-time retention; 0 = forever
+//	    dedup.UID("user-events-dedup")) // stable identity of the transform and its state
+//
+// rows is a PCollection of a Go struct type; a column's name is its
+// `beam:"name"` tag, else the field name. The output has the input's type
+// and is insert-only.
+//
+// Watermarkless mode emits the first row observed per key at once and drops
+// the key's later rows while its state exists. Event-time mode keeps the row
+// with the smallest event time per key and emits it when the watermark
+// reaches that time, with that time as its timestamp. The rules, and where
+// they differ from Flink's, are in the README.
+//
+// Expansion: a DoFn keys each row by its encoded PARTITION BY columns
+// (coders/keycoder), then a stateful DoFn keeps one small value state per key
+// (coders/statecoder) and at most one timer family. The decisions are made by
+// package core, which has no Beam imports.
+package dedup
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+func init() {
+	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(DeadLetter)](&keyRowsFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, beam.U, beam.V, func(beam.EventTime, beam.U, beam.V), func(DeadLetter)](&keyPairsFn{})
+	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstEventFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstProcFn{})
+	register.Emitter3[beam.EventTime, []byte, beam.T]()
+	register.Emitter3[beam.EventTime, beam.U, beam.V]()
+	register.Emitter3[beam.EventTime, beam.T, beam.V]()
+	register.Emitter1[DeadLetter]()
+	beam.RegisterType(reflect.TypeFor[DeadLetter]())
+}
+
+// KeepFirst keeps the first row per key of rows, a PCollection of a Go
+// struct type, and returns a PCollection of the same type. It panics on a
+// construction error (see TryKeepFirst). Rows that cannot be processed (an
+// unknown changelog kind, a NULL event time) are counted as dead_lettered
+// and dropped; use KeepFirstWithErrors to keep them.
+func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
+	out, _, err := tryKeepFirst(s, rows, opts)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TryKeepFirst is KeepFirst returning construction errors instead of
+// panicking.
+func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	out, _, err := tryKeepFirst(s, rows, opts)
+	return out, err
+}
+
+// KeepFirstWithErrors is KeepFirst that also returns the rows it could not
+// process, as a PCollection of DeadLetter with the reason. It panics on a
+// construction error.
+func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
+	out, dead, err := tryKeepFirst(s, rows, opts)
+	if err != nil {
+		panic(err)
+	}
+	return out, dead
+}
+
+// KeepFirstPerKey keeps the first value per key of kvs, a PCollection of
+// KV<K,V>, and returns KV<K,V>. K must be a string, []byte, bool, integer or
+// float (floats: -0 equals 0, all NaNs are equal). PartitionBy and
+// PartitionByAll are not allowed: the key is K. OnTime and Changelog name
+// columns of V, which must then be a struct. It panics on a construction
+// error.
+func KeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) beam.PCollection {
+	out, err := TryKeepFirstPerKey(s, kvs, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TryKeepFirstPerKey is KeepFirstPerKey returning construction errors.
+func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		o(&c)
+	}
+	fail := func(err error) (beam.PCollection, error) {
+		return beam.PCollection{}, fmt.Errorf("dedup.KeepFirstPerKey: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return fail(err)
+	}
+	if c.partitionSet || c.partitionAll {
+		return fail(fmt.Errorf("PartitionBy/PartitionByAll is not allowed: the key of each KV is the partition key; use KeepFirst on a struct PCollection to key by columns"))
+	}
+	if !typex.IsKV(kvs.Type()) {
+		return fail(fmt.Errorf("input must be a PCollection of KV<K,V>, got %v; use KeepFirst for a PCollection of structs", kvs.Type()))
+	}
+	kt := kvs.Type().Components()[0].Type()
+	vt := kvs.Type().Components()[1].Type()
+	switch kt.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+	case reflect.Slice:
+		if kt.Elem().Kind() != reflect.Uint8 {
+			return fail(keyTypeError(kt))
+		}
+	default:
+		return fail(keyTypeError(kt))
+	}
+	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
+	if c.onTime != "" || c.changelogCol != "" {
+		if err := checks.setup(vt); err != nil {
+			return fail(err)
+		}
+	}
+	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
+	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: uidOr(c.uid, "KeepFirstPerKey")}, kvs)
+	return statefulStep(s, keyed, &c, vt, isBounded(kvs)), nil
+}
+
+func keyTypeError(kt reflect.Type) error {
+	return fmt.Errorf("key type %v cannot be a deterministic key; use a string, []byte, bool, integer or float key (or KeepFirst with PartitionBy on struct rows)", kt)
+}
+
+func scopeName(uid, def string) string {
+	if uid != "" {
+		return uid
+	}
+	return def
+}
+
+func uidOr(uid, def string) string { return scopeName(uid, def) }
+
+// isBounded reports whether col is bounded. Beam Go has no public accessor;
+// the node's String form marks unbounded collections.
+func isBounded(col beam.PCollection) bool {
+	return !strings.HasSuffix(col.String(), ":unbounded}")
+}
+
+func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCollection, beam.PCollection, error) {
+	c := defaultConfig()
+	for _, o := range opts {
+		o(&c)
+	}
+	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
+		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.KeepFirst: %w", err)
+	}
+	if err := c.validate(); err != nil {
+		return fail(err)
+	}
+	if !rows.IsValid() {
+		return fail(fmt.Errorf("input PCollection is invalid"))
+	}
+	t := rows.Type().Type()
+	if typex.IsKV(rows.Type()) {
+		return fail(fmt.Errorf("input is %v; use KeepFirstPerKey for KV input", rows.Type()))
+	}
+	if t.Kind() != reflect.Struct {
+		return fail(fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t))
+	}
+	cols := c.partitionBy
+	if c.partitionAll {
+		all, err := keycoder.Columns(t)
+		if err != nil {
+			return fail(err)
+		}
+		cols = nil
+		for _, col := range all {
+			if col.Name == c.changelogCol {
+				continue // the row kind is not part of the row's identity
+			}
+			cols = append(cols, col.Name)
+		}
+	}
+	if _, err := keycoder.New(t, cols); err != nil {
+		return fail(fmt.Errorf("PartitionBy: %w", err))
+	}
+	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
+	if err := checks.setup(t); err != nil {
+		return fail(err)
+	}
+	uid := uidOr(c.uid, "KeepFirst")
+	s = s.Scope(scopeName(c.uid, "KeepFirst"))
+	keyed, dead := beam.ParDo2(s.Scope("Key"), &keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid}, rows)
+	kept := statefulStep(s, keyed, &c, t, isBounded(rows))
+	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
+}
+
+// statefulStep applies the DoFn variant with the one timer family the
+// configuration needs.
+func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
+	p := params{
+		EventTime:  c.onTime != "",
+		StateTTLMs: c.stateTTL.Milliseconds(),
+		EventTTLMs: c.eventTTL.Milliseconds(),
+		Reset:      c.resetOnDup,
+		// On bounded input, state ends with the input; a processing-time
+		// cleanup timer would only keep the job alive until it fires.
+		Cleanup:   !bounded,
+		ValueType: beam.EncodedType{T: vt},
+		KindCol:   c.changelogCol,
+		Clock:     c.clock,
+	}
+	cfg := core.Config{EventTime: p.EventTime, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs, ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup}
+	s = s.Scope("Dedup")
+	st := state.MakeValueState[[]byte](stateID)
+	switch cfg.Family() {
+	case core.EventTimeFamily:
+		return beam.ParDo(s, &keepFirstEventFn{State: st, Timer: timers.InEventTime(eventFamily), P: p}, keyed)
+	case core.ProcessingTimeFamily:
+		return beam.ParDo(s, &keepFirstProcFn{State: st, Timer: timers.InProcessingTime(procFamily), P: p}, keyed)
+	}
+	return beam.ParDo(s, &keepFirstFn{State: st, P: p}, keyed)
+}

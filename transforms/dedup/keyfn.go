@@ -1,0 +1,148 @@
+package dedup
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+)
+
+// DeadLetter is an input row KeepFirst could not process, with the reason.
+type DeadLetter struct {
+	Row       string `beam:"row" json:"row"`             // the row as JSON
+	Reason    string `beam:"reason" json:"reason"`       // why it was rejected
+	Transform string `beam:"transform" json:"transform"` // the UID of the KeepFirst that rejected it
+}
+
+func deadLetter(uid string, row any, reason string) DeadLetter {
+	b, err := json.Marshal(row)
+	s := string(b)
+	if err != nil {
+		s = fmt.Sprintf("%+v", row)
+	}
+	return DeadLetter{Row: s, Reason: reason, Transform: uid}
+}
+
+// rowChecks validates a row's time and kind columns; shared by both keying
+// DoFns. Rows that fail go to the dead-letter output.
+type rowChecks struct {
+	TimeCol string
+	KindCol string
+	tf      *timeField
+	kf      *kindField
+}
+
+func (c *rowChecks) setup(t reflect.Type) error {
+	if c.TimeCol != "" {
+		tf, err := newTimeField(t, c.TimeCol)
+		if err != nil {
+			return err
+		}
+		c.tf = &tf
+	}
+	if c.KindCol != "" {
+		kf, err := newKindField(t, c.KindCol)
+		if err != nil {
+			return err
+		}
+		c.kf = &kf
+	}
+	return nil
+}
+
+// check returns the row's event time (ts unless OnTime is set) or a reason
+// to reject it.
+func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, string) {
+	if c.tf != nil {
+		ms, reason := c.tf.millis(v)
+		if reason != "" {
+			return 0, reason
+		}
+		ts = mtime.Time(ms)
+	}
+	if c.kf != nil {
+		if _, reason := c.kf.kind(v); reason != "" {
+			return 0, reason
+		}
+	}
+	return ts, ""
+}
+
+// keyRowsFn keys each row by its encoded PARTITION BY columns and sets its
+// timestamp from the OnTime column.
+type keyRowsFn struct {
+	RowType beam.EncodedType
+	Columns []string
+	Checks  rowChecks
+	UID     string
+
+	enc *keycoder.Encoder
+}
+
+func (f *keyRowsFn) Setup() error {
+	enc, err := keycoder.New(f.RowType.T, f.Columns)
+	if err != nil {
+		return err
+	}
+	f.enc = enc
+	return f.Checks.setup(f.RowType.T)
+}
+
+func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
+	cRowsIn.Inc(ctx, 1)
+	v := reflect.ValueOf(row)
+	ts, reason := f.Checks.check(ts, v)
+	if reason != "" {
+		cDeadLettered.Inc(ctx, 1)
+		dead(deadLetter(f.UID, row, reason))
+		return
+	}
+	// A fresh slice per row: the emitted key may outlive this call.
+	emit(ts, f.enc.Append(nil, v), row)
+}
+
+// keyPairsFn prepares KeepFirstPerKey input: canonical float keys (so -0
+// and 0, and all NaNs, are one key) and timestamps from the OnTime column.
+type keyPairsFn struct {
+	ValueType beam.EncodedType
+	KeyKind   int // reflect.Kind of the key
+	Checks    rowChecks
+	UID       string
+}
+
+func (f *keyPairsFn) Setup() error {
+	if f.Checks.TimeCol == "" && f.Checks.KindCol == "" {
+		return nil
+	}
+	return f.Checks.setup(f.ValueType.T)
+}
+
+func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k beam.U, v beam.V, emit func(beam.EventTime, beam.U, beam.V), dead func(DeadLetter)) {
+	cRowsIn.Inc(ctx, 1)
+	if f.Checks.tf != nil || f.Checks.kf != nil {
+		var reason string
+		if ts, reason = f.Checks.check(ts, reflect.ValueOf(v)); reason != "" {
+			cDeadLettered.Inc(ctx, 1)
+			dead(deadLetter(f.UID, map[string]any{"key": k, "value": v}, reason))
+			return
+		}
+	}
+	switch reflect.Kind(f.KeyKind) {
+	case reflect.Float64:
+		rv := reflect.ValueOf(k)
+		c := reflect.New(rv.Type()).Elem()
+		c.SetFloat(keycoder.CanonicalFloat64(rv.Float()))
+		k = c.Interface()
+	case reflect.Float32:
+		rv := reflect.ValueOf(k)
+		c := reflect.New(rv.Type()).Elem()
+		c.SetFloat(float64(keycoder.CanonicalFloat32(float32(rv.Float()))))
+		k = c.Interface()
+	}
+	emit(ts, k, v)
+}

@@ -1,0 +1,121 @@
+package dedup
+
+import (
+	"context"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// Namespace is the Beam metrics namespace of every counter of this package.
+const Namespace = "beamdedup"
+
+// Counter names. Every input row lands in exactly one of Emitted,
+// DuplicatesDropped, LateDropped, CandidatesReplaced, ChangelogSwallowed,
+// RetractionsIgnored and DeadLettered, or is still a pending candidate:
+// RowsIn = the sum of those + pending.
+const (
+	MetricRowsIn             = "rows_in"
+	MetricEmitted            = "emitted"
+	MetricDuplicatesDropped  = "duplicates_dropped"
+	MetricLateDropped        = "late_dropped"
+	MetricCandidatesReplaced = "candidates_replaced"
+	MetricChangelogSwallowed = "changelog_swallowed"
+	MetricRetractionsIgnored = "retractions_ignored"
+	MetricKeysExpired        = "keys_expired"
+	MetricDeadLettered       = "dead_lettered"
+	MetricTTLRefreshes       = "ttl_refreshes"
+	MetricStateReads         = "state_reads"
+	MetricStateWrites        = "state_writes"
+	MetricTimerSets          = "timer_sets"
+)
+
+// Counters are the totals of this package's counters over all KeepFirst
+// steps of a pipeline run.
+type Counters struct {
+	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
+	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
+	TTLRefreshes, StateReads, StateWrites, TimerSets int64
+}
+
+// Pending is the number of input rows not yet accounted for: candidates
+// still waiting for the watermark. It is 0 after a bounded run.
+func (c Counters) Pending() int64 {
+	return c.RowsIn - c.Emitted - c.DuplicatesDropped - c.LateDropped - c.CandidatesReplaced -
+		c.ChangelogSwallowed - c.RetractionsIgnored - c.DeadLettered
+}
+
+// ReadCounters sums this package's counters from a pipeline result.
+func ReadCounters(pr beam.PipelineResult) Counters {
+	var c Counters
+	if pr == nil {
+		return c
+	}
+	for _, r := range pr.Metrics().AllMetrics().Counters() {
+		if r.Namespace() != Namespace {
+			continue
+		}
+		if p := c.field(r.Name()); p != nil {
+			*p += r.Result()
+		}
+	}
+	return c
+}
+
+func (c *Counters) field(name string) *int64 {
+	switch name {
+	case MetricRowsIn:
+		return &c.RowsIn
+	case MetricEmitted:
+		return &c.Emitted
+	case MetricDuplicatesDropped:
+		return &c.DuplicatesDropped
+	case MetricLateDropped:
+		return &c.LateDropped
+	case MetricCandidatesReplaced:
+		return &c.CandidatesReplaced
+	case MetricChangelogSwallowed:
+		return &c.ChangelogSwallowed
+	case MetricRetractionsIgnored:
+		return &c.RetractionsIgnored
+	case MetricKeysExpired:
+		return &c.KeysExpired
+	case MetricDeadLettered:
+		return &c.DeadLettered
+	case MetricTTLRefreshes:
+		return &c.TTLRefreshes
+	case MetricStateReads:
+		return &c.StateReads
+	case MetricStateWrites:
+		return &c.StateWrites
+	case MetricTimerSets:
+		return &c.TimerSets
+	}
+	return nil
+}
+
+var (
+	cRowsIn       = beam.NewCounter(Namespace, MetricRowsIn)
+	cDeadLettered = beam.NewCounter(Namespace, MetricDeadLettered)
+	cKeysExpired  = beam.NewCounter(Namespace, MetricKeysExpired)
+	cRefreshes    = beam.NewCounter(Namespace, MetricTTLRefreshes)
+	cStateReads   = beam.NewCounter(Namespace, MetricStateReads)
+	cStateWrites  = beam.NewCounter(Namespace, MetricStateWrites)
+	cTimerSets    = beam.NewCounter(Namespace, MetricTimerSets)
+	cOutcome      = [...]beam.Counter{
+		core.Emit:             beam.NewCounter(Namespace, MetricEmitted),
+		core.BecomeCandidate:  {}, // counted when it is emitted or replaced
+		core.ReplaceCandidate: beam.NewCounter(Namespace, MetricCandidatesReplaced),
+		core.DropDuplicate:    beam.NewCounter(Namespace, MetricDuplicatesDropped),
+		core.DropLate:         beam.NewCounter(Namespace, MetricLateDropped),
+		core.Swallow:          beam.NewCounter(Namespace, MetricChangelogSwallowed),
+		core.IgnoreRetraction: beam.NewCounter(Namespace, MetricRetractionsIgnored),
+	}
+)
+
+func countOutcome(ctx context.Context, o core.Outcome) {
+	if o != core.BecomeCandidate {
+		cOutcome[o].Inc(ctx, 1)
+	}
+}

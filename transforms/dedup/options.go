@@ -1,0 +1,129 @@
+package dedup
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option configures KeepFirst. Options are applied in order; a later option
+// of the same kind replaces an earlier one.
+type Option func(*config)
+
+type config struct {
+	partitionBy    []string
+	partitionSet   bool
+	partitionAll   bool
+	onTime         string
+	stateTTL       time.Duration
+	eventTTL       time.Duration
+	resetOnDup     bool
+	uid            string
+	changelogCol   string
+	clock          string
+	forceStateful  bool
+	errs           []error
+}
+
+func defaultConfig() config { return config{resetOnDup: true} }
+
+// PartitionBy names the key columns (PARTITION BY): rows with equal values
+// in all of them form one partition and keep one row. A nil pointer column
+// is NULL; NULLs are equal to each other (GROUP BY semantics). Without
+// PartitionBy the whole input is one partition, which runs on one key and
+// so on one worker.
+func PartitionBy(columns ...string) Option {
+	return func(c *config) {
+		if len(columns) == 0 {
+			c.errs = append(c.errs, fmt.Errorf("PartitionBy needs at least one column; omit it for one global partition, or use PartitionByAll for every column"))
+		}
+		c.partitionBy, c.partitionSet, c.partitionAll = columns, true, false
+	}
+}
+
+// PartitionByAll makes every column of the row the key: exact-duplicate
+// deduplication (spec section 4.1.3.4) without listing the columns.
+func PartitionByAll() Option {
+	return func(c *config) { c.partitionAll, c.partitionBy, c.partitionSet = true, nil, false }
+}
+
+// OnTime turns on event-time mode: per key the row with the smallest event
+// time in column is kept and emitted once the watermark reaches it. The
+// column is a time.Time or int64 Unix milliseconds (or a pointer to one);
+// the row's Beam timestamp is set from it.
+func OnTime(column string) Option { return func(c *config) { c.onTime = column } }
+
+// StateTTL is the processing-time retention of a key's state. After it
+// expires the next row of the key starts a new period and is emitted again.
+// 0 (the default) keeps state forever: a key is emitted at most once.
+func StateTTL(d time.Duration) Option { return func(c *config) { c.stateTTL = d } }
+
+// EventTimeTTL is an event-time retention: a key's period ends once the
+// watermark passes its largest event time seen plus d, and a row whose event
+// time is more than d after it starts a new period. It works on every
+// runner, Flink included (no processing-time timers). With StateTTL too, a
+// period ends when either retention ends.
+func EventTimeTTL(d time.Duration) Option { return func(c *config) { c.eventTTL = d } }
+
+// ResetTTLOnDuplicate sets whether a dropped +I/+U duplicate of an emitted
+// key refreshes its retention (default true). False measures retention from
+// the emitted row.
+func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOnDup = reset } }
+
+// UID names the transform's scope, so its step names, and with them its
+// state, stay stable across pipeline versions (Dataflow update, Flink
+// savepoints). The default is "KeepFirst" (or "KeepFirstPerKey") within the
+// enclosing scope; set a UID for any pipeline you will update.
+func UID(uid string) Option { return func(c *config) { c.uid = uid } }
+
+// Changelog declares an updating input whose row kind is in column: a
+// string ("+I", "-U", "+U", "-D") or a changelog.Kind. The first +I/+U of a
+// key is emitted with its kind set to +I; every later change of the key is
+// swallowed; a -U/-D of an unseen key is ignored. A row with an unknown kind
+// is dead-lettered. Not allowed with OnTime.
+func Changelog(kindColumn string) Option { return func(c *config) { c.changelogCol = kindColumn } }
+
+// ForceStateful keeps the stateful streaming expansion even on bounded
+// input. It exists for tests and benchmarks that compare the expansions.
+func ForceStateful() Option { return func(c *config) { c.forceStateful = true } }
+
+// withClock makes the transform read processing time from a clock
+// registered with RegisterClock; tests use it to drive expiry.
+func withClock(name string) Option { return func(c *config) { c.clock = name } }
+
+// UseClock reads processing time from a clock registered under name with
+// RegisterClock, instead of the wall clock. For tests only.
+func UseClock(name string) Option { return withClock(name) }
+
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	if c.stateTTL < 0 {
+		return fmt.Errorf("StateTTL must be >= 0 (0 keeps state forever), got %v", c.stateTTL)
+	}
+	if c.eventTTL < 0 {
+		return fmt.Errorf("EventTimeTTL must be >= 0 (0 disables it), got %v", c.eventTTL)
+	}
+	if c.stateTTL > 0 && c.stateTTL < time.Millisecond {
+		return fmt.Errorf("StateTTL below 1ms (%v) cannot be represented; use at least 1ms", c.stateTTL)
+	}
+	if c.eventTTL > 0 && c.eventTTL < time.Millisecond {
+		return fmt.Errorf("EventTimeTTL below 1ms (%v) cannot be represented; use at least 1ms", c.eventTTL)
+	}
+	if c.onTime != "" && c.changelogCol != "" {
+		return fmt.Errorf("OnTime(%q) cannot be combined with Changelog(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.changelogCol)
+	}
+	seen := map[string]bool{}
+	for _, col := range c.partitionBy {
+		if seen[col] {
+			return fmt.Errorf("PartitionBy names column %q twice; list each key column once", col)
+		}
+		seen[col] = true
+	}
+	if c.clock != "" {
+		if _, ok := lookupClock(c.clock); !ok {
+			return fmt.Errorf("UseClock(%q): no clock registered under that name; call RegisterClock first", c.clock)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package pubsubio
+
+import (
+	"context"
+	"sync"
+
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Clients are safe for concurrent use and expensive to dial, so every DoFn
+// instance in a worker process shares one per endpoint for the process's
+// life.
+var (
+	clientsMu  sync.Mutex
+	subClients = map[string]*pubsub.SubscriptionAdminClient{}
+	pubClients = map[string]*pubsub.TopicAdminClient{}
+)
+
+func clientOptions(endpoint string) []option.ClientOption {
+	if endpoint == "" {
+		return nil // PUBSUB_EMULATOR_HOST or Google's endpoint, by the client's own rules
+	}
+	return []option.ClientOption{
+		option.WithEndpoint(endpoint),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+		option.WithTelemetryDisabled(),
+	}
+}
+
+func subscriberClient(ctx context.Context, endpoint string) (*pubsub.SubscriptionAdminClient, error) {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c, ok := subClients[endpoint]; ok {
+		return c, nil
+	}
+	c, err := pubsub.NewSubscriptionAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
+	if err != nil {
+		return nil, err
+	}
+	subClients[endpoint] = c
+	return c, nil
+}
+
+func publisherClient(ctx context.Context, endpoint string) (*pubsub.TopicAdminClient, error) {
+	clientsMu.Lock()
+	defer clientsMu.Unlock()
+	if c, ok := pubClients[endpoint]; ok {
+		return c, nil
+	}
+	c, err := pubsub.NewTopicAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
+	if err != nil {
+		return nil, err
+	}
+	pubClients[endpoint] = c
+	return c, nil
+}

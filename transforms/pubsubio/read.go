@@ -1,0 +1,330 @@
+package pubsubio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func init() {
+	register.DoFn5x2[context.Context, *WatermarkEstimator, *sdf.LockRTracker, int,
+		func(beam.EventTime, Message), sdf.ProcessContinuation, error](&readFn{})
+	register.Emitter2[beam.EventTime, Message]()
+}
+
+// Counters of the source, under the "pubsubio" namespace.
+var (
+	messagesRead    = beam.NewCounter("pubsubio", "messages_read")
+	messagesAcked   = beam.NewCounter("pubsubio", "messages_acked")
+	messagesNacked  = beam.NewCounter("pubsubio", "messages_nacked")
+	leaseExtensions = beam.NewCounter("pubsubio", "lease_extensions")
+)
+
+// ackChunk bounds the ids per Acknowledge/ModifyAckDeadline request (Pub/Sub
+// limits a request to 512 KB).
+const ackChunk = 1000
+
+// Read returns a PCollection<Message> of the messages of subscription, a full
+// name projects/P/subscriptions/S. It panics on invalid options; TryRead
+// returns the error instead.
+func Read(s beam.Scope, subscription string, opts ...ReadOption) beam.PCollection {
+	col, err := TryRead(s, subscription, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return col
+}
+
+// TryRead is Read returning construction errors.
+func TryRead(s beam.Scope, subscription string, opts ...ReadOption) (beam.PCollection, error) {
+	cfg, err := newReadConfig(subscription, opts)
+	if err != nil {
+		return beam.PCollection{}, err
+	}
+	s = s.Scope("pubsubio.Read")
+	readers := make([]int, cfg.Readers)
+	for i := range readers {
+		readers[i] = i
+	}
+	return beam.ParDo(s, newReadFn(subscription, cfg), beam.CreateList(s, readers)), nil
+}
+
+// readFn is the splittable DoFn of one reader; its element is the reader's
+// index. Fields are exported so the runner can serialize the DoFn.
+type readFn struct {
+	Subscription       string
+	Endpoint           string
+	IDAttribute        string
+	TimestampAttribute string
+	AckDeadlineMs      int64
+	MaxBundleMs        int64
+	MaxBundleMessages  int
+	PullBatch          int
+	IdleStopMs         int64
+	WatermarkLagMs     int64
+	// DisableLease turns off lease extension; tests use it to show the
+	// redelivery that leasing prevents.
+	DisableLease bool
+
+	sub *pubsub.SubscriptionAdminClient
+}
+
+func newReadFn(subscription string, c readConfig) *readFn {
+	return &readFn{
+		Subscription:       subscription,
+		Endpoint:           c.Endpoint,
+		IDAttribute:        c.IDAttribute,
+		TimestampAttribute: c.TimestampAttribute,
+		AckDeadlineMs:      c.AckDeadline.Milliseconds(),
+		MaxBundleMs:        c.MaxBundleDuration.Milliseconds(),
+		MaxBundleMessages:  c.MaxBundleMessages,
+		PullBatch:          c.PullBatch,
+		IdleStopMs:         c.IdleStop.Milliseconds(),
+		WatermarkLagMs:     c.WatermarkLag.Milliseconds(),
+		DisableLease:       c.disableLease,
+	}
+}
+
+func (fn *readFn) Setup(ctx context.Context) error {
+	c, err := subscriberClient(ctx, fn.Endpoint)
+	if err != nil {
+		return fmt.Errorf("pubsubio: dialing Pub/Sub: %w", err)
+	}
+	fn.sub = c
+	return nil
+}
+
+func (fn *readFn) CreateInitialRestriction(_ int) Restriction { return Restriction{} }
+
+func (fn *readFn) SplitRestriction(_ int, r Restriction) []Restriction { return []Restriction{r} }
+
+func (fn *readFn) RestrictionSize(_ int, _ Restriction) float64 { return 1 }
+
+func (fn *readFn) CreateTracker(r Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(newTracker(r, time.Now()))
+}
+
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ Restriction, _ int) int64 {
+	return int64(et)
+}
+
+func (fn *readFn) CreateWatermarkEstimator(ms int64) *WatermarkEstimator {
+	we := &WatermarkEstimator{}
+	we.ms.Store(ms)
+	return we
+}
+
+func (fn *readFn) WatermarkEstimatorState(we *WatermarkEstimator) int64 {
+	return we.ms.Load()
+}
+
+func (fn *readFn) ackDeadline() time.Duration { return time.Duration(fn.AckDeadlineMs) * time.Millisecond }
+
+// ProcessElement runs one bundle of a reader: ack what the previous
+// (committed) bundle claimed, pull and emit until the bundle's time or
+// message budget is spent, then checkpoint so that the residual carries this
+// bundle's ack ids.
+func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt *sdf.LockRTracker, _ int,
+	emit func(beam.EventTime, Message)) (sdf.ProcessContinuation, error) {
+	tr := rt.Rt.(*tracker)
+	rest := tr.GetRestriction().(Restriction)
+	if err := fn.ack(ctx, rest.AckIDs); err != nil {
+		return nil, err
+	}
+	messagesAcked.Inc(ctx, int64(len(rest.AckIDs)))
+
+	lease := fn.startLease(ctx, tr)
+	defer lease.stop(ctx) // idempotent; the normal paths stop it explicitly
+
+	lag := time.Duration(fn.WatermarkLagMs) * time.Millisecond
+	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
+	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
+	claimed := 0
+	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
+		max := min(fn.PullBatch, fn.MaxBundleMessages-claimed)
+		msgs, err := fn.pull(ctx, deadline, max)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) == 0 {
+			if claimed == 0 {
+				if idleStop > 0 && time.Since(tr.lastActivityTime()) >= idleStop {
+					// Nothing claimed in this bundle and the carried ids are acked: done.
+					lease.stop(ctx)
+					tr.stop()
+					return sdf.StopProcessing(), nil
+				}
+				// Idle and nothing in flight from this bundle: let event time move on.
+				we.UpdateWatermark(time.Now().Add(-lag))
+			}
+			continue
+		}
+		lease.extend(ctx, ackIDs(msgs)) // the subscription's own deadline may be short
+		oldest := time.Unix(math.MaxInt32, 0)
+		for i, rm := range msgs {
+			if !rt.TryClaim(rm.GetAckId()) {
+				// A runner split took over the restriction; the residual owes
+				// the acks of what was claimed. Hand the rest back at once.
+				rest := ackIDs(msgs[i:])
+				fn.modify(ctx, rest, 0)
+				messagesNacked.Inc(ctx, int64(len(rest)))
+				lease.stop(ctx)
+				return sdf.StopProcessing(), nil
+			}
+			m := fromReceived(rm.GetMessage(), fn.IDAttribute)
+			ts := eventTime(m, fn.TimestampAttribute)
+			if ts.Before(oldest) {
+				oldest = ts
+			}
+			emit(mtime.FromTime(ts), m)
+			claimed++
+		}
+		messagesRead.Inc(ctx, int64(len(msgs)))
+		// Heuristic watermark: Pub/Sub has no order, so follow the oldest
+		// timestamp of the latest batch, never ahead of wall time minus lag.
+		if wm := time.Now().Add(-lag); oldest.Before(wm) {
+			we.UpdateWatermark(oldest)
+		} else {
+			we.UpdateWatermark(wm)
+		}
+	}
+	lease.stop(ctx)
+	leaseExtensions.Inc(ctx, lease.count.Load())
+	return sdf.ResumeProcessingIn(0), nil
+}
+
+// pull returns at most max messages, waiting no later than the bundle
+// deadline (at least a short poll) when the subscription is empty.
+func (fn *readFn) pull(ctx context.Context, deadline time.Time, max int) ([]*pubsubpb.ReceivedMessage, error) {
+	wait := max64(time.Until(deadline), 100*time.Millisecond)
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	resp, err := fn.sub.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
+			return nil, nil // an empty long poll
+		}
+		return nil, fmt.Errorf("pubsubio: pull %s: %w", fn.Subscription, err)
+	}
+	return resp.GetReceivedMessages(), nil
+}
+
+func max64(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func ackIDs(msgs []*pubsubpb.ReceivedMessage) []string {
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.GetAckId()
+	}
+	return ids
+}
+
+// ack acknowledges ids. An id whose lease expired is rejected by
+// exactly-once subscriptions and ignored by others; its message was or will
+// be redelivered and deduplicated downstream, so that is not a failure. Any
+// other error (after the client's retries) is an infrastructure failure.
+func (fn *readFn) ack(ctx context.Context, ids []string) error {
+	for len(ids) > 0 {
+		n := min(len(ids), ackChunk)
+		err := fn.sub.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: fn.Subscription, AckIds: ids[:n]})
+		if err != nil {
+			switch status.Code(err) {
+			case codes.InvalidArgument, codes.FailedPrecondition:
+				log.Warnf(ctx, "pubsubio: ack of %d ids on %s rejected (leases expired?): %v", n, fn.Subscription, err)
+			default:
+				return fmt.Errorf("pubsubio: ack on %s: %w", fn.Subscription, err)
+			}
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// modify sets the ack deadline of ids (0 nacks them). Failures only cost a
+// redelivery, so they are logged.
+func (fn *readFn) modify(ctx context.Context, ids []string, d time.Duration) {
+	for len(ids) > 0 {
+		n := min(len(ids), ackChunk)
+		err := fn.sub.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription: fn.Subscription, AckIds: ids[:n], AckDeadlineSeconds: int32(math.Ceil(d.Seconds())),
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			log.Warnf(ctx, "pubsubio: modifyAckDeadline of %d ids on %s: %v", n, fn.Subscription, err)
+		}
+		ids = ids[n:]
+	}
+}
+
+// leaser extends the leases of the bundle's claimed messages every third of
+// the ack deadline while the bundle runs, and once more when it stops, so
+// the lease covers the time until the residual acks them.
+type leaser struct {
+	fn       *readFn
+	tr       *tracker
+	quit     chan struct{}
+	finished chan struct{}
+	once     sync.Once
+	count    atomic.Int64
+}
+
+func (fn *readFn) startLease(ctx context.Context, tr *tracker) *leaser {
+	l := &leaser{fn: fn, tr: tr, quit: make(chan struct{}), finished: make(chan struct{})}
+	if fn.DisableLease {
+		close(l.finished)
+		return l
+	}
+	every := max64(fn.ackDeadline()/3, 100*time.Millisecond)
+	lctx := context.WithoutCancel(ctx)
+	go func() {
+		defer close(l.finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-l.quit:
+				return
+			case <-t.C:
+				l.extend(lctx, tr.claimedIDs())
+			}
+		}
+	}()
+	return l
+}
+
+func (l *leaser) extend(ctx context.Context, ids []string) {
+	if l.fn.DisableLease || len(ids) == 0 {
+		return
+	}
+	l.fn.modify(ctx, ids, l.fn.ackDeadline())
+	l.count.Add(1)
+}
+
+func (l *leaser) stop(ctx context.Context) {
+	l.once.Do(func() {
+		close(l.quit)
+		<-l.finished
+		l.extend(ctx, l.tr.claimedIDs())
+	})
+}
