@@ -10,18 +10,18 @@ import (
 type Option func(*config)
 
 type config struct {
-	partitionBy    []string
-	partitionSet   bool
-	partitionAll   bool
-	onTime         string
-	stateTTL       time.Duration
-	eventTTL       time.Duration
-	resetOnDup     bool
-	uid            string
-	changelogCol   string
-	clock          string
-	forceStateful  bool
-	errs           []error
+	partitionBy   []string
+	partitionSet  bool
+	partitionAll  bool
+	onTime        string
+	stateTTL      time.Duration
+	eventTTL      time.Duration
+	resetOnDup    bool
+	uid           string
+	changelogCol  string
+	clock         string
+	forceStateful bool
+	errs          []error
 }
 
 func defaultConfig() config { return config{resetOnDup: true} }
