@@ -132,7 +132,9 @@ func (fn *readFn) WatermarkEstimatorState(we *WatermarkEstimator) int64 {
 	return we.ms.Load()
 }
 
-func (fn *readFn) ackDeadline() time.Duration { return time.Duration(fn.AckDeadlineMs) * time.Millisecond }
+func (fn *readFn) ackDeadline() time.Duration {
+	return time.Duration(fn.AckDeadlineMs) * time.Millisecond
+}
 
 // ProcessElement runs one bundle of a reader: ack what the previous
 // (committed) bundle claimed, pull and emit until the bundle's time or
@@ -147,7 +149,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	}
 	messagesAcked.Inc(ctx, int64(len(rest.AckIDs)))
 
-	lease := fn.startLease(ctx, tr)
+	lease := fn.startLease(ctx)
 	defer lease.stop(ctx) // idempotent; the normal paths stop it explicitly
 
 	lag := time.Duration(fn.WatermarkLagMs) * time.Millisecond
@@ -173,15 +175,19 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 			}
 			continue
 		}
-		lease.extend(ctx, ackIDs(msgs)) // the subscription's own deadline may be short
+		// Lease the whole batch now (the subscription's own deadline may be
+		// short) and keep leasing it: emit may block on slow fused steps
+		// before later messages of the batch are even claimed.
+		lease.add(ctx, ackIDs(msgs))
 		oldest := time.Unix(math.MaxInt32, 0)
 		for i, rm := range msgs {
 			if !rt.TryClaim(rm.GetAckId()) {
 				// A runner split took over the restriction; the residual owes
 				// the acks of what was claimed. Hand the rest back at once.
-				rest := ackIDs(msgs[i:])
-				fn.modify(ctx, rest, 0)
-				messagesNacked.Inc(ctx, int64(len(rest)))
+				unclaimed := ackIDs(msgs[i:])
+				lease.remove(len(unclaimed))
+				fn.modify(ctx, unclaimed, 0)
+				messagesNacked.Inc(ctx, int64(len(unclaimed)))
 				lease.stop(ctx)
 				return sdf.StopProcessing(), nil
 			}
@@ -277,20 +283,21 @@ func (fn *readFn) modify(ctx context.Context, ids []string, d time.Duration) {
 	}
 }
 
-// leaser extends the leases of the bundle's claimed messages every third of
+// leaser extends the leases of the bundle's pulled messages every third of
 // the ack deadline while the bundle runs, and once more when it stops, so
 // the lease covers the time until the residual acks them.
 type leaser struct {
 	fn       *readFn
-	tr       *tracker
+	mu       sync.Mutex
+	ids      []string // pulled in this bundle, in pull order
 	quit     chan struct{}
 	finished chan struct{}
 	once     sync.Once
 	count    atomic.Int64
 }
 
-func (fn *readFn) startLease(ctx context.Context, tr *tracker) *leaser {
-	l := &leaser{fn: fn, tr: tr, quit: make(chan struct{}), finished: make(chan struct{})}
+func (fn *readFn) startLease(ctx context.Context) *leaser {
+	l := &leaser{fn: fn, quit: make(chan struct{}), finished: make(chan struct{})}
 	if fn.DisableLease {
 		close(l.finished)
 		return l
@@ -306,11 +313,32 @@ func (fn *readFn) startLease(ctx context.Context, tr *tracker) *leaser {
 			case <-l.quit:
 				return
 			case <-t.C:
-				l.extend(lctx, tr.claimedIDs())
+				l.extend(lctx, l.snapshot())
 			}
 		}
 	}()
 	return l
+}
+
+// add leases ids now and from then on.
+func (l *leaser) add(ctx context.Context, ids []string) {
+	l.mu.Lock()
+	l.ids = append(l.ids, ids...)
+	l.mu.Unlock()
+	l.extend(ctx, ids)
+}
+
+// remove drops the last n ids (handed back unclaimed).
+func (l *leaser) remove(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = l.ids[:len(l.ids)-n]
+}
+
+func (l *leaser) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids...)
 }
 
 func (l *leaser) extend(ctx context.Context, ids []string) {
@@ -325,6 +353,6 @@ func (l *leaser) stop(ctx context.Context) {
 	l.once.Do(func() {
 		close(l.quit)
 		<-l.finished
-		l.extend(ctx, l.tr.claimedIDs())
+		l.extend(ctx, l.snapshot())
 	})
 }

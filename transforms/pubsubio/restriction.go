@@ -102,18 +102,6 @@ func (t *tracker) stop() {
 	t.done = true
 }
 
-func (t *tracker) claimedIDs() []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append([]string(nil), t.claimed...)
-}
-
-func (t *tracker) numClaimed() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.claimed)
-}
-
 func (t *tracker) lastActivityTime() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,0 +1,111 @@
+package pubsubio
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/beamdedup/beamdedup/testing/pubsubtest"
+)
+
+func TestMain(m *testing.M) {
+	ptest.MainWithDefault(m, "prism")
+}
+
+func init() {
+	register.DoFn2x1[context.Context, Message, error](&collectFn{})
+	register.DoFn1x1[Message, error](&failFn{})
+}
+
+// runPipeline runs p on the test runner with a deadline, so a source that
+// never stops fails the test instead of hanging CI.
+func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
+	t.Helper()
+	runner := *ptest.Runner
+	if runner == "" {
+		runner = ptest.DefaultRunner()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	type res struct {
+		pr  beam.PipelineResult
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		pr, err := beam.Run(ctx, runner, p)
+		done <- res{pr, err}
+	}()
+	select {
+	case r := <-done:
+		return r.pr, r.err
+	case <-time.After(timeout + 5*time.Second):
+		t.Fatalf("pipeline did not finish within %v", timeout)
+		return nil, nil
+	}
+}
+
+// collected holds what collectFn saw, per collector name; DoFns run in this
+// process on Prism's LOOPBACK environment.
+var collected sync.Map // name -> *collection
+
+type collection struct {
+	mu         sync.Mutex
+	msgs       []Message
+	ackedEarly []string // messages already acked when the pipeline saw them
+	slept      bool
+}
+
+func newCollection(name string) *collection {
+	c := &collection{}
+	collected.Store(name, c)
+	return c
+}
+
+func (c *collection) messages() []Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Message(nil), c.msgs...)
+}
+
+// collectFn records messages. Fused right after the source, it runs inside
+// the source's bundle: a message it sees is in flight in an uncommitted
+// bundle, so the fake must not have an ack for it yet.
+type collectFn struct {
+	Name         string
+	Addr         string
+	SleepFirstMs int64
+}
+
+func (f *collectFn) ProcessElement(_ context.Context, m Message) error {
+	v, _ := collected.Load(f.Name)
+	c := v.(*collection)
+	if srv := pubsubtest.Lookup(f.Addr); srv != nil {
+		if pm := srv.Message(m.MessageID); pm != nil && pm.Acks > 0 {
+			c.mu.Lock()
+			c.ackedEarly = append(c.ackedEarly, m.MessageID)
+			c.mu.Unlock()
+		}
+	}
+	c.mu.Lock()
+	c.msgs = append(c.msgs, m)
+	sleep := !c.slept && f.SleepFirstMs > 0
+	c.slept = true
+	c.mu.Unlock()
+	if sleep {
+		time.Sleep(time.Duration(f.SleepFirstMs) * time.Millisecond)
+	}
+	return nil
+}
+
+// failFn fails its bundle, as a crashing worker would.
+type failFn struct{}
+
+func (*failFn) ProcessElement(m Message) error {
+	return errors.New("failFn: simulated worker failure on " + m.MessageID)
+}
