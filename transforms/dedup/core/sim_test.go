@@ -1,0 +1,246 @@
+package core_test
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/coders/statecoder"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// sim is a small deterministic model of the Beam runner around the core,
+// used the way the adapter in package dedup uses it:
+//
+//   - per key, the state is read (decoded from its persisted bytes), OnRow
+//     or OnTimer decides, and the state is written back only when the
+//     decision says Write (a Phase None state is cleared);
+//   - each key has ONE timer; setting it overwrites the previous one and
+//     timers are never cleared. Finalize timers are event-time; Cleanup
+//     timers are event-time when the family is EventTimeFamily and
+//     processing-time otherwise. Event-time cleanup timers past the window
+//     end are not set;
+//   - an event-time timer fires once the watermark is >= its time, a
+//     processing-time timer once the clock is >= its time. Timers fire in a
+//     "next bundle": on AdvanceClock, AdvanceWatermark or Fire, never inside
+//     Arrive, so a timer set behind the watermark fires at the next advance.
+//
+// The state round-trips through coders/statecoder on every write, as in the
+// adapter, so a field the coder forgot would show up here.
+type sim struct {
+	t         testing.TB
+	cfg       core.Config
+	windowEnd int64 // last event time of the (one) window
+	now       int64 // processing time
+	wm        int64 // input watermark
+	keys      map[string]*simKey
+	out       []emission
+	firings   int // timer firings so far
+}
+
+type simKey struct {
+	state []byte // persisted state; nil when absent
+	timer core.Timer
+	proc  bool // the timer is a processing-time timer
+	set   bool
+}
+
+// emission is one output row: its id, key, output event time and the
+// processing time at which it was emitted.
+type emission struct {
+	Row       string
+	Key       string
+	EventTime int64
+	ProcTime  int64
+}
+
+// globalWindowEnd is the end of Beam's global window, in ms (mtime.EndOfGlobalWindowTime).
+const globalWindowEnd = math.MaxInt64/1000 - 24*60*60*1000
+
+// minWatermark is the watermark before any input (mtime.MinTimestamp).
+const minWatermark = math.MinInt64 / 1000
+
+// maxFiringsPerAdvance bounds timer loops so a core bug cannot hang a test.
+const maxFiringsPerAdvance = 10_000
+
+func newSim(t testing.TB, cfg core.Config, start int64) *sim {
+	return &sim{t: t, cfg: cfg, windowEnd: globalWindowEnd, now: start, wm: minWatermark, keys: map[string]*simKey{}}
+}
+
+func (s *sim) key(k string) *simKey {
+	sk, ok := s.keys[k]
+	if !ok {
+		sk = &simKey{}
+		s.keys[k] = sk
+	}
+	return sk
+}
+
+// State returns the key's persisted state (Phase None when absent).
+func (s *sim) State(key string) core.State {
+	var st core.State
+	if sk, ok := s.keys[key]; ok {
+		require.NoError(s.t, statecoder.Decode(sk.state, &st))
+	}
+	return st
+}
+
+// Timer returns the key's timer and whether one was ever set.
+func (s *sim) Timer(key string) (core.Timer, bool) {
+	sk, ok := s.keys[key]
+	if !ok {
+		return core.Timer{}, false
+	}
+	return sk.timer, sk.set
+}
+
+// Out returns the rows emitted so far.
+func (s *sim) Out() []emission { return s.out }
+
+// Rows returns the ids of the rows emitted so far.
+func (s *sim) Rows() []string {
+	ids := make([]string, len(s.out))
+	for i, e := range s.out {
+		ids[i] = e.Row
+	}
+	return ids
+}
+
+// Arrive processes one row of key with the given kind and event time at
+// the current processing time, and returns the core's decision.
+func (s *sim) Arrive(key string, kind core.Kind, eventTime int64, row string) core.Decision {
+	s.t.Helper()
+	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the candidate bytes")
+	sk := s.key(key)
+	st := s.State(key)
+	d := s.cfg.OnRow(&st, kind, eventTime, s.now)
+	switch d.Outcome {
+	case core.Emit:
+		s.out = append(s.out, emission{Row: row, Key: key, EventTime: eventTime, ProcTime: s.now})
+	case core.BecomeCandidate, core.ReplaceCandidate:
+		require.True(s.t, d.Write, "a new candidate must be written")
+		st.Cand = []byte(row)
+	}
+	if d.Write {
+		s.write(sk, &st)
+	}
+	s.arm(sk, d.Timer)
+	return d
+}
+
+// AdvanceClock moves processing time to now and fires the due timers.
+func (s *sim) AdvanceClock(now int64) {
+	s.t.Helper()
+	require.GreaterOrEqual(s.t, now, s.now, "processing time never goes back")
+	s.now = now
+	s.Fire()
+}
+
+// AdvanceWatermark moves the watermark to wm and fires the due timers.
+func (s *sim) AdvanceWatermark(wm int64) {
+	s.t.Helper()
+	require.GreaterOrEqual(s.t, wm, s.wm, "the watermark never goes back")
+	s.wm = wm
+	s.Fire()
+}
+
+// Fire fires every due timer, earliest first (ties by key), including
+// timers that the firings themselves set and that are already due.
+func (s *sim) Fire() {
+	s.t.Helper()
+	for n := 0; ; n++ {
+		require.Less(s.t, n, maxFiringsPerAdvance, "timers keep firing: a timer loop")
+		key, ok := s.nextDue()
+		if !ok {
+			return
+		}
+		s.fire(key)
+	}
+}
+
+func (s *sim) nextDue() (string, bool) {
+	var best string
+	var bestAt int64
+	found := false
+	for _, k := range slices.Sorted(maps.Keys(s.keys)) {
+		sk := s.keys[k]
+		if !sk.set {
+			continue
+		}
+		limit := s.wm
+		if sk.proc {
+			limit = s.now
+		}
+		if sk.timer.At > limit {
+			continue
+		}
+		if !found || sk.timer.At < bestAt {
+			best, bestAt, found = k, sk.timer.At, true
+		}
+	}
+	return best, found
+}
+
+func (s *sim) fire(key string) {
+	sk := s.keys[key]
+	timer := sk.timer
+	sk.set = false // it fired
+	s.firings++
+	st := s.State(key)
+	cand := string(st.Cand)
+	d := s.cfg.OnTimer(&st, timer.Kind == core.Finalize, timer.At, s.now, s.windowEnd)
+	if d.Emit {
+		require.NotEmpty(s.t, cand, "emitting a candidate that was never stored")
+		s.out = append(s.out, emission{Row: cand, Key: key, EventTime: d.EmitTime, ProcTime: s.now})
+	}
+	if d.Write {
+		s.write(sk, &st)
+	}
+	s.arm(sk, d.Timer)
+}
+
+func (s *sim) write(sk *simKey, st *core.State) {
+	if st.Phase == core.None {
+		sk.state = nil
+		return
+	}
+	sk.state = statecoder.Encode(st)
+}
+
+// arm sets the key's one timer as the adapter does, checking that the
+// timer belongs to the configuration's one family.
+func (s *sim) arm(sk *simKey, t core.Timer) {
+	s.t.Helper()
+	fam := s.cfg.Family()
+	switch t.Kind {
+	case core.NoTimer:
+		return
+	case core.Finalize:
+		require.Equal(s.t, core.EventTimeFamily, fam, "a finalize timer needs the event-time family")
+		sk.proc = false
+	case core.Cleanup:
+		require.NotEqual(s.t, core.NoFamily, fam, "a cleanup timer in a configuration without a timer family")
+		sk.proc = fam == core.ProcessingTimeFamily
+		if !sk.proc && t.At > s.windowEnd {
+			return // the window's state is dropped before then
+		}
+	default:
+		require.Failf(s.t, "unknown timer kind", "%d", t.Kind)
+	}
+	sk.timer, sk.set = t, true
+}
+
+// Times used by the tests: a wall-clock day, so times look like the spec's.
+var day = time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// at returns the Unix ms of hh:mm on the test day.
+func at(hh, mm int) int64 { return day + int64(hh)*3_600_000 + int64(mm)*60_000 }
+
+const (
+	second = int64(time.Second / time.Millisecond)
+	minute = int64(time.Minute / time.Millisecond)
+)
