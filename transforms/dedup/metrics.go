@@ -46,6 +46,20 @@ func (c Counters) Pending() int64 {
 		c.ChangelogSwallowed - c.RetractionsIgnored - c.DeadLettered
 }
 
+// RowCounts returns c without the state-access and refresh counters, which
+// depend on bundling: what is left is where each row went.
+func (c Counters) RowCounts() Counters {
+	c.StateReads, c.StateWrites, c.TimerSets, c.TTLRefreshes = 0, 0, 0, 0
+	return c
+}
+
+// WithoutExpiry returns c without KeysExpired, which also counts state
+// dropped at the end of a window or of the input.
+func (c Counters) WithoutExpiry() Counters {
+	c.KeysExpired = 0
+	return c
+}
+
 // ReadCounters sums this package's counters from a pipeline result.
 func ReadCounters(pr beam.PipelineResult) Counters {
 	var c Counters

@@ -1,0 +1,112 @@
+package dedup_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+type epochEvent struct {
+	UserID string `beam:"user_id"`
+	Event  string `beam:"event"`
+	TsMs   int64  `beam:"ts_ms"`
+}
+
+func init() {
+	beam.RegisterType(reflectType[epochEvent]())
+	register.Function1x1(epochName)
+	register.Function2x0(stampRowtime)
+	register.Emitter2[beam.EventTime, timedEvent]()
+}
+
+func epochName(e epochEvent) string { return e.UserID + "/" + e.Event }
+
+// stampRowtime sets a row's timestamp from its rowtime column.
+func stampRowtime(e timedEvent, emit func(beam.EventTime, timedEvent)) {
+	emit(beam.EventTime(e.Rowtime.UnixMilli()), e)
+}
+
+// A candidate at 10:05 must not be emitted while the watermark is behind
+// it, so a later-arriving 10:03 row still replaces it; a tie at 10:03 keeps
+// the first arrival; the output timestamp is
+// the kept row's event time.
+func TestEventTime_LaterArrivingEarlierRowReplacesCandidateBeforeWatermark(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 0))))
+	require.NoError(t, ts.AddElements(ms(at(10, 5)), timedEvent{"u1", "a", at(10, 5)}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 1))))
+	require.NoError(t, ts.AddElements(ms(at(10, 3)), timedEvent{"u1", "b", at(10, 3)}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))))
+	require.NoError(t, ts.AddElements(ms(at(10, 3)), timedEvent{"u1", "c-tie", at(10, 3)}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))+1))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	in := teststream.Create(s, ts)
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/b@10:03")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 1, DuplicatesDropped: 1}, c.RowCounts(), "a replaced; the tie c stays dropped")
+}
+
+// Once emitted, every later row of the key is dropped as late, even one
+// with an earlier event time; other keys are unaffected. The OnTime column
+// may be int64 epoch milliseconds.
+func TestEventTime_RowsAfterFinalizationAreDroppedAsLate(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	require.NoError(t, ts.AddElements(ms(at(10, 1)), epochEvent{"u1", "first", ms(at(10, 1))}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))))
+	require.NoError(t, ts.AddElements(ms(at(10, 3)), epochEvent{"u1", "later", ms(at(10, 3))}, epochEvent{"u2", "other", ms(at(10, 3))}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 4))))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	in := teststream.Create(s, ts)
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("ts_ms"))
+	passert.Equals(s, beam.ParDo(s, epochName, out), "u1/first", "u2/other")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, LateDropped: 1}, c.RowCounts())
+}
+
+// Flink drops the first row of an unseen key whose time is already behind
+// the watermark; a Beam DoFn cannot read the watermark, so we keep it: it
+// becomes the candidate and is emitted at the next watermark advance.
+func TestEventTime_FirstRowBehindWatermarkIsEmittedNotLost(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	require.NoError(t, ts.AdvanceWatermark(ms(at(11, 0))))
+	require.NoError(t, ts.AddElements(ms(at(11, 0)), timedEvent{"u9", "old", at(10, 0)}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(11, 1))))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	in := teststream.Create(s, ts)
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u9/old@10:00")
+	run(t, p)
+}
+
+// EventTimeTTL: a row more than d after the key's largest event time starts
+// a new period; rows within d are duplicates. Works with no processing-time
+// timer at all.
+func TestEventTimeTTL_RowBeyondRetentionStartsNewPeriod(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s,
+		timedEvent{"u1", "a", at(10, 0)},
+		timedEvent{"u1", "b", at(10, 4)},  // within 5 min of 10:00: duplicate, refreshes to 10:04
+		timedEvent{"u1", "c", at(10, 9)},  // within 5 min of 10:04: duplicate
+		timedEvent{"u1", "d", at(10, 20)}, // more than 5 min after 10:09: new period
+	)
+	// Watermarkless mode: the event time is the row's timestamp, set here
+	// from the rowtime column by a ParDo.
+	stamped := beam.ParDo(s, stampRowtime, in)
+	out := dedup.KeepFirst(s, stamped, dedup.PartitionBy("user_id"), dedup.EventTimeTTL(5*time.Minute))
+	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/a@10:00", "u1/d@10:20")
+	c := run(t, p)
+	assert.Equal(t, int64(2), c.Emitted)
+	assert.Equal(t, int64(2), c.DuplicatesDropped)
+}

@@ -1,0 +1,256 @@
+package dedup_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+type kindRow struct {
+	Kind changelog.Kind `beam:"kind"`
+	Key  int64          `beam:"key"`
+	Seq  int64          `beam:"seq"`
+}
+
+type badKeyRow struct {
+	Tags  []string          `beam:"tags"`
+	Attrs map[string]string `beam:"attrs"`
+	Inner struct{ A int }   `beam:"inner"`
+	Name  string            `beam:"name"`
+	When  string            `beam:"when"`
+}
+
+func init() {
+	beam.RegisterType(reflectType[kindRow]())
+	register.Function1x1(formatTimedPlain)
+	register.Function2x0(splitPair)
+	register.Emitter2[string, int64]()
+	register.Function2x0(floatPair)
+	register.Emitter2[float64, string]()
+	register.Function2x1(kvString)
+	register.Function2x0(stampSeq)
+	register.Emitter2[beam.EventTime, kindRow]()
+	// Processing time = the row's event time: rows' timestamps double as
+	// their arrival times, so arrival-time expiry is deterministic.
+	dedup.RegisterClock("rowtime", func(et time.Time) time.Time { return et })
+}
+
+func formatTimedPlain(e timedEvent) string { return e.UserID + "/" + e.Event }
+
+func splitPair(s string, emit func(string, int64)) {
+	k, v, _ := strings.Cut(s, "=")
+	var n int64
+	fmt.Sscan(v, &n)
+	emit(k, n)
+}
+
+func floatPair(s string, emit func(float64, string)) {
+	switch s {
+	case "zero":
+		emit(0, s)
+	case "negzero":
+		emit(math.Copysign(0, -1), s)
+	case "nan1":
+		emit(math.NaN(), s)
+	case "nan2":
+		emit(-math.NaN(), s)
+	}
+}
+
+func kvString(k float64, v string) string { return fmt.Sprint(k) }
+
+func stampSeq(r kindRow, emit func(beam.EventTime, kindRow)) { emit(beam.EventTime(r.Seq*1000), r) }
+
+// Arrival-time expiry, checked when a row arrives (no timer involved: the
+// input is bounded, so no cleanup timer is set), with a clock that reads
+// the row's timestamp. 4.1.3.3 and both outputs of 4.1.3.6.
+func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		arrive []int // minutes after 10:00
+		reset  bool
+		want   []any
+	}{
+		{"4.1.3.3 refresh", []int{0, 3, 10}, true, []any{"Vas/login@10:00", "Vas/login@10:10"}},
+		{"4.1.3.6 refresh", []int{0, 3, 7, 10}, true, []any{"Vas/login@10:00"}},
+		{"4.1.3.6 no refresh", []int{0, 3, 7, 10}, false, []any{"Vas/login@10:00", "Vas/login@10:07"}},
+		{"expiry is inclusive", []int{0, 5}, false, []any{"Vas/login@10:00", "Vas/login@10:05"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			var rows []any
+			for _, m := range tc.arrive {
+				rows = append(rows, timedEvent{"Vas", "login", at(10, m)})
+			}
+			in := beam.ParDo(s, stampRowtime, beam.Create(s, rows...))
+			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
+				dedup.ResetTTLOnDuplicate(tc.reset), dedup.UseClock("rowtime"))
+			passert.Equals(s, beam.ParDo(s, formatTimed, out), tc.want...)
+			c := run(t, p)
+			assert.Equal(t, int64(len(tc.want)), c.Emitted)
+			assert.Zero(t, c.TimerSets, "bounded input sets no timers")
+		})
+	}
+}
+
+// On a windowed PCollection state is per key and window: the first row per
+// key per window is kept (the keep-first half of window deduplication).
+func TestWindows_FirstRowPerKeyPerFixedWindow(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s,
+		timedEvent{"u1", "a", at(10, 1)}, timedEvent{"u1", "b", at(10, 30)},
+		timedEvent{"u1", "c", at(11, 5)}, timedEvent{"u1", "d", at(11, 10)},
+		timedEvent{"u2", "e", at(10, 59)},
+	)
+	windowed := beam.WindowInto(s, window.NewFixedWindows(time.Hour), beam.ParDo(s, stampRowtime, in))
+	out := dedup.KeepFirst(s, windowed, dedup.PartitionBy("user_id"), dedup.StateTTL(time.Hour))
+	global := beam.WindowInto(s, window.NewGlobalWindows(), out) // passert needs the global window
+	passert.Equals(s, beam.ParDo(s, formatTimedPlain, global), "u1/a", "u1/c", "u2/e")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 5, Emitted: 3, DuplicatesDropped: 2}, c.RowCounts().WithoutExpiry())
+}
+
+func TestKeepFirstPerKey_FirstValuePerKey(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1", "a=2", "b=3", "a=4"))
+	out := dedup.KeepFirstPerKey(s, kvs)
+	passert.Equals(s, beam.DropValue(s, out), "a", "b")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, c.RowCounts())
+}
+
+func TestKeepFirstPerKey_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	kvs := beam.ParDo(s, floatPair, beam.Create(s, "zero", "negzero", "nan1", "nan2"))
+	out := dedup.KeepFirstPerKey(s, kvs)
+	passert.Equals(s, beam.ParDo(s, kvString, out), "0", "NaN")
+	run(t, p)
+}
+
+// Every input row lands in exactly one counter: a randomized changelog with
+// a TTL, through the real transform.
+func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rows []any
+	for i := range 300 {
+		rows = append(rows, kindRow{Kind: changelog.Kind(rng.IntN(5)), Key: rng.Int64N(40), Seq: int64(i)})
+	}
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
+	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("key"), dedup.Changelog("kind"),
+		dedup.StateTTL(20*time.Second), dedup.UseClock("rowtime"))
+	c := run(t, p)
+	_ = out
+	_ = dead
+	require.Equal(t, int64(300), c.RowsIn)
+	assert.Zero(t, c.Pending(), "%+v", c)
+	assert.Positive(t, c.DeadLettered, "Kind(4) is invalid")
+	assert.Positive(t, c.ChangelogSwallowed)
+	assert.Positive(t, c.RetractionsIgnored)
+	assert.Positive(t, c.KeysExpired)
+	assert.LessOrEqual(t, c.StateReads, c.RowsIn-c.DeadLettered, "at most one state read per row")
+}
+
+func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+		want string
+	}{
+		{"unknown column lists available ones", []dedup.Option{dedup.PartitionBy("nope")}, `"nope"`},
+		{"slice key column", []dedup.Option{dedup.PartitionBy("tags")}, "cannot be a deterministic key"},
+		{"map key column", []dedup.Option{dedup.PartitionBy("attrs")}, "cannot be a deterministic key"},
+		{"struct key column", []dedup.Option{dedup.PartitionBy("inner")}, "cannot be a deterministic key"},
+		{"PartitionByAll with a slice column", []dedup.Option{dedup.PartitionByAll()}, "cannot be a deterministic key"},
+		{"OnTime of the wrong type", []dedup.Option{dedup.OnTime("when")}, "must be time.Time or int64"},
+		{"OnTime with Changelog", []dedup.Option{dedup.OnTime("when"), dedup.Changelog("name")}, "cannot be combined with Changelog"},
+		{"negative StateTTL", []dedup.Option{dedup.StateTTL(-time.Second)}, "StateTTL must be >= 0"},
+		{"negative EventTimeTTL", []dedup.Option{dedup.EventTimeTTL(-time.Second)}, "EventTimeTTL must be >= 0"},
+		{"column named twice", []dedup.Option{dedup.PartitionBy("name", "name")}, "twice"},
+		{"empty PartitionBy", []dedup.Option{dedup.PartitionBy()}, "at least one column"},
+		{"Changelog column of the wrong type", []dedup.Option{dedup.Changelog("attrs")}, "must be a string"},
+		{"unregistered clock", []dedup.Option{dedup.UseClock("no-such-clock")}, "no clock registered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, badKeyRow{Name: "x"})
+			_, err := dedup.TryKeepFirst(s, in, tc.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Panics(t, func() { dedup.KeepFirst(s, in, tc.opts...) }, "KeepFirst panics with the same error")
+		})
+	}
+	t.Run("unknown column error lists the available columns", func(t *testing.T) {
+		_, s := beam.NewPipelineWithRoot()
+		_, err := dedup.TryKeepFirst(s, beam.Create(s, badKeyRow{}), dedup.PartitionBy("nope"))
+		require.Error(t, err)
+		for _, col := range []string{"tags", "attrs", "inner", "name", "when"} {
+			assert.Contains(t, err.Error(), col)
+		}
+	})
+	t.Run("PartitionBy with KeepFirstPerKey", func(t *testing.T) {
+		_, s := beam.NewPipelineWithRoot()
+		kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1"))
+		_, err := dedup.TryKeepFirstPerKey(s, kvs, dedup.PartitionBy("a"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not allowed")
+	})
+	t.Run("KV input to KeepFirst", func(t *testing.T) {
+		_, s := beam.NewPipelineWithRoot()
+		kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1"))
+		_, err := dedup.TryKeepFirst(s, kvs)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "KeepFirstPerKey")
+	})
+	t.Run("non-struct input", func(t *testing.T) {
+		_, s := beam.NewPipelineWithRoot()
+		_, err := dedup.TryKeepFirst(s, beam.Create(s, "a"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "struct")
+	})
+}
+
+// The UID names the scope of every step, so step names (and with them
+// state) do not change when the pipeline around the transform changes.
+func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.Create(s, userEvent{"Vas", "login", 1})
+	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"))
+	edges, _, err := p.Build()
+	require.NoError(t, err)
+	var names []string
+	for _, e := range edges {
+		names = append(names, e.Scope().String()+"/"+e.Name())
+	}
+	joined := strings.Join(names, "\n")
+	assert.Contains(t, joined, "user-events-dedup/Key")
+	assert.Contains(t, joined, "user-events-dedup/Dedup")
+}
+
+// A bounded input with a long StateTTL must not wait out the TTL: no
+// processing-time timer is set. (The deadline is a hang guard.)
+func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.Create(s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2})
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(2*time.Hour))
+	passert.Count(s, out, "kept", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, err := beam.Run(ctx, "prism", p)
+	require.NoError(t, err)
+	assert.Zero(t, dedup.ReadCounters(pr).TimerSets)
+}
