@@ -1,0 +1,90 @@
+// Package pipelinetest runs the sample pipelines in tests with a deadline
+// and compares JSON Lines files with expected files.
+package pipelinetest
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Update makes CompareLines rewrite the expected files:
+// go test ./pipelines/... -update.
+var Update = flag.Bool("update", false, "rewrite expected files under testing/testdata")
+
+// Run runs p on the test runner (ptest's, prism by default) and fails the
+// test if it does not finish within d, so a hung pipeline cannot hang CI.
+func Run(t testing.TB, p *beam.Pipeline, d time.Duration) beam.PipelineResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	runner := *ptest.Runner
+	if runner == "" {
+		runner = ptest.DefaultRunner()
+	}
+	start := time.Now()
+	pr, err := beam.Run(ctx, runner, p)
+	require.NoError(t, err, "pipeline on %s (deadline %v)", runner, d)
+	t.Logf("pipeline ran in %v", time.Since(start).Round(time.Millisecond))
+	return pr
+}
+
+// Testdata returns the path of name under the repository's testing/testdata.
+func Testdata(name string) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testing", "testdata", name)
+}
+
+// ReadLines returns the non-empty lines of path, sorted (textio writes in
+// no particular order); a missing file has no lines.
+func ReadLines(t testing.TB, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var lines []string
+	for l := range strings.SplitSeq(string(b), "\n") {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// CompareLines checks that the lines of got equal those of the expected
+// file, ignoring order; with -update it rewrites the expected file.
+// oldnew are replacement pairs (strings.NewReplacer) applied to got's lines
+// first, to remove machine-specific parts such as temporary paths.
+func CompareLines(t testing.TB, expectedPath, got string, oldnew ...string) {
+	t.Helper()
+	lines := ReadLines(t, got)
+	if len(oldnew) > 0 {
+		r := strings.NewReplacer(oldnew...)
+		for i, l := range lines {
+			lines[i] = r.Replace(l)
+		}
+		slices.Sort(lines)
+	}
+	if *Update {
+		data := strings.Join(lines, "\n")
+		if data != "" {
+			data += "\n"
+		}
+		require.NoError(t, os.WriteFile(expectedPath, []byte(data), 0o644))
+	}
+	assert.Equal(t, ReadLines(t, expectedPath), lines, "%s vs %s (run with -update to accept)", got, expectedPath)
+}
