@@ -540,6 +540,44 @@ func TestRule_EventTimeStateTTLRearmStopsAtTheWindowEndWithoutEndingThePeriodEar
 	assert.LessOrEqual(t, timer.At, s.windowEnd, "no timer past the window end")
 }
 
+// Watermarkless, EventTTL 8s, window [10:00:00, 10:00:40). k emitted at
+// event time 10:00:00 sets its cleanup timer at 10:00:08.001. A row at
+// 10:00:32 starts a new period (more than 8s later); its cleanup timer,
+// 10:00:40.001, is past the window end, so it is not set and the 10:00:08.001
+// timer stays. When the watermark passes it, OnTimer takes it for the
+// latest timer and clears the new period, so a row at 10:00:35 (within 8s of
+// 10:00:32, on time) is emitted again. The same happens when a refresh moves
+// the timer past the window end.
+func TestRule_EventTimeTTLCleanupTimerPastTheWindowEndDoesNotLetAnOlderTimerEndThePeriod(t *testing.T) {
+	t.Skip("BUG: OnTimer assumes a cleanup firing is the key's latest timer, but the adapter does not set " +
+		"cleanup timers past the window end, so an older timer fires and ends a newer period / refreshed retention early")
+	e := at(10, 0)
+	for _, tc := range []struct {
+		name     string
+		cfg      core.Config
+		secondAt int64        // event time of the row that starts a new period or refreshes
+		want     core.Outcome // its outcome
+	}{
+		// first timer e+8.001s; period 2 timer e+40.001s, not set
+		{"new period", core.Config{EventTTL: 8 * second, CleanupTimers: true}, e + 32*second, core.Emit},
+		// first timer e+30.001s; refreshed timer e+45.001s, not set
+		{"refresh", core.Config{EventTTL: 30 * second, ResetOnDuplicate: true, CleanupTimers: true}, e + 15*second, core.DropDuplicate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, tc.cfg, at(12, 0))
+			s.windowEnd = e + 40*second - 1
+			s.AdvanceWatermark(e)
+			require.Equal(t, core.Emit, s.Arrive("k", core.Insert, e, "first").Outcome)
+			require.Equal(t, tc.want, s.Arrive("k", core.Insert, tc.secondAt, "second").Outcome)
+			s.AdvanceWatermark(e + tc.cfg.EventTTL + 2) // passes the first row's retention only
+			assert.NotEqual(t, core.None, s.State("k").Phase, "the key's current retention has not ended")
+			d := s.Arrive("k", core.Insert, e+35*second, "later") // on time, within the current retention
+			assert.Equal(t, core.DropDuplicate, d.Outcome)
+			assert.Len(t, s.Out(), map[bool]int{true: 2, false: 1}[tc.want == core.Emit])
+		})
+	}
+}
+
 func TestRule_StateTTLExpiryHoldsWhateverTheClockValue(t *testing.T) {
 	t.Skip("BUG: ExpireAt 0 doubles as 'no expiry', so state written at now = -StateTTL never expires " +
 		"(e.g. a clock before 1970: Prism's synthetic clock starts at year 1, or a test clock returning event time)")
