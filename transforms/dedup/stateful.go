@@ -136,9 +136,7 @@ func (a *adapter) arm(ctx context.Context, t core.Timer, nowMs int64, w beam.Win
 		if proc {
 			set(time.Now().Add(time.Duration(t.At-nowMs)*time.Millisecond), false)
 		} else {
-			if t.At > int64(w.MaxTimestamp()) {
-				return // the window's state is dropped before then
-			}
+			t = core.ClampToWindow(t, int64(w.MaxTimestamp()))
 			set(time.UnixMilli(t.At), false)
 		}
 	}

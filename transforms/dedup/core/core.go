@@ -191,7 +191,8 @@ func (c Config) expired(st *State, et, now int64) bool {
 	if st.Phase != Emitted {
 		return false // a pending candidate has no TTL
 	}
-	if c.StateTTL > 0 && st.ExpireAt != 0 && now >= st.ExpireAt {
+	// No "ExpireAt != 0" guard: 0 is a valid expiry (a clock before 1970).
+	if c.StateTTL > 0 && now >= st.ExpireAt {
 		return true
 	}
 	if c.EventTTL > 0 && et > st.MaxEvent+c.EventTTL {
@@ -309,6 +310,17 @@ func (c Config) refresh(st *State, et, now int64, d *Decision) {
 	}
 }
 
+// ClampToWindow moves an event-time cleanup timer past the window's end to
+// the window's end. A cleanup timer must always be set (overwriting the
+// key's older one), or the older one would fire and end a newer period:
+// OnTimer trusts a cleanup firing to be the key's latest timer.
+func ClampToWindow(t Timer, windowEnd int64) Timer {
+	if t.Kind == Cleanup && t.At > windowEnd {
+		t.At = windowEnd
+	}
+	return t
+}
+
 // TimerDecision is the result of OnTimer.
 type TimerDecision struct {
 	// Emit: emit the pending candidate (State.Cand before the call) with
@@ -342,10 +354,7 @@ func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64
 			st.ExpireAt = now + c.StateTTL // retention starts at emission
 		}
 		d.Write = true
-		t := c.cleanupAfterEmit(st)
-		if t.Kind != NoTimer && t.At <= windowEnd {
-			d.Timer = t
-		}
+		d.Timer = ClampToWindow(c.cleanupAfterEmit(st), windowEnd)
 		return d
 	case Emitted:
 		if finalize {
@@ -356,13 +365,17 @@ func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64
 			// Event-time mode with StateTTL: the event-time cleanup timer
 			// checks the processing-time expiry and re-arms until it passed.
 			if now < st.ExpireAt {
-				step := c.StateTTL << min(st.Rearms+1, 40)
-				next := st.CleanupAt + step
-				if next < st.CleanupAt || next > windowEnd {
-					// Window (or input) ends: its state is dropped anyway.
+				if st.CleanupAt >= windowEnd {
+					// The watermark reached the window's end: the runner
+					// drops the window's state now anyway.
 					*st = State{}
 					d.Write, d.Expired = true, true
 					return d
+				}
+				step := c.StateTTL << min(st.Rearms+1, 40)
+				next := st.CleanupAt + step
+				if next < st.CleanupAt || next > windowEnd {
+					next = windowEnd // last check at the window's end
 				}
 				st.CleanupAt = next
 				st.Rearms++
