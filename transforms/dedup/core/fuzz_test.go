@@ -22,29 +22,16 @@ import (
 const fuzzGrain = 1000 // ms
 
 // Known core bugs in finite windows, each with a skipped test that
-// reproduces it. While a flag is true, the configurations it affects are
-// fuzzed in the global window only; set it to false once the core is fixed.
+// reproduces it. While a flag is true, the fuzzer avoids it; set it to false
+// once the core is fixed.
 const (
-	// An emitted key's period ends early when the event-time StateTTL
-	// cleanup re-arm would pass the window end:
-	// TestRule_EventTimeStateTTLRearmStopsAtTheWindowEndWithoutEndingThePeriodEarly.
-	knownBugRearmClearsStateAtWindowEnd = true
-	// A cleanup timer left from an earlier period or retention fires and
-	// ends the key's period when the newer cleanup timer was past the window
-	// end and so not set:
-	// TestRule_EventTimeTTLCleanupTimerPastTheWindowEndDoesNotLetAnOlderTimerEndThePeriod.
-	knownBugStaleCleanupTimerPastWindowEnd = true
+	// A cleanup firing clamped to the window end ends the key's period
+	// while the window still takes rows:
+	// TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpires.
+	// While true, rows arrive only while the watermark is before the window
+	// end (it reaches the end only once the input is over).
+	knownBugWindowEndCleanupEndsThePeriod = true
 )
-
-// affectedByKnownWindowEndBug reports whether cfg hits a known bug in a
-// finite window.
-func affectedByKnownWindowEndBug(cfg core.Config) bool {
-	if !cfg.CleanupTimers {
-		return false
-	}
-	return knownBugRearmClearsStateAtWindowEnd && cfg.EventTime && cfg.StateTTL > 0 && cfg.EventTTL == 0 ||
-		knownBugStaleCleanupTimerPastWindowEnd && !cfg.EventTime && cfg.EventTTL > 0
-}
 
 // refModel keeps, per key, the phase, the candidate, when retention was
 // last (re)started and the largest event time that set or refreshed it.
@@ -172,9 +159,6 @@ func decodeFuzzCase(data []byte) (fuzzCase, bool) {
 		// A finite window [fuzzEvent, fuzzEvent+40s): every event time is in it.
 		span = 40
 		fc.windowEnd = fuzzEvent + span*fuzzGrain - 1
-		if affectedByKnownWindowEndBug(fc.cfg) {
-			fc.windowEnd = globalWindowEnd
-		}
 	}
 	data = data[1:]
 	for i := 0; i+1 < len(data) && len(fc.ops) < 256; i += 2 {
@@ -237,6 +221,9 @@ func FuzzCoreMatchesReferenceModel(f *testing.F) {
 				m.advance()
 			case 'w':
 				wm := min(s.wm+op.at, fc.windowEnd)
+				if knownBugWindowEndCleanupEndsThePeriod {
+					wm = min(wm, fc.windowEnd-1)
+				}
 				s.AdvanceWatermark(wm)
 				m.wm = wm
 				m.advance()
