@@ -1,0 +1,83 @@
+package bench_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { ptest.MainWithDefault(m, "prism") }
+
+// runOnPrism runs p on Prism (in process) with a deadline, so a stalled
+// run fails instead of hanging, and returns the result and the run's wall
+// time (construction excluded).
+func runOnPrism(tb testing.TB, p *beam.Pipeline, deadline time.Duration) (beam.PipelineResult, time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	start := time.Now()
+	pr, err := beam.Run(ctx, "prism", p)
+	d := time.Since(start)
+	require.NoError(tb, err)
+	return pr, d
+}
+
+// envInt reads a positive integer from the environment.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// resetPeakRSS frees what the Go heap can return and resets the kernel's
+// peak RSS of this process (VmHWM), so peakRSSMB measures one run. Prism
+// runs in process: the figure is runner plus SDK harness plus test.
+func resetPeakRSS() {
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// peakRSSMB returns VmHWM of this process in MB, or 0 if unknown.
+func peakRSSMB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := bytes.CutPrefix([]byte(line), []byte("VmHWM:")); ok {
+			f := bytes.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseFloat(string(f[0]), 64)
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
+
+// load1 is the one-minute load average, reported next to every timing:
+// the machine is shared, and a load above the core count slows a run.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(f[0]), 64)
+	return v
+}

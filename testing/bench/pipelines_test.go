@@ -1,0 +1,181 @@
+package bench_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/filter"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// pipelineCase is one pipeline of the grid, applied to the generated rows.
+type pipelineCase struct {
+	name string
+	// build returns the PCollection whose elements the sink counts.
+	build func(s beam.Scope, rows beam.PCollection) beam.PCollection
+	// out is the number of output elements expected.
+	out func(w bench.Workload) int64
+	// dedup: the case is a KeepFirst, so its state counters are reported.
+	dedup bool
+}
+
+func allRows(w bench.Workload) int64 { return int64(w.Rows) }
+func allKeys(w bench.Workload) int64 { return int64(w.Keys) }
+
+func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
+	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return dedup.KeepFirst(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...)
+	}
+}
+
+// ttl is long enough that no key expires within a benchmark, and its
+// refresh threshold (TTL/100 = 36 s) is rarely crossed.
+const ttl = time.Hour
+
+// The floor (b) comes first: the other cases report their ratio to it.
+var floorCase = pipelineCase{
+	name: "b_floor_stateful_identity",
+	build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
+		return beam.ParDo(s.Scope("Floor"), bench.NewFloorFn(), keyed)
+	},
+	out: allRows,
+}
+
+var gridCases = []pipelineCase{
+	floorCase,
+	{name: "a_stateless_fused", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return beam.ParDo(s, bench.PassThrough, rows)
+	}, out: allRows},
+	{name: "a2_stateless_after_reshuffle", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return beam.ParDo(s, bench.PassThrough, beam.Reshuffle(s, rows))
+	}, out: allRows},
+	{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true},
+	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
+	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
+	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
+	{name: "g_filter_distinct_keys", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return filter.Distinct(s, beam.ParDo(s, bench.KeyColumn, rows))
+	}, out: allKeys},
+	// KeepFirst's own choice of expansion on bounded input.
+	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true},
+	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true},
+}
+
+// gridWorkloads are the workloads of BenchmarkPipelines for n rows. The
+// duplicate share and the number of distinct keys are tied (keys = rows ×
+// (1 − share)): 0%, 50% and 90% duplicates, plus 1K keys.
+func gridWorkloads(n int) []bench.Workload {
+	var ws []bench.Workload
+	seen := map[int]bool{}
+	for _, keys := range []int{n, n / 2, n / 10, 1000} {
+		if keys < 1 || keys > n || seen[keys] {
+			continue
+		}
+		seen[keys] = true
+		ws = append(ws, bench.Workload{Rows: n, Keys: keys, Seed: 42})
+	}
+	return ws
+}
+
+func workloadName(w bench.Workload) string {
+	return fmt.Sprintf("rows=%d/keys=%d/dup=%.0f%%", w.Rows, w.Keys, 100*w.DupShare())
+}
+
+// floorRate holds the floor's rows/s per workload of this run.
+var floorRate = map[string]float64{}
+
+// BenchmarkPipelines is the grid: every case on every workload, the floor
+// first. Rows default to 20,000 (BEAMDEDUP_BENCH_ROWS).
+func BenchmarkPipelines(b *testing.B) {
+	n := envInt("BEAMDEDUP_BENCH_ROWS", defaultRows)
+	for _, w := range gridWorkloads(n) {
+		b.Run(workloadName(w), func(b *testing.B) {
+			for _, c := range gridCases {
+				b.Run(c.name, func(b *testing.B) { benchCase(b, w, c) })
+			}
+		})
+	}
+}
+
+// defaultRows keeps the default grid within about ten minutes on two
+// shared cores.
+const defaultRows = 20_000
+
+// BenchmarkScaling is time per row of the floor and of stateful KeepFirst
+// at 10K and 100K rows (and 1M with BEAMDEDUP_BENCH_LARGE=1), 90%
+// duplicates.
+func BenchmarkScaling(b *testing.B) {
+	sizes := []int{10_000, 100_000}
+	if envInt("BEAMDEDUP_BENCH_LARGE", 0) > 0 {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
+		w := bench.Workload{Rows: n, Keys: n / 10, Seed: 42}
+		b.Run(workloadName(w), func(b *testing.B) {
+			for _, c := range []pipelineCase{floorCase, gridCases[3]} {
+				b.Run(c.name, func(b *testing.B) { benchCase(b, w, c) })
+			}
+		})
+	}
+}
+
+func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
+	var total time.Duration
+	var counters dedup.Counters
+	var peak float64
+	for i := 0; i < b.N; i++ {
+		p, s := beam.NewPipelineWithRoot()
+		rows := bench.Generate(s, w)
+		if err := build(s, rows, c); err != nil {
+			b.Skipf("not measured: constructing the pipeline failed: %v", err)
+		}
+		resetPeakRSS()
+		pr, d := runOnPrism(b, p, 45*time.Minute)
+		peak = max(peak, peakRSSMB())
+		total += d
+		require.Equal(b, c.out(w), bench.OutCount(pr), "output rows")
+		counters = dedup.ReadCounters(pr)
+	}
+	perRow := total.Seconds() / float64(b.N*w.Rows)
+	rate := 1 / perRow
+	b.ReportMetric(rate, "rows/s")
+	b.ReportMetric(perRow*1e6, "µs/row")
+	b.ReportMetric(load1(), "load1")
+	if peak > 0 {
+		b.ReportMetric(peak, "peakRSS_MB")
+	}
+	key := workloadName(w)
+	if c.name == floorCase.name {
+		floorRate[key] = rate
+		b.ReportMetric(1, "x_floor")
+	} else if f, ok := floorRate[key]; ok {
+		b.ReportMetric(rate/f, "x_floor")
+	}
+	if c.dedup {
+		rows := float64(counters.RowsIn)
+		if rows == 0 {
+			rows = float64(w.Rows) // an expansion without the keying counter
+		}
+		b.ReportMetric(float64(counters.StateReads)/rows, "reads/row")
+		b.ReportMetric(float64(counters.StateWrites)/rows, "writes/row")
+		b.ReportMetric(float64(counters.TimerSets)/rows, "timers/row")
+	}
+}
+
+// build adds the case and its sink. A panic during construction (a
+// transform under development) skips the case instead of ending the run.
+func build(s beam.Scope, rows beam.PCollection, c pipelineCase) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	bench.Sink(s, c.build(s.Scope(c.name), rows))
+	return nil
+}
