@@ -50,6 +50,11 @@ func init() {
 	register.Emitter3[beam.EventTime, beam.U, beam.V]()
 	register.Emitter3[beam.EventTime, beam.T, beam.V]()
 	register.Emitter1[DeadLetter]()
+	register.Function2x1[candidate, candidate, candidate](mergeCandidates)
+	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.T, candidate), error](&toCandidateFn{})
+	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
+	register.Emitter2[beam.T, candidate]()
+	beam.RegisterType(reflect.TypeFor[candidate]())
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }
 
@@ -134,9 +139,15 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 			return fail(err)
 		}
 	}
+	if kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64 {
+		// Beam Go's lifted combine cannot hash float keys (it panics with
+		// "Unexpected coder for hashing: double"), so float keys keep the
+		// stateful expansion (notes/beam-defects.md #7).
+		c.forceStateful = true
+	}
 	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
 	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: uidOr(c.uid, "KeepFirstPerKey")}, kvs)
-	return statefulStep(s, keyed, &c, vt, isBounded(kvs)), nil
+	return keyedStep(s, keyed, &c, vt, isBounded(kvs)), nil
 }
 
 func keyTypeError(kt reflect.Type) error {
@@ -203,8 +214,17 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	uid := uidOr(c.uid, "KeepFirst")
 	s = s.Scope(scopeName(c.uid, "KeepFirst"))
 	keyed, dead := beam.ParDo2(s.Scope("Key"), &keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid}, rows)
-	kept := statefulStep(s, keyed, &c, t, isBounded(rows))
+	kept := keyedStep(s, keyed, &c, t, isBounded(rows))
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
+}
+
+// keyedStep keeps one row per key: the combine expansion on bounded input,
+// else the stateful one.
+func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
+	if useBounded(c, bounded) {
+		return boundedStep(s, keyed, c, vt)
+	}
+	return statefulStep(s, keyed, c, vt, bounded)
 }
 
 // statefulStep applies the DoFn variant with the one timer family the

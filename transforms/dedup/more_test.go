@@ -76,7 +76,7 @@ func kvString(k float64, v string) string { return fmt.Sprint(k) }
 func stampSeq(r kindRow, emit func(beam.EventTime, kindRow)) { emit(beam.EventTime(r.Seq*1000), r) }
 
 // Arrival-time expiry, checked when a row arrives (no timer involved: the
-// input is bounded, so no cleanup timer is set), with a clock that reads
+// input is bounded, so the stateful expansion sets no cleanup timer), with a clock that reads
 // the row's timestamp. 4.1.3.3 and both outputs of 4.1.3.6.
 func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
 	for _, tc := range []struct {
@@ -98,7 +98,7 @@ func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
 			}
 			in := beam.ParDo(s, stampRowtime, beam.Create(s, rows...))
 			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
-				dedup.ResetTTLOnDuplicate(tc.reset), dedup.UseClock("rowtime"))
+				dedup.ResetTTLOnDuplicate(tc.reset), dedup.UseClock("rowtime"), dedup.ForceStateful())
 			passert.Equals(s, beam.ParDo(s, formatTimed, out), tc.want...)
 			c := run(t, p)
 			assert.Equal(t, int64(len(tc.want)), c.Emitted)
@@ -152,7 +152,7 @@ func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
 	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("key"), dedup.Changelog("kind"),
-		dedup.StateTTL(20*time.Second), dedup.UseClock("rowtime"))
+		dedup.StateTTL(20*time.Second), dedup.UseClock("rowtime"), dedup.ForceStateful())
 	c := run(t, p)
 	_ = out
 	_ = dead
@@ -229,7 +229,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, userEvent{"Vas", "login", 1})
-	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"))
+	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), dedup.ForceStateful())
 	edges, _, err := p.Build()
 	require.NoError(t, err)
 	var names []string
@@ -241,16 +241,29 @@ func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	assert.Contains(t, joined, "user-events-dedup/Dedup")
 }
 
-// A bounded input with a long StateTTL must not wait out the TTL: no
-// processing-time timer is set. (The deadline is a hang guard.)
+// A bounded input with a long StateTTL must not wait out the TTL: neither
+// expansion sets a processing-time timer. (The deadline is a hang guard.)
 func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
-	p, s := beam.NewPipelineWithRoot()
-	in := beam.Create(s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(2*time.Hour))
-	passert.Count(s, out, "kept", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	pr, err := beam.Run(ctx, "prism", p)
-	require.NoError(t, err)
-	assert.Zero(t, dedup.ReadCounters(pr).TimerSets)
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+	}{
+		{"combine expansion", nil},
+		{"stateful expansion", []dedup.Option{dedup.ForceStateful()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2})
+			opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.StateTTL(2 * time.Hour)}, tc.opts...)
+			out := dedup.KeepFirst(s, in, opts...)
+			passert.Count(s, out, "kept", 1)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			pr, err := beam.Run(ctx, "prism", p)
+			require.NoError(t, err)
+			c := dedup.ReadCounters(pr)
+			assert.Zero(t, c.TimerSets)
+			assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DuplicatesDropped: 1}, c.RowCounts())
+		})
+	}
 }

@@ -361,28 +361,31 @@ func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64
 			d.Stale = true
 			return d
 		}
-		if c.EventTime && c.EventTTL == 0 && c.StateTTL > 0 {
+		stateExpired := c.StateTTL > 0 && now >= st.ExpireAt
+		if c.EventTime && c.EventTTL == 0 && c.StateTTL > 0 && !stateExpired {
 			// Event-time mode with StateTTL: the event-time cleanup timer
 			// checks the processing-time expiry and re-arms until it passed.
-			if now < st.ExpireAt {
-				if st.CleanupAt >= windowEnd {
-					// The watermark reached the window's end: the runner
-					// drops the window's state now anyway.
-					*st = State{}
-					d.Write, d.Expired = true, true
-					return d
-				}
-				step := c.StateTTL << min(st.Rearms+1, 40)
-				next := st.CleanupAt + step
-				if next < st.CleanupAt || next > windowEnd {
-					next = windowEnd // last check at the window's end
-				}
-				st.CleanupAt = next
-				st.Rearms++
-				d.Write = true
-				d.Timer = Timer{Kind: Cleanup, At: next}
+			if st.CleanupAt >= windowEnd {
+				// The last check, at the window's end: keep the state (rows
+				// of this window may still come until it expires) and let
+				// the runner drop it with the window.
 				return d
 			}
+			step := c.StateTTL << min(st.Rearms+1, 40)
+			next := st.CleanupAt + step
+			if next < st.CleanupAt || next > windowEnd {
+				next = windowEnd
+			}
+			st.CleanupAt = next
+			st.Rearms++
+			d.Write = true
+			d.Timer = Timer{Kind: Cleanup, At: next}
+			return d
+		}
+		if c.Family() == EventTimeFamily && c.EventTTL > 0 && st.MaxEvent+c.EventTTL+1 > windowEnd && !stateExpired {
+			// The cleanup was clamped to the window's end, before the
+			// retention ends: keep the state until the window expires.
+			return d
 		}
 		// A cleanup timer fires only at the latest time it was set to
 		// (timers are overwritten, never cleared), so the key expired.

@@ -30,7 +30,7 @@ const (
 	// TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpires.
 	// While true, rows arrive only while the watermark is before the window
 	// end (it reaches the end only once the input is over).
-	knownBugWindowEndCleanupEndsThePeriod = true
+	knownBugWindowEndCleanupEndsThePeriod = false
 )
 
 // refModel keeps, per key, the phase, the candidate, when retention was

@@ -1,0 +1,141 @@
+package dedup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// The bounded expansion. On a bounded PCollection "first arrival" has no
+// order to respect and processing time means nothing, while the earliest
+// row per key is a plain minimum: a combine per key (lifted, so rows are
+// pre-aggregated before the shuffle) needs no per-row state access, which on
+// Prism costs a gRPC round trip per row. The kept row per key (and window)
+// is the one with the smallest timestamp, ties broken by the smaller encoded
+// row, so batch results are repeatable.
+
+// candidate is the accumulator: the best row seen so far and the counts of
+// the rows merged into it.
+type candidate struct {
+	Has         bool   // a +I/+U row is present
+	TS          int64  // its timestamp (event time), Unix ms
+	Row         []byte // it, encoded with the row's coder
+	Rows        int64  // +I/+U rows merged
+	Retractions int64  // -U/-D rows merged
+}
+
+// mergeCandidates keeps the earlier row (ties: the smaller encoding) and
+// adds up the counts. It is commutative and associative, as a combine needs.
+func mergeCandidates(a, b candidate) candidate {
+	keep := a
+	if !a.Has || (b.Has && (b.TS < a.TS || (b.TS == a.TS && bytes.Compare(b.Row, a.Row) < 0))) {
+		keep = b
+	}
+	keep.Rows = a.Rows + b.Rows
+	keep.Retractions = a.Retractions + b.Retractions
+	keep.Has = a.Has || b.Has
+	return keep
+}
+
+// toCandidateFn turns each keyed row into a one-row candidate.
+type toCandidateFn struct {
+	ValueType beam.EncodedType
+	KindCol   string
+	kf        *kindField
+	enc       beam.ElementEncoder
+	buf       bytes.Buffer
+}
+
+func (f *toCandidateFn) Setup() error {
+	f.enc = beam.NewElementEncoder(f.ValueType.T)
+	if f.KindCol != "" {
+		kf, err := newKindField(f.ValueType.T, f.KindCol)
+		if err != nil {
+			return err
+		}
+		f.kf = &kf
+	}
+	return nil
+}
+
+func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.T, candidate)) error {
+	if f.kf != nil {
+		k, reason := f.kf.kind(reflect.ValueOf(row))
+		if reason != "" { // validated upstream
+			return fmt.Errorf("dedup: row reached the combine with %s", reason)
+		}
+		if k.IsRetraction() {
+			emit(key, candidate{Retractions: 1})
+			return nil
+		}
+	}
+	f.buf.Reset()
+	if err := f.enc.Encode(row, &f.buf); err != nil {
+		return fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	emit(key, candidate{Has: true, TS: int64(ts), Row: bytes.Clone(f.buf.Bytes()), Rows: 1})
+	return nil
+}
+
+// fromCandidateFn emits each key's kept row with its own timestamp and
+// accounts for every row merged into it.
+type fromCandidateFn struct {
+	ValueType beam.EncodedType
+	KindCol   string
+	kf        *kindField
+	dec       beam.ElementDecoder
+}
+
+func (f *fromCandidateFn) Setup() error {
+	f.dec = beam.NewElementDecoder(f.ValueType.T)
+	if f.KindCol != "" {
+		kf, err := newKindField(f.ValueType.T, f.KindCol)
+		if err != nil {
+			return err
+		}
+		f.kf = &kf
+	}
+	return nil
+}
+
+func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, c candidate, emit func(beam.EventTime, beam.T, beam.V)) error {
+	if !c.Has {
+		// Only retractions for this key: ignored, the key is not seen.
+		cOutcome[core.IgnoreRetraction].Inc(ctx, c.Retractions)
+		return nil
+	}
+	cOutcome[core.Swallow].Inc(ctx, c.Retractions)
+	cOutcome[core.DropDuplicate].Inc(ctx, c.Rows-1)
+	row, err := f.dec.Decode(bytes.NewReader(c.Row))
+	if err != nil {
+		return fmt.Errorf("dedup: decoding kept row: %w", err)
+	}
+	if f.kf != nil {
+		row = f.kf.asInsert(row)
+	}
+	cOutcome[core.Emit].Inc(ctx, 1)
+	emit(mtime.Time(c.TS), key, row)
+	return nil
+}
+
+// boundedStep is the combine expansion of the keyed step.
+func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type) beam.PCollection {
+	s = s.Scope("Combine")
+	vtE := beam.EncodedType{T: vt}
+	cands := beam.ParDo(s, &toCandidateFn{ValueType: vtE, KindCol: c.changelogCol}, keyed)
+	best := beam.CombinePerKey(s, mergeCandidates, cands)
+	return beam.ParDo(s, &fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol}, best, beam.TypeDefinition{Var: beam.VType, T: vt})
+}
+
+// useBounded reports whether the combine expansion applies: bounded input,
+// not forced stateful, and no event-time retention (which splits a key's
+// rows into periods, which a single minimum cannot express).
+func useBounded(c *config, bounded bool) bool {
+	return bounded && !c.forceStateful && c.eventTTL == 0
+}

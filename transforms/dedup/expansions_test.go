@@ -1,0 +1,95 @@
+package dedup_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// The combine expansion (bounded input) and the stateful one must agree
+// wherever the spec defines the result: the earliest event time per key in
+// event-time mode (distinct times), exact duplicates, and a changelog whose
+// +I/+U rows of a key carry one payload. Each case runs both expansions on
+// the same randomized input and compares them with each other and with the
+// expected rows computed here.
+func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	base := at(10, 0)
+
+	var timed []any
+	earliest := map[string]timedEvent{}
+	perm := rng.Perm(400)
+	for i := range 400 {
+		e := timedEvent{UserID: string(rune('a' + rng.IntN(26))), Event: "e", Rowtime: base.Add(time.Duration(perm[i]) * time.Second)}
+		timed = append(timed, e)
+		if cur, ok := earliest[e.UserID]; !ok || e.Rowtime.Before(cur.Rowtime) {
+			earliest[e.UserID] = e
+		}
+	}
+	var wantTimed []any
+	for _, e := range earliest {
+		wantTimed = append(wantTimed, e)
+	}
+
+	var trades []any
+	distinct := map[trade]bool{}
+	for range 400 {
+		tr := trade{"t" + string(rune('0'+rng.IntN(10))), "AAPL", rng.Int64N(3), 10}
+		trades = append(trades, tr)
+		distinct[tr] = true
+	}
+	var wantTrades []any
+	for tr := range distinct {
+		wantTrades = append(wantTrades, tr)
+	}
+
+	var changes []any
+	seen := map[string]bool{}
+	kinds := []string{"+I", "-U", "+U", "-D"}
+	for range 400 {
+		user := string(rune('a' + rng.IntN(20)))
+		op := kinds[rng.IntN(4)]
+		ev := "first-" + user // one +I/+U payload per key
+		if op == "-U" || op == "-D" {
+			ev = "old"
+		} else {
+			seen[user] = true
+		}
+		changes = append(changes, changeRow{op, user, ev})
+	}
+	var wantChanges []any
+	for user := range seen {
+		wantChanges = append(wantChanges, changeRow{changelog.Insert.String(), user, "first-" + user})
+	}
+
+	for _, tc := range []struct {
+		name string
+		rows []any
+		opts []dedup.Option
+		want []any
+	}{
+		{"event time, distinct times", timed, []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}, wantTimed},
+		{"exact duplicates", trades, []dedup.Option{dedup.PartitionByAll()}, wantTrades},
+		{"changelog, one payload per key", changes, []dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op")}, wantChanges},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, tc.rows...)
+			combined := dedup.KeepFirst(s.Scope("combine"), in, tc.opts...)
+			stateful := dedup.KeepFirst(s.Scope("stateful"), in, append(tc.opts, dedup.ForceStateful())...)
+			passert.Equals(s, combined, tc.want...)
+			passert.Equals(s, stateful, tc.want...)
+			c := run(t, p)
+			assert.Equal(t, int64(2*len(tc.rows)), c.RowsIn)
+			assert.Equal(t, int64(2*len(tc.want)), c.Emitted)
+			assert.Zero(t, c.Pending())
+		})
+	}
+}
