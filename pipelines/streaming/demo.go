@@ -1,0 +1,260 @@
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism" // the demo's default runner
+
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/pubsubtest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+)
+
+// DemoConfig scripts RunDemo's stream. Zero values take the defaults.
+type DemoConfig struct {
+	// Keys is the number of distinct orders (default 200). Every order
+	// priced under 100 is published twice with the same payload (an exact
+	// duplicate), as in the orders scenario.
+	Keys int
+	// RetryEvery: every RetryEvery-th order is published once more, later,
+	// as a publisher retry (same payload, new message id, attribute
+	// "retry"="1"). Default 10; negative disables.
+	RetryEvery int
+	// LostAckEvery: the first ack of every LostAckEvery-th message is lost,
+	// so Pub/Sub redelivers it after the ack deadline. Default 7; negative
+	// disables.
+	LostAckEvery int
+	// Undecodable is the number of payloads that are not JSON orders
+	// (default 3); they must reach the dead-letter topic.
+	Undecodable int
+	// Seed makes quantities and prices reproducible (default 1).
+	Seed uint64
+	// IdleStop ends the source after this long without messages (default 4s).
+	IdleStop time.Duration
+	// Runner runs the pipeline (default "prism"). A remote runner works only
+	// with the LOOPBACK environment, since the Pub/Sub fake lives in this
+	// process.
+	Runner string
+	// Timeout bounds the whole run (default 2 minutes).
+	Timeout time.Duration
+	// StateTTL of KeepFirst; 0 (default) remembers keys for the whole run.
+	// A positive TTL works too, but Prism then keeps the job alive after the
+	// idle stop until the cleanup timers fire, about StateTTL later.
+	StateTTL time.Duration
+}
+
+// DemoResult is what RunDemo observed. Counts of messages come from the
+// Pub/Sub fake, the dedup counts from the job's metrics.
+type DemoResult struct {
+	Published    int // messages published to the input topic
+	Keys         int // distinct order ids among them
+	Delivered    int // deliveries of input messages, redeliveries included
+	Redelivered  int // input messages delivered more than once
+	AcksLost     int // acks the script dropped
+	Acked        int // input messages acked
+	Unacked      int // input messages never acked (0 on success)
+	Emitted      int // messages on the output topic
+	OutputKeys   int // distinct order ids on the output topic
+	DeadLettered int // messages on the dead-letter topic
+	Undecodable  int // undecodable messages published
+	// RowsDelivered counts deliveries of decodable messages: the rows that
+	// entered KeepFirst (Dedup.RowsIn).
+	RowsDelivered int
+	Dedup         dedup.Counters
+	Elapsed       time.Duration
+}
+
+// String is a short report.
+func (r DemoResult) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "published %d messages for %d orders (%d undecodable), %d deliveries (%d redelivered after %d lost acks)\n",
+		r.Published, r.Keys, r.Undecodable, r.Delivered, r.Redelivered, r.AcksLost)
+	fmt.Fprintf(&b, "dedup: %d rows in, %d emitted, %d duplicates dropped\n",
+		r.Dedup.RowsIn, r.Dedup.Emitted, r.Dedup.DuplicatesDropped)
+	fmt.Fprintf(&b, "output topic: %d messages for %d distinct orders; dead-letter topic: %d\n", r.Emitted, r.OutputKeys, r.DeadLettered)
+	fmt.Fprintf(&b, "acked %d of %d input messages (%d unacked) in %v", r.Acked, r.Published, r.Unacked, r.Elapsed.Round(time.Millisecond))
+	return b.String()
+}
+
+// OK reports whether the run met the pipeline's promise: one output per
+// key, every input message acked, every undecodable message dead-lettered.
+func (r DemoResult) OK() bool {
+	return r.Emitted == r.Keys && r.OutputKeys == r.Keys && r.Unacked == 0 && r.DeadLettered == r.Undecodable
+}
+
+func (c *DemoConfig) defaults() {
+	if c.Keys <= 0 {
+		c.Keys = 200
+	}
+	if c.RetryEvery == 0 {
+		c.RetryEvery = 10
+	}
+	if c.LostAckEvery == 0 {
+		c.LostAckEvery = 7
+	}
+	if c.Undecodable == 0 {
+		c.Undecodable = 3
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.IdleStop <= 0 {
+		c.IdleStop = 4 * time.Second
+	}
+	if c.Runner == "" {
+		c.Runner = "prism"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Minute
+	}
+}
+
+// RunDemo starts an in-process Pub/Sub fake, creates the input, output and
+// dead-letter topics and the subscription, publishes a scripted stream with
+// exact duplicates, publisher retries, lost acks (so redeliveries) and
+// undecodable payloads, runs the pipeline with an idle stop, and returns
+// what happened. beam.Init must have been called (beamx/ptest mains do).
+//
+// It lowers pstest's process-wide minimum ack deadline to 1s for the run so
+// that redeliveries come within seconds.
+func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
+	cfg.defaults()
+	pstest.SetMinAckDeadline(time.Second)
+	defer pstest.ResetMinAckDeadline()
+	srv, err := pubsubtest.StartAt(ctx, "127.0.0.1:0")
+	if err != nil {
+		return DemoResult{}, err
+	}
+	defer srv.Close()
+
+	for _, t := range []string{"orders", "orders-deduped", "orders-dlq"} {
+		if _, err := srv.CreateTopic(ctx, t); err != nil {
+			return DemoResult{}, err
+		}
+	}
+	sub, err := srv.CreateSubscription(ctx, "orders", "orders-sub", 10*time.Second)
+	if err != nil {
+		return DemoResult{}, err
+	}
+
+	first, later, keys := script(cfg)
+	lost := map[string]bool{}
+	for i, m := range first {
+		id := srv.PublishRaw("orders", m.data, m.attrs)
+		if cfg.LostAckEvery > 0 && i%cfg.LostAckEvery == 0 && m.attrs == nil {
+			lost[id+":1"] = true // the first delivery's ack id in pstest
+		}
+	}
+	srv.DropAcks(func(ackID string) bool { return lost[ackID] })
+
+	ttl := cfg.StateTTL
+	if ttl <= 0 {
+		ttl = -1 // forever: no cleanup timers, so the job ends at the idle stop
+	}
+	p, s := beam.NewPipelineWithRoot()
+	_, err = Build(s, Config{
+		Subscription:    sub,
+		OutputTopic:     srv.TopicName("orders-deduped"),
+		DeadLetterTopic: srv.TopicName("orders-dlq"),
+		Endpoint:        srv.Addr,
+		StateTTL:        ttl,
+		Read: []pubsubio.ReadOption{
+			pubsubio.IdleStop(cfg.IdleStop),
+			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds
+			pubsubio.MaxBundleDuration(500 * time.Millisecond),
+		},
+	})
+	if err != nil {
+		return DemoResult{}, err
+	}
+
+	// Publisher retries arrive while the job runs.
+	go func() {
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return
+		}
+		for _, m := range later {
+			srv.PublishRaw("orders", m.data, m.attrs)
+		}
+	}()
+
+	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	start := time.Now()
+	pr, err := beam.Run(rctx, cfg.Runner, p)
+	if err != nil {
+		return DemoResult{}, fmt.Errorf("streaming demo: %w", err)
+	}
+	res := DemoResult{Keys: keys, Elapsed: time.Since(start), AcksLost: len(lost), Dedup: dedup.ReadCounters(pr)}
+	for _, m := range srv.MessagesOn("orders") {
+		res.Published++
+		res.Delivered += m.Deliveries
+		if m.Deliveries > 1 {
+			res.Redelivered++
+		}
+		if m.Attributes["case"] != "undecodable" {
+			res.RowsDelivered += m.Deliveries
+		} else {
+			res.Undecodable++
+		}
+		if m.Acks > 0 {
+			res.Acked++
+		} else {
+			res.Unacked++
+		}
+	}
+	outKeys := map[string]bool{}
+	for _, m := range srv.MessagesOn("orders-deduped") {
+		res.Emitted++
+		var o orders.Order
+		if json.Unmarshal(m.Data, &o) == nil {
+			outKeys[o.OrderID] = true
+		}
+	}
+	res.OutputKeys = len(outKeys)
+	res.DeadLettered = len(srv.MessagesOn("orders-dlq"))
+	return res, nil
+}
+
+type scripted struct {
+	data  []byte
+	attrs map[string]string
+}
+
+// script returns the messages published before the job starts, those
+// published while it runs, and the number of distinct orders.
+func script(cfg DemoConfig) (first, later []scripted, keys int) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for i := range cfg.Keys {
+		o := orders.Order{
+			OrderID:   fmt.Sprintf("o-%06d", i),
+			Quantity:  1 + rng.Int64N(9),
+			Price:     float64(1+rng.IntN(20000)) / 100,
+			CreatedAt: base.Add(time.Duration(i) * time.Second),
+		}
+		data, _ := json.Marshal(o)
+		first = append(first, scripted{data: data})
+		if o.Price < 100 {
+			first = append(first, scripted{data: data}) // exact duplicate
+		}
+		if cfg.RetryEvery > 0 && i%cfg.RetryEvery == 0 {
+			later = append(later, scripted{data: data, attrs: map[string]string{"retry": "1"}})
+		}
+	}
+	for i := range cfg.Undecodable {
+		bad := []string{`{"order_id": "broken`, `not json`, `{"quantity": 3}`}[i%3]
+		first = append(first, scripted{data: []byte(bad), attrs: map[string]string{"case": "undecodable"}})
+	}
+	return first, later, cfg.Keys
+}

@@ -1,0 +1,292 @@
+// Package streaming is the Pub/Sub deduplication pipeline: read messages
+// from a subscription, decode their JSON payloads into rows (the orders rows
+// by default), keep the first row per key with dedup.KeepFirst and a TTL, and
+// publish each kept row as JSON to an output topic. Messages that cannot be
+// decoded go to a dead-letter topic with the reason in the "dlq_reason"
+// attribute.
+//
+// Pub/Sub delivers at least once: messages are redelivered when an ack is
+// late or lost, and publishers retry (same payload, new message id). The
+// source acks a message only after the runner committed the bundle that read
+// it, so nothing is lost; KeepFirst absorbs what comes twice, so the output
+// has one message per key while the key's state lives (StateTTL).
+//
+// Dead-lettering happens in the source's fused bundle, before the bundle
+// commits, so an undecodable message is acked only once it has been
+// published to the dead-letter topic.
+//
+// On Dataflow (Config.Native) the pipeline uses Beam's io/pubsubio, which
+// Dataflow executes natively; elsewhere (Prism, Flink) the Go-native source
+// of transforms/pubsubio. Both produce pubsubio.Message, so the rest of the
+// pipeline is shared. RunDemo runs the whole thing against an in-process
+// Pub/Sub fake.
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+)
+
+func init() {
+	Register[orders.Order]()
+}
+
+// Attributes set on dead-lettered messages.
+const (
+	AttrReason       = "dlq_reason"
+	AttrMessageID    = "dlq_message_id"
+	AttrSubscription = "dlq_subscription"
+)
+
+// Defaults of Config.
+const (
+	DefaultStateTTL = 10 * time.Minute
+	DefaultUID      = "streaming-dedup"
+)
+
+var deadLettered = beam.NewCounter("streaming", "dead_lettered")
+
+// Config configures Build. Subscription and OutputTopic are full names
+// (projects/P/subscriptions/S, projects/P/topics/T).
+type Config struct {
+	Subscription string
+	OutputTopic  string
+	// DeadLetterTopic receives undecodable messages. Empty: they are
+	// counted, logged by the counter streaming/dead_lettered, and dropped.
+	DeadLetterTopic string
+
+	// PartitionBy names the key columns of the row type (beam tags). Build
+	// defaults to "order_id"; ignored when ByMessageID.
+	PartitionBy []string
+	// ByMessageID deduplicates by pubsubio.Message.ID: the IDAttribute's
+	// value when set (publisher retries then share a key), else Pub/Sub's
+	// message id (which only absorbs redeliveries).
+	ByMessageID bool
+	// StateTTL is how long a key is remembered (processing time; default
+	// 10 minutes). Duplicates further apart are emitted again. Negative:
+	// forever.
+	//
+	// On an unbounded input KeepFirst deletes expired keys with
+	// processing-time timers, and Prism keeps a job alive until its pending
+	// timers fire: after an IdleStop the job lingers up to StateTTL. Finite
+	// runs (demos, tests) therefore use a negative StateTTL, which sets no
+	// timers.
+	StateTTL time.Duration
+	// UID names the KeepFirst step and its state (default "streaming-dedup").
+	UID string
+
+	// Native uses Beam's io/pubsubio (Dataflow only).
+	Native bool
+	// Endpoint is an emulator host:port for the Go-native source and sink.
+	Endpoint           string
+	IDAttribute        string
+	TimestampAttribute string
+	// Read adds options of the Go-native source (IdleStop, Readers, ...).
+	Read []pubsubio.ReadOption
+	// Dedup adds KeepFirst options after the ones above.
+	Dedup []dedup.Option
+}
+
+// Outputs are the pipeline's collections.
+type Outputs struct {
+	Messages    beam.PCollection // pubsubio.Message as read
+	Kept        beam.PCollection // rows after KeepFirst (the row type)
+	Published   beam.PCollection // pubsubio.Message sent to OutputTopic
+	DeadLetters beam.PCollection // pubsubio.Message sent to DeadLetterTopic
+}
+
+// Build adds the pipeline for the orders rows (pipelines/orders.Order) to s.
+func Build(s beam.Scope, cfg Config) (Outputs, error) {
+	if len(cfg.PartitionBy) == 0 {
+		cfg.PartitionBy = []string{"order_id"}
+	}
+	return BuildFor[orders.Order](s, cfg)
+}
+
+// BuildFor is Build for row type T, a struct decoded from the payload with
+// encoding/json. Call Register[T] in an init function first. If *T has a
+// method Validate() error, a row it rejects is dead-lettered too.
+func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
+	if cfg.Subscription == "" || cfg.OutputTopic == "" {
+		return Outputs{}, errors.New("streaming: Subscription and OutputTopic are required")
+	}
+	if !cfg.ByMessageID && len(cfg.PartitionBy) == 0 {
+		return Outputs{}, errors.New("streaming: set PartitionBy (row columns) or ByMessageID")
+	}
+	if cfg.StateTTL == 0 {
+		cfg.StateTTL = DefaultStateTTL
+	}
+	if cfg.UID == "" {
+		cfg.UID = DefaultUID
+	}
+	s = s.Scope("streaming")
+
+	var out Outputs
+	var err error
+	readOpts := append([]pubsubio.ReadOption{}, cfg.Read...)
+	if cfg.IDAttribute != "" {
+		readOpts = append(readOpts, pubsubio.IDAttribute(cfg.IDAttribute))
+	}
+	if cfg.TimestampAttribute != "" {
+		readOpts = append(readOpts, pubsubio.TimestampAttribute(cfg.TimestampAttribute))
+	}
+	if cfg.Native {
+		out.Messages, err = pubsubio.ReadNative(s, cfg.Subscription, readOpts...)
+	} else {
+		if cfg.Endpoint != "" {
+			readOpts = append(readOpts, pubsubio.Endpoint(cfg.Endpoint))
+		}
+		out.Messages, err = pubsubio.TryRead(s, cfg.Subscription, readOpts...)
+	}
+	if err != nil {
+		return Outputs{}, err
+	}
+
+	dopts := []dedup.Option{dedup.StateTTL(max(cfg.StateTTL, 0)), dedup.UID(cfg.UID)}
+	if cfg.ByMessageID {
+		dopts = append(dopts, dedup.PartitionBy("id"))
+	} else {
+		dopts = append(dopts, dedup.PartitionBy(cfg.PartitionBy...))
+	}
+	dopts = append(dopts, cfg.Dedup...)
+
+	// Decode (and dead-letter) first, in the source's fused bundle.
+	df := &decodeFn[T]{Subscription: cfg.Subscription}
+	if cfg.ByMessageID {
+		good, bad := beam.ParDo2(s, &checkFn[T]{Subscription: cfg.Subscription}, out.Messages)
+		out.DeadLetters = bad
+		kept, err := dedup.TryKeepFirst(s, good, dopts...)
+		if err != nil {
+			return Outputs{}, err
+		}
+		out.Kept = beam.ParDo(s, &rowFn[T]{}, kept)
+	} else {
+		rows, bad := beam.ParDo2(s, df, out.Messages)
+		out.DeadLetters = bad
+		out.Kept, err = dedup.TryKeepFirst(s, rows, dopts...)
+		if err != nil {
+			return Outputs{}, err
+		}
+	}
+	out.Published = beam.ParDo(s, &encodeFn[T]{}, out.Kept)
+
+	write := func(topic string, col beam.PCollection) error {
+		if cfg.Native {
+			return pubsubio.WriteNative(s, topic, col)
+		}
+		var wopts []pubsubio.WriteOption
+		if cfg.Endpoint != "" {
+			wopts = append(wopts, pubsubio.WriteEndpoint(cfg.Endpoint))
+		}
+		return pubsubio.TryWrite(s, topic, col, wopts...)
+	}
+	if err := write(cfg.OutputTopic, out.Published); err != nil {
+		return Outputs{}, err
+	}
+	if cfg.DeadLetterTopic != "" {
+		if err := write(cfg.DeadLetterTopic, out.DeadLetters); err != nil {
+			return Outputs{}, err
+		}
+	}
+	return out, nil
+}
+
+// Register registers the DoFns of the pipeline for row type T; call it from
+// an init function of the package that defines T (orders.Order is
+// registered here).
+func Register[T any]() {
+	beam.RegisterType(reflect.TypeFor[T]())
+	register.DoFn4x0[context.Context, pubsubio.Message, func(T), func(pubsubio.Message)](&decodeFn[T]{})
+	register.DoFn4x0[context.Context, pubsubio.Message, func(pubsubio.Message), func(pubsubio.Message)](&checkFn[T]{})
+	register.DoFn1x1[pubsubio.Message, T](&rowFn[T]{})
+	register.DoFn1x1[T, pubsubio.Message](&encodeFn[T]{})
+	register.Emitter1[T]()
+	register.Emitter1[pubsubio.Message]()
+}
+
+type validator interface{ Validate() error }
+
+// decode parses a payload into a T; the error is the dead-letter reason.
+func decode[T any](data []byte) (T, error) {
+	var row T
+	if err := json.Unmarshal(data, &row); err != nil {
+		return row, fmt.Errorf("invalid JSON: %v", err)
+	}
+	if v, ok := any(&row).(validator); ok {
+		if err := v.Validate(); err != nil {
+			return row, fmt.Errorf("invalid row: %v", err)
+		}
+	}
+	return row, nil
+}
+
+// decodeFn turns payloads into rows; what does not decode goes out as a
+// dead letter carrying the original payload and attributes plus the reason.
+type decodeFn[T any] struct {
+	Subscription string
+}
+
+func (f *decodeFn[T]) ProcessElement(ctx context.Context, m pubsubio.Message, rows func(T), dead func(pubsubio.Message)) {
+	row, err := decode[T](m.Data)
+	if err != nil {
+		dead(deadLetter(m, err, f.Subscription))
+		deadLettered.Inc(ctx, 1)
+		return
+	}
+	rows(row)
+}
+
+func deadLetter(m pubsubio.Message, reason error, subscription string) pubsubio.Message {
+	attrs := make(map[string]string, len(m.Attributes)+3)
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	attrs[AttrReason] = reason.Error()
+	attrs[AttrMessageID] = m.MessageID
+	attrs[AttrSubscription] = subscription
+	return pubsubio.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey}
+}
+
+// checkFn is decodeFn for deduplication by message id: it passes the
+// message itself on, and the row is decoded again after KeepFirst.
+type checkFn[T any] struct {
+	Subscription string
+}
+
+func (f *checkFn[T]) ProcessElement(ctx context.Context, m pubsubio.Message, good func(pubsubio.Message), dead func(pubsubio.Message)) {
+	if _, err := decode[T](m.Data); err != nil {
+		dead(deadLetter(m, err, f.Subscription))
+		deadLettered.Inc(ctx, 1)
+		return
+	}
+	good(m)
+}
+
+type rowFn[T any] struct{}
+
+// ProcessElement decodes a message checkFn has already accepted.
+func (*rowFn[T]) ProcessElement(m pubsubio.Message) T {
+	row, _ := decode[T](m.Data)
+	return row
+}
+
+type encodeFn[T any] struct{}
+
+func (*encodeFn[T]) ProcessElement(row T) pubsubio.Message {
+	data, err := json.Marshal(row)
+	if err != nil { // a struct of JSON-decoded values always encodes
+		data = []byte(fmt.Sprintf("%q", err.Error()))
+	}
+	return pubsubio.Message{Data: data}
+}

@@ -1,0 +1,119 @@
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/pubsubtest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+)
+
+func TestMain(m *testing.M) {
+	ptest.MainWithDefault(m, "prism")
+}
+
+func testRunner() string {
+	if *ptest.Runner != "" {
+		return *ptest.Runner
+	}
+	return ptest.DefaultRunner()
+}
+
+func TestDemoEmitsOneMessagePerKeyAndAcksEveryMessage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	res, err := RunDemo(ctx, DemoConfig{Keys: 3000, Runner: testRunner(), Timeout: 80 * time.Second})
+	require.NoError(t, err)
+	t.Log("\n" + res.String())
+
+	assert.Equal(t, res.Keys, res.Emitted, "one output message per key")
+	assert.Equal(t, res.Keys, res.OutputKeys, "every key on the output topic")
+	assert.Zero(t, res.Unacked, "every input message acked")
+	assert.Equal(t, res.Published, res.Acked)
+	assert.Equal(t, 3, res.DeadLettered, "undecodable messages dead-lettered")
+	assert.Equal(t, res.Undecodable, res.DeadLettered)
+	assert.Positive(t, res.AcksLost)
+	assert.GreaterOrEqual(t, res.Redelivered, res.AcksLost, "every lost ack led to a redelivery")
+
+	// Counters add up: every decodable delivery entered KeepFirst and was
+	// either emitted or dropped as a duplicate.
+	c := res.Dedup
+	assert.Equal(t, int64(res.RowsDelivered), c.RowsIn)
+	assert.Equal(t, int64(res.Keys), c.Emitted)
+	assert.Equal(t, c.RowsIn, c.Emitted+c.DuplicatesDropped)
+	assert.Greater(t, c.DuplicatesDropped, int64(res.Redelivered), "exact duplicates and retries dropped too")
+	assert.True(t, res.OK())
+}
+
+func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
+	tests := []struct {
+		name        string
+		byMessageID bool
+		wantOut     int
+	}{
+		// By order_id, the retry of o-1 is a duplicate.
+		{name: "by order_id", wantOut: 2},
+		// By message id, a publisher retry has a new id: only redeliveries collapse.
+		{name: "by message id", byMessageID: true, wantOut: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := pubsubtest.New(t, 0)
+			srv.MustTopic(t, "in")
+			out := srv.MustTopic(t, "out")
+			dlq := srv.MustTopic(t, "dlq")
+			sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+			o1, _ := json.Marshal(orders.Order{OrderID: "o-1", Quantity: 1, Price: 5, CreatedAt: time.Unix(100, 0).UTC()})
+			o2, _ := json.Marshal(orders.Order{OrderID: "o-2", Quantity: 2, Price: 500, CreatedAt: time.Unix(200, 0).UTC()})
+			srv.PublishRaw("in", o1, nil)
+			srv.PublishRaw("in", o2, nil)
+			srv.PublishRaw("in", o1, map[string]string{"retry": "1"})
+			srv.PublishRaw("in", []byte("{not json"), map[string]string{"k": "v"})
+			srv.PublishRaw("in", []byte(`{"quantity": 1}`), nil)
+
+			p, s := beam.NewPipelineWithRoot()
+			_, err := Build(s, Config{
+				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
+				ByMessageID: tt.byMessageID, StateTTL: -1,
+				Read:        []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
+			})
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			pr, err := beam.Run(ctx, testRunner(), p)
+			require.NoError(t, err)
+
+			assert.Len(t, srv.MessagesOn("out"), tt.wantOut)
+			dead := srv.MessagesOn("dlq")
+			require.Len(t, dead, 2)
+			reasons := map[string]string{}
+			for _, m := range dead {
+				reasons[string(m.Data)] = m.Attributes[AttrReason]
+				assert.Equal(t, sub, m.Attributes[AttrSubscription])
+				assert.NotEmpty(t, m.Attributes[AttrMessageID])
+			}
+			assert.Contains(t, reasons["{not json"], "invalid JSON")
+			assert.Contains(t, reasons[`{"quantity": 1}`], "missing order_id")
+			assert.Empty(t, srv.Unacked("in"), "dead letters acked once published")
+			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: int64(tt.wantOut), DuplicatesDropped: int64(3 - tt.wantOut)},
+				dedup.ReadCounters(pr).RowCounts())
+		})
+	}
+}
+
+func TestBuildRejectsMissingNames(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	_, err := Build(s, Config{OutputTopic: "projects/p/topics/t"})
+	require.Error(t, err)
+	_, err = BuildFor[orders.Order](s, Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"})
+	require.ErrorContains(t, err, "PartitionBy")
+}
