@@ -84,7 +84,7 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			_, err := Build(s, Config{
 				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
 				ByMessageID: tt.byMessageID, StateTTL: -1,
-				Read:        []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
+				Read: []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
 			})
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
