@@ -213,8 +213,11 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	}
 	uid := uidOr(c.uid, "KeepFirst")
 	s = s.Scope(scopeName(c.uid, "KeepFirst"))
-	keyed, dead := beam.ParDo2(s.Scope("Key"), &keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid}, rows)
-	kept := keyedStep(s, keyed, &c, t, isBounded(rows))
+	bounded := isBounded(rows)
+	miniBatch := !c.noMiniBatch && c.onTime == "" && c.eventTTL == 0 && !useBounded(&c, bounded)
+	keyed, dead := beam.ParDo2(s.Scope("Key"), &keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid,
+		MiniBatch: miniBatch, StateTTLMs: c.stateTTL.Milliseconds(), Clock: c.clock}, rows)
+	kept := keyedStep(s, keyed, &c, t, bounded)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
 

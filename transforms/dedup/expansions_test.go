@@ -93,3 +93,43 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 		})
 	}
 }
+
+// The mini-batch pre-filter changes costs, not results: on randomized
+// inputs the stateful expansion gives the same output with and without it,
+// and every row is still accounted for.
+func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	var trades []any
+	distinct := map[trade]bool{}
+	for range 500 {
+		tr := trade{"t" + string(rune('0'+rng.IntN(10))), "AAPL", rng.Int64N(4), 10}
+		trades = append(trades, tr)
+		distinct[tr] = true
+	}
+	var want []any
+	for tr := range distinct {
+		want = append(want, tr)
+	}
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+	}{
+		{"no TTL", nil},
+		{"StateTTL with refresh", []dedup.Option{dedup.StateTTL(time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, trades...)
+			opts := append([]dedup.Option{dedup.PartitionByAll(), dedup.ForceStateful()}, tc.opts...)
+			with := dedup.KeepFirst(s.Scope("with"), in, append(opts, dedup.MiniBatch(true))...)
+			without := dedup.KeepFirst(s.Scope("without"), in, append(opts, dedup.MiniBatch(false))...)
+			passert.Equals(s, with, want...)
+			passert.Equals(s, without, want...)
+			c := run(t, p)
+			assert.Equal(t, int64(2*len(want)), c.Emitted)
+			assert.Equal(t, int64(2*(len(trades)-len(want))), c.DuplicatesDropped)
+			assert.Positive(t, c.MiniBatchDropped, "the pre-filter dropped in-bundle duplicates")
+			assert.Zero(t, c.Pending())
+		})
+	}
+}

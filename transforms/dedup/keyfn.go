@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
 // DeadLetter is an input row KeepFirst could not process, with the reason.
@@ -55,6 +57,15 @@ func (c *rowChecks) setup(t reflect.Type) error {
 	return nil
 }
 
+// isRetraction reports whether a (valid) row is a -U/-D.
+func (c *rowChecks) isRetraction(v reflect.Value) bool {
+	if c.kf == nil {
+		return false
+	}
+	k, _ := c.kf.kind(v)
+	return k.IsRetraction()
+}
+
 // check returns the row's event time (ts unless OnTime is set) or a reason
 // to reject it.
 func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, string) {
@@ -75,13 +86,52 @@ func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, s
 
 // keyRowsFn keys each row by its encoded PARTITION BY columns and sets its
 // timestamp from the OnTime column.
+//
+// With MiniBatch (watermarkless mode, no event-time retention) it also drops
+// later +I/+U rows of a key already passed on in the same bundle, as Flink's
+// mini-batch deduplication does: they can only be duplicates, and dropping
+// them here spares the shuffle and a state read each. Memory is bounded (the
+// set is cleared per bundle and at miniBatchMaxKeys). With a StateTTL a row
+// is dropped only if it arrived less than TTL/core.RefreshFraction after the
+// key's first row in the bundle, so no row that could start a new period, or
+// refresh retention by more than the documented precision, is dropped.
 type keyRowsFn struct {
-	RowType beam.EncodedType
-	Columns []string
-	Checks  rowChecks
-	UID     string
+	RowType    beam.EncodedType
+	Columns    []string
+	Checks     rowChecks
+	UID        string
+	MiniBatch  bool
+	StateTTLMs int64
+	Clock      string
 
-	enc *keycoder.Encoder
+	enc  *keycoder.Encoder
+	now  func(time.Time) time.Time
+	seen map[string]int64 // key -> processing time of its first row in the bundle
+}
+
+// miniBatchMaxKeys bounds the per-bundle key set.
+const miniBatchMaxKeys = 100_000
+
+// StartBundle takes the emitters only because Beam requires the emitters of
+// ProcessElement there too.
+func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(DeadLetter)) {
+	clear(f.seen)
+}
+
+// seenInBundle reports whether key was already passed on in this bundle
+// recently enough that this row can only be a duplicate, and records it.
+func (f *keyRowsFn) seenInBundle(key []byte, ts beam.EventTime) bool {
+	now := f.now(ts.ToTime()).UnixMilli()
+	if first, ok := f.seen[string(key)]; ok {
+		if f.StateTTLMs == 0 || now-first < max(f.StateTTLMs/core.RefreshFraction, 1) {
+			return true
+		}
+	}
+	if len(f.seen) >= miniBatchMaxKeys {
+		clear(f.seen)
+	}
+	f.seen[string(key)] = now
+	return false
 }
 
 func (f *keyRowsFn) Setup() error {
@@ -90,6 +140,15 @@ func (f *keyRowsFn) Setup() error {
 		return err
 	}
 	f.enc = enc
+	f.seen = make(map[string]int64)
+	f.now = wallClock
+	if f.Clock != "" {
+		c, ok := lookupClock(f.Clock)
+		if !ok {
+			return fmt.Errorf("dedup: clock %q is not registered in this worker", f.Clock)
+		}
+		f.now = c
+	}
 	return f.Checks.setup(f.RowType.T)
 }
 
@@ -103,7 +162,13 @@ func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row b
 		return
 	}
 	// A fresh slice per row: the emitted key may outlive this call.
-	emit(ts, f.enc.Append(nil, v), row)
+	key := f.enc.Append(nil, v)
+	if f.MiniBatch && !f.Checks.isRetraction(v) && f.seenInBundle(key, ts) {
+		cMiniBatchDropped.Inc(ctx, 1)
+		cOutcome[core.DropDuplicate].Inc(ctx, 1)
+		return
+	}
+	emit(ts, key, row)
 }
 
 // keyPairsFn prepares KeepFirstPerKey input: canonical float keys (so -0

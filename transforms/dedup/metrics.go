@@ -29,6 +29,9 @@ const (
 	MetricStateReads         = "state_reads"
 	MetricStateWrites        = "state_writes"
 	MetricTimerSets          = "timer_sets"
+	// MetricMiniBatchDropped counts the part of DuplicatesDropped that the
+	// mini-batch pre-filter dropped before the keyed step.
+	MetricMiniBatchDropped = "minibatch_dropped"
 )
 
 // Counters are the totals of this package's counters over all KeepFirst
@@ -36,7 +39,7 @@ const (
 type Counters struct {
 	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
 	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
-	TTLRefreshes, StateReads, StateWrites, TimerSets int64
+	TTLRefreshes, StateReads, StateWrites, TimerSets, MiniBatchDropped int64
 }
 
 // Pending is the number of input rows not yet accounted for: candidates
@@ -49,7 +52,7 @@ func (c Counters) Pending() int64 {
 // RowCounts returns c without the state-access and refresh counters, which
 // depend on bundling: what is left is where each row went.
 func (c Counters) RowCounts() Counters {
-	c.StateReads, c.StateWrites, c.TimerSets, c.TTLRefreshes = 0, 0, 0, 0
+	c.StateReads, c.StateWrites, c.TimerSets, c.TTLRefreshes, c.MiniBatchDropped = 0, 0, 0, 0, 0
 	return c
 }
 
@@ -105,19 +108,22 @@ func (c *Counters) field(name string) *int64 {
 		return &c.StateWrites
 	case MetricTimerSets:
 		return &c.TimerSets
+	case MetricMiniBatchDropped:
+		return &c.MiniBatchDropped
 	}
 	return nil
 }
 
 var (
-	cRowsIn       = beam.NewCounter(Namespace, MetricRowsIn)
-	cDeadLettered = beam.NewCounter(Namespace, MetricDeadLettered)
-	cKeysExpired  = beam.NewCounter(Namespace, MetricKeysExpired)
-	cRefreshes    = beam.NewCounter(Namespace, MetricTTLRefreshes)
-	cStateReads   = beam.NewCounter(Namespace, MetricStateReads)
-	cStateWrites  = beam.NewCounter(Namespace, MetricStateWrites)
-	cTimerSets    = beam.NewCounter(Namespace, MetricTimerSets)
-	cOutcome      = [...]beam.Counter{
+	cRowsIn           = beam.NewCounter(Namespace, MetricRowsIn)
+	cDeadLettered     = beam.NewCounter(Namespace, MetricDeadLettered)
+	cKeysExpired      = beam.NewCounter(Namespace, MetricKeysExpired)
+	cRefreshes        = beam.NewCounter(Namespace, MetricTTLRefreshes)
+	cStateReads       = beam.NewCounter(Namespace, MetricStateReads)
+	cStateWrites      = beam.NewCounter(Namespace, MetricStateWrites)
+	cTimerSets        = beam.NewCounter(Namespace, MetricTimerSets)
+	cMiniBatchDropped = beam.NewCounter(Namespace, MetricMiniBatchDropped)
+	cOutcome          = [...]beam.Counter{
 		core.Emit:             beam.NewCounter(Namespace, MetricEmitted),
 		core.BecomeCandidate:  {}, // counted when it is emitted or replaced
 		core.ReplaceCandidate: beam.NewCounter(Namespace, MetricCandidatesReplaced),

@@ -21,6 +21,7 @@ type config struct {
 	changelogCol  string
 	clock         string
 	forceStateful bool
+	noMiniBatch   bool
 	errs          []error
 }
 
@@ -85,6 +86,12 @@ func Changelog(kindColumn string) Option { return func(c *config) { c.changelogC
 // ForceStateful keeps the stateful streaming expansion even on bounded
 // input. It exists for tests and benchmarks that compare the expansions.
 func ForceStateful() Option { return func(c *config) { c.forceStateful = true } }
+
+// MiniBatch sets whether the keying step drops later +I/+U rows of a key
+// already seen in the same bundle before the shuffle (default true; it
+// applies in watermarkless mode without EventTimeTTL on the stateful
+// expansion). Results are the same either way; it exists to compare.
+func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
 // withClock makes the transform read processing time from a clock
 // registered with RegisterClock; tests use it to drive expiry.
