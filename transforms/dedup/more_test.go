@@ -267,3 +267,23 @@ func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
 		})
 	}
 }
+
+type maybeTimed struct {
+	ID   string     `beam:"id"`
+	When *time.Time `beam:"when"`
+}
+
+func init() { beam.RegisterType(reflectType[maybeTimed]()) }
+
+// A NULL event time cannot be ordered: the row is dead-lettered with the
+// reason, never dropped silently, and the others are deduplicated.
+func TestEventTime_NullEventTimeIsDeadLettered(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	t0 := at(10, 0)
+	in := beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})
+	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
+	passert.Count(s, out, "kept", 1)
+	passert.Equals(s, dead, dedup.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, DuplicatesDropped: 1, DeadLettered: 1}, c.RowCounts())
+}
