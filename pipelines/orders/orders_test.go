@@ -59,46 +59,57 @@ func TestGenerateDuplicatesEveryOrderUnder100Exactly(t *testing.T) {
 	assert.NotEqual(t, orders.Generate(20, 1), orders.Generate(20, 2), "another seed, other orders")
 }
 
+// Both expansions of KeepFirst must give the expected files: the batch one
+// a file gets by default, and the stateful one an unbounded source gets.
 func TestBuildMatchesExpectedFiles(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "orders.jsonl")
-	input := pipelinetest.Testdata("orders/input.jsonl")
-	p, s := beam.NewPipelineWithRoot()
-	_, err := orders.Build(s, orders.Config{Input: input, Output: out})
-	require.NoError(t, err)
+	for _, tc := range pipelinetest.Expansions {
+		t.Run(tc.Name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "orders.jsonl")
+			input := pipelinetest.Testdata("orders/input.jsonl")
+			p, s := beam.NewPipelineWithRoot()
+			_, err := orders.Build(s, orders.Config{Input: input, Output: out, Dedup: tc.Options})
+			require.NoError(t, err)
 
-	pr := pipelinetest.Run(t, p, time.Minute)
+			pr := pipelinetest.Run(t, p, time.Minute)
 
-	pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.jsonl"), out)
-	pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.errors.jsonl"),
-		jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
-	c := dedup.ReadCounters(pr)
-	assert.Equal(t, dedup.Counters{RowsIn: 14, Emitted: 12, DuplicatesDropped: 2}, pickCounts(c))
-	assert.Equal(t, int64(4), jsonl.ReadMalformed(pr), "malformed lines")
+			pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.jsonl"), out)
+			pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.errors.jsonl"),
+				jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+			c := dedup.ReadCounters(pr)
+			assert.Equal(t, dedup.Counters{RowsIn: 14, Emitted: 12, DuplicatesDropped: 2}, pickCounts(c))
+			assert.Equal(t, int64(4), jsonl.ReadMalformed(pr), "malformed lines")
+		})
+	}
 }
 
 // A 2h StateTTL on a file must not keep the job alive for 2h: on bounded
-// input KeepFirst sets no processing-time timers.
+// input KeepFirst sets no processing-time timers, in either expansion.
 func TestBuildOnGeneratedOrdersKeepsOnePerOrderAndEndsPromptly(t *testing.T) {
-	dir := t.TempDir()
-	input, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
-	require.NoError(t, orders.WriteSample(input, 300, 9))
 	gen := orders.Generate(300, 9)
+	for _, tc := range pipelinetest.Expansions {
+		t.Run(tc.Name, func(t *testing.T) {
+			dir := t.TempDir()
+			input, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+			require.NoError(t, orders.WriteSample(input, 300, 9))
 
-	p, s := beam.NewPipelineWithRoot()
-	_, err := orders.Build(s, orders.Config{Input: input, Output: out, Dedup: []dedup.Option{dedup.StateTTL(2 * time.Hour)}})
-	require.NoError(t, err)
-	start := time.Now()
-	pr := pipelinetest.Run(t, p, time.Minute)
-	assert.Less(t, time.Since(start), 30*time.Second)
+			p, s := beam.NewPipelineWithRoot()
+			opts := append([]dedup.Option{dedup.StateTTL(2 * time.Hour)}, tc.Options...)
+			_, err := orders.Build(s, orders.Config{Input: input, Output: out, Dedup: opts})
+			require.NoError(t, err)
+			start := time.Now()
+			pr := pipelinetest.Run(t, p, time.Minute)
+			assert.Less(t, time.Since(start), 30*time.Second)
 
-	lines := pipelinetest.ReadLines(t, out)
-	assert.Len(t, lines, 300, "one row per distinct order_id")
-	c := dedup.ReadCounters(pr)
-	assert.Equal(t, int64(len(gen)), c.RowsIn)
-	assert.Equal(t, int64(300), c.Emitted)
-	assert.Equal(t, int64(len(gen)-300), c.DuplicatesDropped)
-	assert.Zero(t, c.Pending())
-	assert.NoFileExists(t, jsonl.ErrorsPath(out), "no dead letters, no errors file")
+			lines := pipelinetest.ReadLines(t, out)
+			assert.Len(t, lines, 300, "one row per distinct order_id")
+			c := dedup.ReadCounters(pr)
+			assert.Equal(t, int64(len(gen)), c.RowsIn)
+			assert.Equal(t, int64(300), c.Emitted)
+			assert.Equal(t, int64(len(gen)-300), c.DuplicatesDropped)
+			assert.Zero(t, c.Pending())
+			assert.NoFileExists(t, jsonl.ErrorsPath(out), "no dead letters, no errors file")
+		})
+	}
 }
 
 func TestBuildReportsConfigurationErrors(t *testing.T) {

@@ -17,7 +17,20 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
+
+// Expansions are KeepFirst's two expansions of a bounded input, for
+// table-driven tests: the batch one a file gets by default, and the
+// stateful one (dedup.ForceStateful) that an unbounded source gets.
+var Expansions = []struct {
+	Name    string
+	Options []dedup.Option
+}{
+	{"batch", nil},
+	{"stateful", []dedup.Option{dedup.ForceStateful()}},
+}
 
 // Update makes CompareLines rewrite the expected files:
 // go test ./pipelines/... -update.

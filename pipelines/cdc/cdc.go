@@ -1,0 +1,180 @@
+// Package cdc turns a change log into an insert-only table of the first
+// version of each key: the spec's section 4.1.3.7 ("updating input, changes
+// swallowed") with dedup.Changelog.
+//
+// Input is JSON Lines with an op column, one change a line, either flat
+//
+//	{"op":"+I","user_name":"Vas","event":"login"}
+//
+// with op one of +I, -U, +U, -D (Flink's row kinds), or a Debezium change
+// event, bare or inside a {"payload": ...} wrapper:
+//
+//	{"op":"c","before":null,"after":{"user_name":"Vas","event":"login"}}
+//
+// Debezium's op codes are mapped to row kinds: c (create) and r (snapshot
+// read) → +I, u (update) → +U, d (delete) → -D. The row is taken from
+// "after", and from "before" for a delete. Any other op value is kept
+// as-is and dead-lettered by KeepFirst with the reason.
+//
+// Per user_name the first +I or +U is emitted, with op set to +I; every
+// later change of that user is swallowed, and a -U/-D of a user not seen
+// yet is ignored.
+//
+// Which change is "first": each change is stamped with its ts_ms column
+// (Debezium's envelope ts_ms when the row has none). On a bounded input
+// such as a file, KeepFirst runs its batch expansion and keeps the +I/+U
+// with the smallest timestamp per key, whatever the order of the lines, so
+// give every change a ts_ms for a deterministic result. On a stream it
+// keeps the first in arrival order: Flink and Dataflow deliver a key's rows
+// in arrival order, which for a changelog partitioned by key upstream (as
+// Debezium's Kafka topics are) is the change order.
+package cdc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// Change is one change of the user_events table.
+type Change struct {
+	Op       string `json:"op" beam:"op"`
+	UserName string `json:"user_name" beam:"user_name"`
+	Event    string `json:"event" beam:"event"`
+	// TsMs is when the change happened, in Unix milliseconds (Debezium's
+	// ts_ms); 0 if unknown. It becomes the row's timestamp.
+	TsMs int64 `json:"ts_ms,omitempty" beam:"ts_ms"`
+}
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[Change]())
+	register.Function2x2(stamp)
+}
+
+// stamp sets a change's timestamp from its ts_ms. Beam promises no order
+// between elements, so without it the first change of a file would be
+// arbitrary: KeepFirst's batch expansion keeps the smallest timestamp, and
+// Prism hands each key's rows to a stateful step in timestamp order.
+func stamp(ts beam.EventTime, c Change) (beam.EventTime, Change) {
+	if c.TsMs > 0 {
+		ts = mtime.FromMilliseconds(c.TsMs)
+	}
+	return ts, c
+}
+
+// DebeziumOps maps Debezium's op codes to Flink row kinds.
+var DebeziumOps = map[string]string{"c": "+I", "r": "+I", "u": "+U", "d": "-D"}
+
+// UnmarshalJSON reads a flat change or a Debezium change event.
+func (c *Change) UnmarshalJSON(b []byte) error {
+	var env struct {
+		Op      string          `json:"op"`
+		TsMs    int64           `json:"ts_ms"`
+		Before  json.RawMessage `json:"before"`
+		After   json.RawMessage `json:"after"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(b, &env); err != nil {
+		return err
+	}
+	if env.Op == "" && isObject(env.Payload) {
+		return c.UnmarshalJSON(env.Payload)
+	}
+	type flat Change // without this method
+	row := b
+	if kind, ok := DebeziumOps[env.Op]; ok {
+		field := "after"
+		row = env.After
+		if kind == "-D" {
+			row, field = env.Before, "before"
+		}
+		if !isObject(row) {
+			return fmt.Errorf("Debezium op %q without a row in %q", env.Op, field)
+		}
+		env.Op = kind
+	}
+	var f flat
+	if err := json.Unmarshal(row, &f); err != nil {
+		return err
+	}
+	*c = Change(f)
+	c.Op = env.Op
+	if c.TsMs == 0 {
+		c.TsMs = env.TsMs // Debezium's envelope time
+	}
+	return nil
+}
+
+func isObject(b json.RawMessage) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && b[0] == '{'
+}
+
+// Validate rejects changes without an op or user_name. Unknown op values
+// pass, so that KeepFirst dead-letters them with its own reason.
+func (c *Change) Validate() error {
+	switch {
+	case c.Op == "":
+		return errors.New("missing op")
+	case c.UserName == "":
+		return errors.New("missing user_name")
+	}
+	return nil
+}
+
+// UID is the default UID of the pipeline's KeepFirst.
+const UID = "cdc-dedup"
+
+// Config configures Build.
+type Config struct {
+	// Input is a file or glob of JSON Lines changes (local or gs://).
+	Input string
+	// Output is the JSON Lines file of the insert-only result; empty
+	// writes nothing.
+	Output string
+	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
+	Errors string
+	// Dedup options are applied after the defaults PartitionBy("user_name"),
+	// Changelog("op") and UID(UID).
+	Dedup []dedup.Option
+}
+
+// Result holds the pipeline's collections.
+type Result struct {
+	Rows        beam.PCollection // parsed changes (Change)
+	Deduped     beam.PCollection // the first +I/+U per user_name, op "+I" (Change)
+	DeadLetters beam.PCollection // jsonl.DeadLetter
+}
+
+// Build adds the change-log pipeline to s.
+func Build(s beam.Scope, cfg Config) (Result, error) {
+	if cfg.Input == "" {
+		return Result{}, errors.New("cdc: Input is required")
+	}
+	s = s.Scope("CDC")
+	rows, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Change]())
+	if err != nil {
+		return Result{}, fmt.Errorf("cdc: input: %w", err)
+	}
+	rows = beam.ParDo(s.Scope("Stamp"), stamp, rows)
+	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID(UID)}, cfg.Dedup...)
+	out, rejected, err := pipeline.KeepFirst(s, rows, opts)
+	if err != nil {
+		return Result{}, fmt.Errorf("cdc: %w", err)
+	}
+	dead := beam.Flatten(s, bad, rejected)
+	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, out, dead); err != nil {
+		return Result{}, fmt.Errorf("cdc: output: %w", err)
+	}
+	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
+}

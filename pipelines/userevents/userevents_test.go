@@ -1,0 +1,65 @@
+package userevents_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/userevents"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+func TestMain(m *testing.M) { ptest.MainWithDefault(m, "prism") }
+
+// The file holds the spec's 4.1.2.2.1 rows for u1 (view at 10:01 wins over
+// the earlier-read click at 10:02), an exact duplicate (u2), an earlier
+// row read after a later one (u3, and u2's 10:04:59 click read last), and
+// two malformed rows.
+func TestBuildKeepsEarliestRowPerUser(t *testing.T) {
+	for _, tc := range pipelinetest.Expansions {
+		t.Run(tc.Name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "events.jsonl")
+			input := pipelinetest.Testdata("userevents/input.jsonl")
+			p, s := beam.NewPipelineWithRoot()
+			_, err := userevents.Build(s, userevents.Config{Input: input, Output: out, Dedup: tc.Options})
+			require.NoError(t, err)
+
+			pr := pipelinetest.Run(t, p, time.Minute)
+
+			pipelinetest.CompareLines(t, pipelinetest.Testdata("userevents/expected.jsonl"), out)
+			pipelinetest.CompareLines(t, pipelinetest.Testdata("userevents/expected.errors.jsonl"),
+				jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+			c := dedup.ReadCounters(pr)
+			assert.Equal(t, int64(8), c.RowsIn)
+			assert.Equal(t, int64(3), c.Emitted)
+			assert.Zero(t, c.Pending(), "a bounded run finalizes every candidate")
+			assert.Equal(t, int64(2), jsonl.ReadMalformed(pr))
+		})
+	}
+}
+
+func TestBuildReportsConfigurationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  userevents.Config
+		want string
+	}{
+		{"no input", userevents.Config{}, "Input is required"},
+		{"on_time not a time", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.OnTime("event")}}, "event"},
+		{"on_time with changelog", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.Changelog("event")}}, "Changelog"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			_, err := userevents.Build(s, tc.cfg)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
