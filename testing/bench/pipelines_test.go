@@ -22,6 +22,9 @@ type pipelineCase struct {
 	out func(w bench.Workload) int64
 	// dedup: the case is a KeepFirst, so its state counters are reported.
 	dedup bool
+	// terminal: the sink is fused with the last step instead of following
+	// a Reshuffle.
+	terminal bool
 }
 
 func allRows(w bench.Workload) int64 { return int64(w.Rows) }
@@ -47,6 +50,18 @@ var floorCase = pipelineCase{
 	out: allRows,
 }
 
+// keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
+var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true}
+
+// terminal is c with the stateful step fused with the sink into a stage
+// that has no data output and no timer: Prism's progress loop then spins on
+// an already-closed channel for the whole bundle (notes/performance.md).
+func terminal(c pipelineCase) pipelineCase {
+	c.name += "_terminal"
+	c.terminal = true
+	return c
+}
+
 var gridCases = []pipelineCase{
 	floorCase,
 	{name: "a_stateless_fused", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
@@ -55,7 +70,7 @@ var gridCases = []pipelineCase{
 	{name: "a2_stateless_after_reshuffle", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
 		return beam.ParDo(s, bench.PassThrough, beam.Reshuffle(s, rows))
 	}, out: allRows},
-	{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true},
+	keepFirstCase,
 	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
 	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
 	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
@@ -91,7 +106,7 @@ func workloadName(w bench.Workload) string {
 var floorRate = map[string]float64{}
 
 // BenchmarkPipelines is the grid: every case on every workload, the floor
-// first. Rows default to 20,000 (BEAMDEDUP_BENCH_ROWS).
+// first. Rows default to 100,000 (BEAMDEDUP_BENCH_ROWS).
 func BenchmarkPipelines(b *testing.B) {
 	n := envInt("BEAMDEDUP_BENCH_ROWS", defaultRows)
 	for _, w := range gridWorkloads(n) {
@@ -105,7 +120,7 @@ func BenchmarkPipelines(b *testing.B) {
 
 // defaultRows keeps the default grid within about ten minutes on two
 // shared cores.
-const defaultRows = 20_000
+const defaultRows = 100_000
 
 // BenchmarkScaling is time per row of the floor and of stateful KeepFirst
 // at 10K and 100K rows (and 1M with BEAMDEDUP_BENCH_LARGE=1), 90%
@@ -118,7 +133,26 @@ func BenchmarkScaling(b *testing.B) {
 	for _, n := range sizes {
 		w := bench.Workload{Rows: n, Keys: n / 10, Seed: 42}
 		b.Run(workloadName(w), func(b *testing.B) {
-			for _, c := range []pipelineCase{floorCase, gridCases[3]} {
+			for _, c := range []pipelineCase{floorCase, keepFirstCase} {
+				b.Run(c.name, func(b *testing.B) { benchCase(b, w, c) })
+			}
+		})
+	}
+}
+
+// BenchmarkTerminalStage shows the Prism defect that made stateful steps
+// look 10-100x slower than they are: when the stateful DoFn is fused with
+// the sink, its stage has no data output and (without timers) nothing for
+// Prism's progress loop to wait on, and the loop spins on a closed channel
+// until the bundle ends, taking a core from the SDK harness. The grid puts
+// a Reshuffle before every sink to measure the steps, not the spin. Small
+// inputs only (BEAMDEDUP_BENCH_TERMINAL_ROWS, default 2,000): 10,000 rows
+// took 441 s once.
+func BenchmarkTerminalStage(b *testing.B) {
+	n := envInt("BEAMDEDUP_BENCH_TERMINAL_ROWS", 2000)
+	for _, w := range []bench.Workload{{Rows: n, Keys: n, Seed: 42}, {Rows: n, Keys: n / 10, Seed: 42}} {
+		b.Run(workloadName(w), func(b *testing.B) {
+			for _, c := range []pipelineCase{floorCase, terminal(floorCase), keepFirstCase, terminal(keepFirstCase)} {
 				b.Run(c.name, func(b *testing.B) { benchCase(b, w, c) })
 			}
 		})
@@ -176,6 +210,10 @@ func build(s beam.Scope, rows beam.PCollection, c pipelineCase) (err error) {
 			err = fmt.Errorf("%v", r)
 		}
 	}()
-	bench.Sink(s, c.build(s.Scope(c.name), rows))
+	out := c.build(s.Scope(c.name), rows)
+	if !c.terminal {
+		out = beam.Reshuffle(s.Scope("Shuffle"), out)
+	}
+	bench.Sink(s, out)
 	return nil
 }
