@@ -1,0 +1,427 @@
+// Command runjob runs one of the sample deduplication pipelines — orders,
+// userevents, cdc (pipelines/...), or the Pub/Sub streaming demo — on a
+// Beam runner, and prints a summary from the job's metrics.
+//
+// With no flags it generates sample orders (every order priced under 100
+// duplicated exactly), deduplicates them by order_id on Prism, Beam's local
+// runner, in this process, and prints how many rows came in, how many were
+// emitted and dropped, and where the output went:
+//
+//	go run ./cmd/runjob
+//	go run ./cmd/runjob --pipeline=userevents --input=testing/testdata/userevents/input.jsonl
+//	go run ./cmd/runjob --runner=universal --endpoint=localhost:8073 --environment_type=LOOPBACK
+//	go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --event_time_ttl=2h --state_ttl=0
+//	go run ./cmd/runjob --runner=dataflow --dry_run --project=p --region=r --staging_location=gs://b/s
+//	go run ./cmd/runjob --graph=orders.dot && dot -Tsvg orders.dot > orders.svg
+//
+// Run it with --help for every flag. Beam's own flags (--runner,
+// --endpoint, --environment_type, --project, ...) are accepted as in any
+// Beam Go program. The binary also serves as its own Beam worker: runners
+// that start it with --worker get the SDK harness (beam.Init).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness/init" // worker mode (--worker)
+	dotlib "github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/dot"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	// Runners, selected by --runner.
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dot"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/spark"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
+
+	"github.com/beamdedup/beamdedup/pipelines/cdc"
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/userevents"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// options are runjob's own flags.
+type options struct {
+	pipeline     string
+	input        string
+	output       string
+	errors       string
+	count        int
+	seed         uint64
+	partitionBy  string
+	onTime       string
+	stateTTL     time.Duration
+	eventTTL     time.Duration
+	resetOnDup   bool
+	uid          string
+	stateful     bool
+	graph        string
+	timeout      time.Duration
+	verbose      bool
+	set          map[string]bool // flags given on the command line
+	beamSet      []string        // Beam flags given, name=value
+	runner       string          // resolved runner
+	inputNote    string          // how the input came about
+	distinctRows int             // distinct order_ids of generated input; 0 if unknown
+}
+
+var pipelineNames = []string{"orders", "userevents", "cdc", "streaming"}
+
+// newFlagSet defines runjob's flags on a new FlagSet and shares Beam's
+// global flags (flag.CommandLine) into it, so that parsing sets Beam's
+// options. Tests call run repeatedly, so Beam's flags are reset to their
+// defaults first (prism, for one, stores its in-process endpoint in
+// --endpoint).
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("runjob", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported in one line by run
+	fs.StringVar(&o.pipeline, "pipeline", "orders", "sample pipeline: "+strings.Join(pipelineNames, "|"))
+	fs.StringVar(&o.input, "input", "", "input JSON Lines file or glob (local or gs://); default: generated orders, or testing/testdata/<pipeline>/input.jsonl")
+	fs.StringVar(&o.output, "output", "", "output JSON Lines file (local or gs://); default: <tmp>/beamdedup/<pipeline>/output.jsonl")
+	fs.StringVar(&o.errors, "errors", "", "dead-letter JSON Lines file; default: the output with .errors.jsonl")
+	fs.IntVar(&o.count, "count", 1000, "orders to generate when --input is not given (also the streaming demo's keys)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated orders")
+	fs.StringVar(&o.partitionBy, "partition_by", "", "comma-separated key columns (PartitionBy); default: the pipeline's (order_id, user_id, user_name)")
+	fs.StringVar(&o.onTime, "on_time", "", "event-time column (OnTime); default: rowtime for userevents, none otherwise")
+	fs.DurationVar(&o.stateTTL, "state_ttl", 0, "processing-time state retention (StateTTL), e.g. 2h; 0 = forever; default: 2h for orders")
+	fs.DurationVar(&o.eventTTL, "event_time_ttl", 0, "event-time retention (EventTimeTTL), e.g. 2h; the one to use on Flink")
+	fs.BoolVar(&o.resetOnDup, "reset_ttl_on_duplicate", true, "a dropped duplicate refreshes the key's retention (ResetTTLOnDuplicate)")
+	fs.StringVar(&o.uid, "uid", "", "UID of the KeepFirst step; default: orders-dedup, user-events-dedup, cdc-dedup")
+	fs.BoolVar(&o.stateful, "force_stateful", false, "use KeepFirst's stateful (streaming) expansion on a file too, as an unbounded source would")
+	fs.StringVar(&o.graph, "graph", "", "write the pipeline graph in DOT to this file before running")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long; 0 = never")
+	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Name, "test.") || fs.Lookup(f.Name) != nil {
+			return
+		}
+		if f.Value.String() != f.DefValue {
+			// Only scalar flags get here in practice: a list flag's Set
+			// appends, so it cannot be reset this way.
+			f.Value.Set(f.DefValue)
+		}
+		fs.Var(f.Value, f.Name, f.Usage)
+	})
+	return fs
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "runjob: "+format+"\n", a...)
+		return 2
+	}
+	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return 0
+		}
+		return fail("%v (see --help)", err)
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q: every setting is a --flag (see --help)", fs.Arg(0))
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) {
+		o.set[f.Name] = true
+		if flag.CommandLine.Lookup(f.Name) != nil {
+			// Record Beam flags as set on flag.CommandLine too: runners
+			// export the set flags as pipeline options for remote workers.
+			flag.CommandLine.Set(f.Name, f.Value.String())
+			o.beamSet = append(o.beamSet, f.Name+"="+f.Value.String())
+		}
+	})
+	// beam.Init sets up slog at this level; Prism logs every job step at
+	// info, which would bury the summary.
+	beamlog.LogLevel = "warn"
+	if o.verbose {
+		beamlog.LogLevel = "info"
+	}
+	// In worker mode (--worker, set by a runner that starts this binary)
+	// this runs the SDK harness and exits.
+	beam.Init()
+
+	if err := checkOptions(&o); err != nil {
+		return fail("%v", err)
+	}
+	runner, notice, err := resolveRunner(ctx)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if notice != "" {
+		fmt.Fprintln(stderr, "runjob: "+notice)
+	}
+	o.runner = runner
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
+	if o.pipeline == "streaming" {
+		return runStreaming(ctx, &o, stdout, stderr)
+	}
+	if err := prepareFiles(&o); err != nil {
+		return fail("%v", err)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	if err := build(s, &o); err != nil {
+		return fail("%v", err)
+	}
+	if o.graph != "" {
+		if err := writeGraph(p, o.graph); err != nil {
+			return fail("writing --graph: %v", err)
+		}
+	}
+	start := time.Now()
+	pr, err := beam.Run(ctx, o.runner, p)
+	wall := time.Since(start)
+	if err != nil {
+		return fail("%s pipeline on %s failed after %v: %s", o.pipeline, o.runner, wall.Round(time.Millisecond), oneLine(err))
+	}
+	summarize(stdout, &o, pr, wall)
+	return 0
+}
+
+// checkOptions rejects values that are wrong whatever the runner.
+func checkOptions(o *options) error {
+	known := false
+	for _, n := range pipelineNames {
+		known = known || o.pipeline == n
+	}
+	if !known {
+		return fmt.Errorf("--pipeline=%q: want one of %s", o.pipeline, strings.Join(pipelineNames, ", "))
+	}
+	if o.count <= 0 {
+		return fmt.Errorf("--count=%d: want a positive number of orders", o.count)
+	}
+	if o.stateTTL < 0 || o.eventTTL < 0 {
+		return fmt.Errorf("--state_ttl and --event_time_ttl must be >= 0 (0 disables), got %v and %v", o.stateTTL, o.eventTTL)
+	}
+	if o.pipeline == "streaming" {
+		for _, f := range []string{"input", "output", "errors", "partition_by", "on_time", "event_time_ttl", "uid", "force_stateful", "graph"} {
+			if o.set[f] {
+				return fmt.Errorf("--%s does not apply to --pipeline=streaming, which publishes its own stream to an in-process Pub/Sub fake", f)
+			}
+		}
+	}
+	return nil
+}
+
+// dedupOptions turns the flags that were given into KeepFirst options; the
+// pipeline's defaults apply to the rest.
+func dedupOptions(o *options) []dedup.Option {
+	var opts []dedup.Option
+	if o.set["partition_by"] {
+		var cols []string
+		for c := range strings.SplitSeq(o.partitionBy, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				cols = append(cols, c)
+			}
+		}
+		opts = append(opts, dedup.PartitionBy(cols...))
+	}
+	if o.set["on_time"] {
+		opts = append(opts, dedup.OnTime(o.onTime))
+	}
+	if o.set["state_ttl"] {
+		opts = append(opts, dedup.StateTTL(o.stateTTL))
+	}
+	if o.set["event_time_ttl"] {
+		opts = append(opts, dedup.EventTimeTTL(o.eventTTL))
+	}
+	if o.set["reset_ttl_on_duplicate"] {
+		opts = append(opts, dedup.ResetTTLOnDuplicate(o.resetOnDup))
+	}
+	if o.set["uid"] {
+		opts = append(opts, dedup.UID(o.uid))
+	}
+	if o.stateful {
+		opts = append(opts, dedup.ForceStateful())
+	}
+	return opts
+}
+
+// prepareFiles fills in the default input and output and, for local
+// outputs, removes the files of an earlier run: textio writes no file for
+// an empty collection, so a stale errors file would otherwise survive.
+func prepareFiles(o *options) error {
+	if o.output == "" {
+		o.output = filepath.Join(os.TempDir(), "beamdedup", o.pipeline, "output.jsonl")
+	}
+	if o.errors == "" {
+		o.errors = orders.ErrorsPath(o.output)
+	}
+	for _, p := range []string{o.output, o.errors} {
+		if isLocal(p) {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	if o.input != "" {
+		return nil
+	}
+	switch o.pipeline {
+	case "orders":
+		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
+		if !isLocal(o.input) {
+			return fmt.Errorf("--input is required with a non-local --output (%s): generated orders are written next to the output", o.output)
+		}
+		if err := orders.WriteSample(o.input, o.count, o.seed); err != nil {
+			return fmt.Errorf("writing generated orders: %w", err)
+		}
+		o.distinctRows = o.count
+		o.inputNote = fmt.Sprintf("generated: %d orders, seed %d, every order priced under %v duplicated", o.count, o.seed, orders.DuplicateBelow)
+	default:
+		o.input = filepath.Join("testing", "testdata", o.pipeline, "input.jsonl")
+		if _, err := os.Stat(o.input); err != nil {
+			return fmt.Errorf("no --input given and the sample %s is not here; run from the repository root or pass --input", o.input)
+		}
+		o.inputNote = "the repository's sample"
+	}
+	return nil
+}
+
+func isLocal(path string) bool { return !strings.Contains(path, "://") }
+
+func build(s beam.Scope, o *options) error {
+	opts := dedupOptions(o)
+	var err error
+	switch o.pipeline {
+	case "orders":
+		_, err = orders.Build(s, orders.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
+	case "userevents":
+		_, err = userevents.Build(s, userevents.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
+	case "cdc":
+		_, err = cdc.Build(s, cdc.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
+	}
+	if err != nil {
+		return fmt.Errorf("%s (see --help)", oneLine(err))
+	}
+	return nil
+}
+
+// writeGraph writes p's graph in DOT, as Beam's dot runner does.
+func writeGraph(p *beam.Pipeline, path string) error {
+	edges, nodes, err := p.Build()
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := dotlib.Render(edges, nodes, f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) {
+	fmt.Fprintf(w, "pipeline            %s on %s\n", o.pipeline, runnerNote(o.runner))
+	fmt.Fprintf(w, "input               %s", o.input)
+	if o.inputNote != "" {
+		fmt.Fprintf(w, " (%s)", o.inputNote)
+	}
+	fmt.Fprintln(w)
+	if pr == nil {
+		// Dry runs, the dot runner and async submissions return no result.
+		fmt.Fprintf(w, "metrics             none: the runner returned no job result (dry run, dot or --async)\n")
+		fmt.Fprintf(w, "wall time           %v\n", wall.Round(time.Millisecond))
+		return
+	}
+	c := dedup.ReadCounters(pr)
+	malformed := orders.ReadMalformed(pr)
+	fmt.Fprintf(w, "rows in             %d\n", c.RowsIn)
+	fmt.Fprintf(w, "emitted             %d", c.Emitted)
+	if o.distinctRows > 0 {
+		fmt.Fprintf(w, " (distinct order_ids in the input: %d)", o.distinctRows)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "duplicates dropped  %d\n", c.DuplicatesDropped)
+	if n := c.LateDropped; n > 0 {
+		fmt.Fprintf(w, "late dropped        %d\n", n)
+	}
+	if n := c.ChangelogSwallowed + c.RetractionsIgnored; n > 0 {
+		fmt.Fprintf(w, "changes swallowed   %d\n", n)
+	}
+	fmt.Fprintf(w, "dead-lettered       %d (%d malformed lines, %d rejected rows)\n", malformed+c.DeadLettered, malformed, c.DeadLettered)
+	fmt.Fprintf(w, "wall time           %v\n", wall.Round(time.Millisecond))
+	fmt.Fprintf(w, "output              %s%s\n", o.output, outputNote(o))
+	errs := o.errors
+	if malformed+c.DeadLettered == 0 {
+		errs += " (none written: no dead letters)"
+	}
+	fmt.Fprintf(w, "dead letters        %s\n", errs)
+}
+
+// oneLine keeps the first line of an error: Beam's errors carry stacks of
+// context lines.
+func oneLine(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+// flagValue returns the value of one of Beam's flags.
+func flagValue(name string) string {
+	if f := flag.CommandLine.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+// outputNote counts the rows of a local orders output and their distinct
+// order_ids, the check that deduplication did its job.
+func outputNote(o *options) string {
+	if !isLocal(o.output) {
+		return ""
+	}
+	b, err := os.ReadFile(o.output)
+	if err != nil {
+		return ""
+	}
+	rows := 0
+	ids := map[string]bool{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if line == "" {
+			continue
+		}
+		rows++
+		var r struct {
+			OrderID string `json:"order_id"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil {
+			ids[r.OrderID] = true
+		}
+	}
+	if o.pipeline != "orders" {
+		return fmt.Sprintf(" (%d rows)", rows)
+	}
+	return fmt.Sprintf(" (%d rows, %d distinct order_ids)", rows, len(ids))
+}

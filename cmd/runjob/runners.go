@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+)
+
+// probeTimeout bounds the check that a job server is listening. Beam's
+// universal runner otherwise waits 2 minutes on a dead endpoint.
+var probeTimeout = 3 * time.Second
+
+// resolveRunner returns the runner to use for --runner, with a notice to
+// print when it differs from the one asked for, or an error that says what
+// is missing. For runners that submit to a job server it checks that the
+// endpoint accepts connections.
+func resolveRunner(ctx context.Context) (runner, notice string, err error) {
+	r := strings.ToLower(*runners.Runner)
+	switch r {
+	case "", "prism", "prismrunner":
+		if *jobopts.Endpoint != "" { // a standalone Prism job server
+			return "prism", "", probe(ctx, "prism")
+		}
+		return "prism", "", nil
+	case "direct", "directrunner":
+		// Beam Go's direct runner is deprecated and has neither state nor
+		// timers, which KeepFirst's streaming expansion needs.
+		return "prism", "--runner=direct: Beam Go's direct runner supports neither state nor timers, which KeepFirst needs; running on prism (Beam's local runner) instead", nil
+	case "universal", "portable", "portablerunner", "flink", "flinkrunner", "spark", "sparkrunner":
+		name := map[string]string{"portablerunner": "portable", "flinkrunner": "flink", "sparkrunner": "spark"}[r]
+		if name == "" {
+			name = r
+		}
+		if *jobopts.Endpoint == "" {
+			return "", "", fmt.Errorf("--runner=%s needs --endpoint=HOST:PORT of a running Beam job server%s", name, jobServerHint(name))
+		}
+		return name, "", probe(ctx, name)
+	case "dataflow", "dataflowrunner":
+		return "dataflow", "", nil
+	case "dot":
+		if flagValue("dot_file") == "" {
+			return "", "", fmt.Errorf("--runner=dot needs --dot_file=FILE (or use --graph=FILE with any runner)")
+		}
+		return "dot", "", nil
+	}
+	return "", "", fmt.Errorf("--runner=%q: want prism (default), direct (runs on prism), universal or portable, flink, spark, dataflow or dot", *runners.Runner)
+}
+
+func jobServerHint(runner string) string {
+	switch runner {
+	case "flink":
+		return " (Flink's Beam job server, e.g. docker run --net=host apache/beam_flink1.19_job_server:2.77.0 serves localhost:8099)"
+	case "spark":
+		return " (Spark's Beam job server, e.g. docker run --net=host apache/beam_spark3_job_server:2.77.0 serves localhost:8099)"
+	}
+	return " (e.g. a standalone Prism: go run github.com/apache/beam/sdks/v2/go/cmd/prism serves localhost:8073)"
+}
+
+// probe dials the job server endpoint with a short timeout.
+func probe(ctx context.Context, runner string) error {
+	addr := *jobopts.Endpoint
+	if i := strings.Index(addr, "://"); i >= 0 {
+		addr = addr[i+3:]
+	}
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--runner=%s: no job server at --endpoint=%s (%v)%s", runner, *jobopts.Endpoint, err, jobServerHint(runner))
+	}
+	return c.Close()
+}
+
+// runnerNote describes the runner for the summary.
+func runnerNote(runner string) string {
+	switch {
+	case runner == "prism" && *jobopts.Endpoint != "" && !strings.HasPrefix(*jobopts.Endpoint, "localhost:") && !strings.HasPrefix(*jobopts.Endpoint, "127.0.0.1:"):
+		return "prism at " + *jobopts.Endpoint
+	case runner == "prism":
+		return "prism (Beam's local runner, in process)"
+	case runner == "dataflow" || runner == "dot":
+		return runner
+	}
+	return fmt.Sprintf("%s via the job server at %s (environment %s)", runner, *jobopts.Endpoint, envType())
+}
+
+func envType() string {
+	if *jobopts.EnvironmentType == "" {
+		return "DOCKER, the default"
+	}
+	return *jobopts.EnvironmentType
+}
