@@ -35,7 +35,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness/init" // worker mode (--worker)
-	dotlib "github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/dot"
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	// Runners, selected by --runner.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow"
@@ -150,10 +149,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			o.beamSet = append(o.beamSet, f.Name+"="+f.Value.String())
 		}
 	})
-	// beam.Init sets up slog at this level; Prism logs every job step at
-	// info, which would bury the summary.
+	// beam.Init sets up slog at this level. Prism logs every job step at
+	// info, which would bury the summary; a Dataflow dry run prints its
+	// translation at info.
 	beamlog.LogLevel = "warn"
-	if o.verbose {
+	if o.verbose || flagValue("dry_run") == "true" {
 		beamlog.LogLevel = "info"
 	}
 	// In worker mode (--worker, set by a runner that starts this binary)
@@ -285,10 +285,10 @@ func prepareFiles(o *options) error {
 	}
 	switch o.pipeline {
 	case "orders":
-		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
-		if !isLocal(o.input) {
-			return fmt.Errorf("--input is required with a non-local --output (%s): generated orders are written next to the output", o.output)
+		if !isLocal(o.output) {
+			return fmt.Errorf("--input is required with a non-local --output (%s): generated orders are written next to the output, where remote workers could not read them", o.output)
 		}
+		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
 		if err := orders.WriteSample(o.input, o.count, o.seed); err != nil {
 			return fmt.Errorf("writing generated orders: %w", err)
 		}
@@ -321,23 +321,6 @@ func build(s beam.Scope, o *options) error {
 		return fmt.Errorf("%s (see --help)", oneLine(err))
 	}
 	return nil
-}
-
-// writeGraph writes p's graph in DOT, as Beam's dot runner does.
-func writeGraph(p *beam.Pipeline, path string) error {
-	edges, nodes, err := p.Build()
-	if err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := dotlib.Render(edges, nodes, f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) {
