@@ -303,3 +303,13 @@ func TestRunDataflowDryRunTranslatesDedupStateAndTimers(t *testing.T) {
 		})
 	}
 }
+
+func TestRunStreamingPipelineRunsThePubSubDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams for several seconds")
+	}
+	code, stdout, _ := runJob(t, "--pipeline=streaming", "--count=20")
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "streaming on prism")
+	assert.Contains(t, stdout, "output topic: 20 messages for 20 distinct orders")
+}

@@ -54,9 +54,9 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 func jobServerHint(runner string) string {
 	switch runner {
 	case "flink":
-		return " (Flink's Beam job server, e.g. docker run --net=host apache/beam_flink1.19_job_server:2.77.0 serves localhost:8099)"
+		return " (start Flink's Beam job server, docker image apache/beam_flink<FLINK_VERSION>_job_server:2.77.0, which serves localhost:8099; see notes/runjob.md)"
 	case "spark":
-		return " (Spark's Beam job server, e.g. docker run --net=host apache/beam_spark3_job_server:2.77.0 serves localhost:8099)"
+		return " (start Spark's Beam job server, docker image apache/beam_spark3_job_server:2.77.0, which serves localhost:8099)"
 	}
 	return " (e.g. a standalone Prism: go run github.com/apache/beam/sdks/v2/go/cmd/prism serves localhost:8073)"
 }
