@@ -195,7 +195,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pr, err := beam.Run(ctx, o.runner, p)
 	wall := time.Since(start)
 	if err != nil {
-		return fail("%s pipeline on %s failed after %v: %s", o.pipeline, o.runner, wall.Round(time.Millisecond), oneLine(err))
+		reason := oneLine(err)
+		if ctx.Err() != nil {
+			reason += fmt.Sprintf(" (gave up: %v, --timeout=%v)", context.Cause(ctx), o.timeout)
+		}
+		fail("%s pipeline on %s failed after %v: %s", o.pipeline, o.runner, wall.Round(time.Millisecond), reason)
+		return 1
 	}
 	summarize(stdout, &o, pr, wall)
 	return 0

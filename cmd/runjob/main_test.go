@@ -313,3 +313,12 @@ func TestRunStreamingPipelineRunsThePubSubDemo(t *testing.T) {
 	assert.Contains(t, stdout, "streaming on prism")
 	assert.Contains(t, stdout, "output topic: 20 messages for 20 distinct orders")
 }
+
+func TestRunGivesUpAtTimeout(t *testing.T) {
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := run(context.Background(), []string{"--timeout=20ms", "--count=20000", "--output=" + filepath.Join(t.TempDir(), "o.jsonl")}, &out, &errb)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, errb.String(), "gave up: context deadline exceeded, --timeout=20ms")
+	assert.Less(t, time.Since(start), 10*time.Second)
+}
