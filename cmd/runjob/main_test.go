@@ -172,21 +172,41 @@ func TestRunPortableRunnersFailFastWithoutJobServer(t *testing.T) {
 }
 
 // The Job API path a Flink job server serves, against a real standalone
-// job server: Prism's, built from Beam's cmd/prism.
-func TestRunUniversalRunnerOnStandaloneJobServer(t *testing.T) {
+// job server: Prism's, built from Beam's cmd/prism. --runner=flink is the
+// universal runner under another name, so it submits the same way.
+func TestRunPortableRunnersOnStandaloneJobServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts a job server")
 	}
 	endpoint := jobservertest.Start(t)
-	out := filepath.Join(t.TempDir(), "orders.jsonl")
-	code, stdout, _ := runJob(t, "--runner=universal", "--endpoint="+endpoint, "--environment_type=LOOPBACK",
-		"--count=200", "--output="+out)
-	require.Equal(t, 0, code)
-	assert.Contains(t, stdout, "universal via the job server at "+endpoint)
-	assert.Contains(t, stdout, "emitted             200")
-	rows, distinct := orderIDs(t, out)
-	assert.Equal(t, 200, rows)
-	assert.Equal(t, 200, distinct)
+	for _, runner := range []string{"universal", "portable", "flink"} {
+		t.Run(runner, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "orders.jsonl")
+			code, stdout, _ := runJob(t, "--runner="+runner, "--endpoint="+endpoint, "--environment_type=LOOPBACK",
+				"--count=200", "--output="+out)
+			require.Equal(t, 0, code)
+			assert.Contains(t, stdout, runner+" via the job server at "+endpoint)
+			assert.Contains(t, stdout, "emitted             200")
+			rows, distinct := orderIDs(t, out)
+			assert.Equal(t, 200, rows)
+			assert.Equal(t, 200, distinct)
+		})
+	}
+	// KeepFirst's stateful expansion with its event-time timer, through the
+	// job server.
+	t.Run("universal stateful event time", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "events.jsonl")
+		code, stdout, _ := runJob(t, "--runner=universal", "--endpoint="+endpoint, "--environment_type=LOOPBACK",
+			"--pipeline=userevents", "--force_stateful", "--input="+filepath.Join("..", "..", "testing", "testdata", "userevents", "input.jsonl"),
+			"--output="+out)
+		require.Equal(t, 0, code)
+		assert.Contains(t, stdout, "emitted             3")
+		want, err := os.ReadFile(filepath.Join("..", "..", "testing", "testdata", "userevents", "expected.jsonl"))
+		require.NoError(t, err)
+		got, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.ElementsMatch(t, strings.Fields(string(want)), strings.Fields(string(got)))
+	})
 }
 
 func TestRunWritesPipelineGraphAsDOT(t *testing.T) {
