@@ -76,7 +76,6 @@ type options struct {
 	timeout      time.Duration
 	verbose      bool
 	set          map[string]bool // flags given on the command line
-	beamSet      []string        // Beam flags given, name=value
 	runner       string          // resolved runner
 	inputNote    string          // how the input came about
 	distinctRows int             // distinct order_ids of generated input; 0 if unknown
@@ -146,7 +145,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			// Record Beam flags as set on flag.CommandLine too: runners
 			// export the set flags as pipeline options for remote workers.
 			flag.CommandLine.Set(f.Name, f.Value.String())
-			o.beamSet = append(o.beamSet, f.Name+"="+f.Value.String())
 		}
 	})
 	// beam.Init sets up slog at this level. Prism logs every job step at
