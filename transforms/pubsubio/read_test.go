@@ -182,3 +182,20 @@ func TestTryReadRejectsBadConfiguration(t *testing.T) {
 		})
 	}
 }
+
+func TestReadHonoursPubsubEmulatorHost(t *testing.T) {
+	srv := pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	publishN(srv, "in", 20)
+	t.Setenv("PUBSUB_EMULATOR_HOST", srv.Addr)
+
+	name := t.Name()
+	c := newCollection(name)
+	p, s := beam.NewPipelineWithRoot()
+	beam.ParDo0(s, &collectFn{Name: name}, Read(s, sub, IdleStop(time.Second))) // no Endpoint option
+	_, err := runPipeline(t, p, 60*time.Second)
+	require.NoError(t, err)
+	assert.Len(t, c.messages(), 20)
+	assert.Empty(t, srv.Unacked("in"))
+}
