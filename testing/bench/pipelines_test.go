@@ -71,6 +71,9 @@ var gridCases = []pipelineCase{
 		return beam.ParDo(s, bench.PassThrough, beam.Reshuffle(s, rows))
 	}, out: allRows},
 	keepFirstCase,
+	// The stateful step alone: what c costs when bundles are small (a
+	// streaming source) and the pre-filter finds no duplicates to drop.
+	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(dedup.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true},
 	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
 	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
 	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
