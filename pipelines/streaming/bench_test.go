@@ -60,7 +60,7 @@ func (f *seenFn) ProcessElement(_ beam.X) {
 	s.n.Add(1)
 }
 
-var benchN = flag.Int("bench_msgs", 10000, "messages per benchmark run")
+var benchN = flag.Int("bench_msgs", 5000, "messages per benchmark run")
 
 // publishOrders publishes n orders (distinct order ids, created_at = now),
 // spread evenly over d (all at once when d is 0).
