@@ -54,7 +54,7 @@ func init() {
 	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.T, candidate), error](&toCandidateFn{})
 	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
 	register.Emitter2[beam.T, candidate]()
-	beam.RegisterType(reflect.TypeFor[candidate]())
+	beam.RegisterCoder(reflect.TypeFor[candidate](), encodeCandidate, decodeCandidate)
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }
 

@@ -218,12 +218,15 @@ func (c Config) OnRow(st *State, k Kind, et, now int64) Decision {
 		}
 		d.Write = true
 		if c.EventTime {
-			*st = State{Phase: Pending, CandTime: et, MaxEvent: et}
+			*st = State{Phase: Pending, CandTime: et}
 			d.Outcome = BecomeCandidate
 			d.Timer = Timer{Kind: Finalize, At: et}
 			return d
 		}
-		*st = State{Phase: Emitted, MaxEvent: et}
+		*st = State{Phase: Emitted}
+		if c.EventTTL > 0 { // stored only when needed: it is most of a seen marker's bytes
+			st.MaxEvent = et
+		}
 		if c.StateTTL > 0 {
 			st.ExpireAt = now + c.StateTTL
 		}
@@ -233,9 +236,6 @@ func (c Config) OnRow(st *State, k Kind, et, now int64) Decision {
 	case Pending:
 		if et < st.CandTime {
 			st.CandTime = et
-			if et > st.MaxEvent {
-				st.MaxEvent = et
-			}
 			d.Write = true
 			d.Outcome = ReplaceCandidate
 			d.Timer = Timer{Kind: Finalize, At: et}
@@ -349,7 +349,10 @@ func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64
 			return d
 		}
 		d.Emit, d.EmitTime = true, st.CandTime
-		*st = State{Phase: Emitted, CandTime: st.CandTime, MaxEvent: st.CandTime}
+		*st = State{Phase: Emitted, CandTime: st.CandTime}
+		if c.EventTTL > 0 {
+			st.MaxEvent = st.CandTime
+		}
 		if c.StateTTL > 0 {
 			st.ExpireAt = now + c.StateTTL // retention starts at emission
 		}
