@@ -2,8 +2,8 @@ package dedup
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"reflect"
 
