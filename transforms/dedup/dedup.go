@@ -240,7 +240,7 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Ty
 		Reset:      c.resetOnDup,
 		// On bounded input, state ends with the input; a processing-time
 		// cleanup timer would only keep the job alive until it fires.
-		Cleanup:   !bounded,
+		Cleanup:   !bounded && !c.noCleanup,
 		ValueType: beam.EncodedType{T: vt},
 		KindCol:   c.changelogCol,
 		Clock:     c.clock,

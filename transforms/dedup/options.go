@@ -22,6 +22,7 @@ type config struct {
 	clock         string
 	forceStateful bool
 	noMiniBatch   bool
+	noCleanup     bool
 	errs          []error
 }
 
@@ -92,6 +93,15 @@ func ForceStateful() Option { return func(c *config) { c.forceStateful = true } 
 // applies in watermarkless mode without EventTimeTTL on the stateful
 // expansion). Results are the same either way; it exists to compare.
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
+
+// CleanupTimers sets whether KeepFirst sets timers that delete idle state
+// (default true). Expiry is checked when a row arrives either way, so the
+// results are the same; without them the state of keys never seen again
+// stays until its window ends. Turn them off for a finite streaming run on
+// Prism (which keeps a job alive until its processing-time timers fire) or
+// on a runner without processing-time timers (Flink, for Go pipelines) when
+// using StateTTL in watermarkless mode.
+func CleanupTimers(on bool) Option { return func(c *config) { c.noCleanup = !on } }
 
 // withClock makes the transform read processing time from a clock
 // registered with RegisterClock; tests use it to drive expiry.

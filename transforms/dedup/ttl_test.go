@@ -1,7 +1,6 @@
 package dedup_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -46,7 +45,19 @@ func TestStateTTL_Spec_4_1_3_6_RefreshContrastOnPrismTimers(t *testing.T) {
 			c := run(t, p)
 			assert.Equal(t, tc.emitted, c.Emitted)
 			assert.Equal(t, 5-tc.emitted, c.DuplicatesDropped)
-			fmt.Println(c)
 		})
 	}
+}
+
+// Without cleanup timers the semantics hold (expiry is checked on arrival)
+// and no processing-time timer is set: the unbounded stream below would
+// otherwise keep Prism running until the 1-hour timer fires.
+func TestCleanupTimers_OffSetsNoTimerOnUnboundedInput(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2}, userEvent{"Bob", "x", 3})
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(time.Hour), dedup.CleanupTimers(false))
+	passert.Equals(s, beam.ParDo(s, formatUser, out), "Vas/login#1", "Bob/x#3")
+	c := run(t, p)
+	assert.Zero(t, c.TimerSets)
+	assert.Equal(t, int64(1), c.DuplicatesDropped)
 }
