@@ -118,6 +118,17 @@ func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte
 	clear(f.seen)
 }
 
+// recentInBundle reports whether a +I/+U of key passed in this bundle
+// recently enough that the key is certainly seen now.
+func (f *keyRowsFn) recentInBundle(key []byte, ts beam.EventTime) bool {
+	first, ok := f.seen[string(key)]
+	if !ok {
+		return false
+	}
+	now := f.now(ts.ToTime()).UnixMilli()
+	return f.StateTTLMs == 0 || now-first < max(f.StateTTLMs/core.RefreshFraction, 1)
+}
+
 // seenInBundle reports whether key was already passed on in this bundle
 // recently enough that this row can only be a duplicate, and records it.
 func (f *keyRowsFn) seenInBundle(key []byte, ts beam.EventTime) bool {
@@ -163,10 +174,21 @@ func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row b
 	}
 	// A fresh slice per row: the emitted key may outlive this call.
 	key := f.enc.Append(nil, v)
-	if f.MiniBatch && !f.Checks.isRetraction(v) && f.seenInBundle(key, ts) {
-		cMiniBatchDropped.Inc(ctx, 1)
-		cOutcome[core.DropDuplicate].Inc(ctx, 1)
-		return
+	if f.MiniBatch {
+		if f.Checks.isRetraction(v) {
+			// A -U/-D of a key whose +I/+U already passed in this bundle can
+			// only be swallowed: that row either was emitted or found the
+			// key seen. One of an unseen key must reach the state.
+			if f.recentInBundle(key, ts) {
+				cMiniBatchDropped.Inc(ctx, 1)
+				cOutcome[core.Swallow].Inc(ctx, 1)
+				return
+			}
+		} else if f.seenInBundle(key, ts) {
+			cMiniBatchDropped.Inc(ctx, 1)
+			cOutcome[core.DropDuplicate].Inc(ctx, 1)
+			return
+		}
 	}
 	emit(ts, key, row)
 }
