@@ -45,9 +45,12 @@ type DemoConfig struct {
 	Runner string
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
-	// StateTTL of KeepFirst; 0 (default) remembers keys for the whole run.
-	// A positive TTL works too, but Prism then keeps the job alive after the
-	// idle stop until the cleanup timers fire, about StateTTL later.
+	// StateTTL is the key retention; 0 (default) remembers keys for the
+	// whole run. The demo applies it in event time (dedup.EventTimeTTL over
+	// publish times, which track wall time on a live stream): processing-time
+	// cleanup timers would keep Prism's job alive for StateTTL after the idle
+	// stop, event-time ones fire when the stopped source releases the
+	// watermark.
 	StateTTL time.Duration
 }
 
@@ -155,9 +158,9 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 	}
 	srv.DropAcks(func(ackID string) bool { return lost[ackID] })
 
-	ttl := cfg.StateTTL
-	if ttl <= 0 {
-		ttl = -1 // forever: no cleanup timers, so the job ends at the idle stop
+	var dopts []dedup.Option
+	if cfg.StateTTL > 0 {
+		dopts = append(dopts, dedup.EventTimeTTL(cfg.StateTTL))
 	}
 	p, s := beam.NewPipelineWithRoot()
 	_, err = Build(s, Config{
@@ -165,7 +168,8 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		OutputTopic:     srv.TopicName("orders-deduped"),
 		DeadLetterTopic: srv.TopicName("orders-dlq"),
 		Endpoint:        srv.Addr,
-		StateTTL:        ttl,
+		StateTTL:        -1, // no processing-time timers: the job ends at the idle stop
+		Dedup:           dopts,
 		Read: []pubsubio.ReadOption{
 			pubsubio.IdleStop(cfg.IdleStop),
 			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds

@@ -117,3 +117,13 @@ func TestBuildRejectsMissingNames(t *testing.T) {
 	_, err = BuildFor[orders.Order](s, Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"})
 	require.ErrorContains(t, err, "PartitionBy")
 }
+
+func TestDemoWithStateTTLEndsAtTheIdleStop(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	res, err := RunDemo(ctx, DemoConfig{Keys: 300, StateTTL: 2 * time.Hour, Runner: testRunner(), Timeout: 80 * time.Second})
+	require.NoError(t, err)
+	assert.True(t, res.OK(), res.String())
+	assert.Less(t, time.Since(start), 45*time.Second, "a 2h TTL must not keep the job alive")
+}
