@@ -290,3 +290,18 @@ func (*encodeFn[T]) ProcessElement(row T) pubsubio.Message {
 	}
 	return pubsubio.Message{Data: data}
 }
+
+// Run builds the pipeline for the orders rows and runs it on runner until it
+// ends (IdleStop on Prism; savepoint/cancel on Flink; drain on Dataflow),
+// returning KeepFirst's counters. beam.Init must have been called.
+func Run(ctx context.Context, runner string, cfg Config) (dedup.Counters, error) {
+	p, s := beam.NewPipelineWithRoot()
+	if _, err := Build(s, cfg); err != nil {
+		return dedup.Counters{}, err
+	}
+	pr, err := beam.Run(ctx, runner, p)
+	if err != nil {
+		return dedup.Counters{}, err
+	}
+	return dedup.ReadCounters(pr), nil
+}

@@ -80,16 +80,13 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			srv.PublishRaw("in", []byte("{not json"), map[string]string{"k": "v"})
 			srv.PublishRaw("in", []byte(`{"quantity": 1}`), nil)
 
-			p, s := beam.NewPipelineWithRoot()
-			_, err := Build(s, Config{
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			counters, err := Run(ctx, testRunner(), Config{
 				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
 				ByMessageID: tt.byMessageID, StateTTL: -1,
 				Read: []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
 			})
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			pr, err := beam.Run(ctx, testRunner(), p)
 			require.NoError(t, err)
 
 			assert.Len(t, srv.MessagesOn("out"), tt.wantOut)
@@ -105,7 +102,7 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			assert.Contains(t, reasons[`{"quantity": 1}`], "missing order_id")
 			assert.Empty(t, srv.Unacked("in"), "dead letters acked once published")
 			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: int64(tt.wantOut), DuplicatesDropped: int64(3 - tt.wantOut)},
-				dedup.ReadCounters(pr).RowCounts())
+				counters.RowCounts())
 		})
 	}
 }

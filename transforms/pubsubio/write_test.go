@@ -36,3 +36,21 @@ func TestTryWriteRejectsWrongElementType(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "PCollection<pubsubio.Message>")
 }
+
+func TestNativeBranchUsesBeamPubsubTransforms(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	msgs, err := ReadNative(s, "projects/p/subscriptions/s", IDAttribute("id"), TimestampAttribute("ts"))
+	require.NoError(t, err)
+	require.NoError(t, WriteNative(s, "projects/p/topics/t", msgs))
+
+	edges, _, err := p.Build()
+	require.NoError(t, err)
+	var urns []string
+	for _, e := range edges {
+		if e.Payload != nil {
+			urns = append(urns, e.Payload.URN)
+		}
+	}
+	assert.Contains(t, urns, "beam:transform:pubsub_read:v1")
+	assert.Contains(t, urns, "beam:transform:pubsub_write:v1")
+}
