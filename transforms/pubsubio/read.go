@@ -157,8 +157,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
 	claimed := 0
 	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
-		max := min(fn.PullBatch, fn.MaxBundleMessages-claimed)
-		msgs, err := fn.pull(ctx, deadline, max)
+		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
 		if err != nil {
 			return nil, err
 		}
@@ -213,15 +212,15 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	return sdf.ResumeProcessingIn(0), nil
 }
 
-// pull returns at most max messages. It gives the server until the bundle
+// pull returns at most n messages. It gives the server until the bundle
 // deadline plus a grace period: a Pull cancelled by the client after the
 // server has handed out messages loses them until their ack deadline
 // expires (measured with pstest: a whole 1000-message batch lost to a 100ms
 // client timeout), so the client never cuts a pull short on purpose.
-func (fn *readFn) pull(ctx context.Context, deadline time.Time, max int) ([]*pubsubpb.ReceivedMessage, error) {
+func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsubpb.ReceivedMessage, error) {
 	pctx, cancel := context.WithTimeout(ctx, max64(time.Until(deadline), 0)+pullGrace)
 	defer cancel()
-	resp, err := fn.sub.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(max)})
+	resp, err := fn.sub.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(n)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -20,31 +20,36 @@ func publishN(srv *pubsubtest.Server, topic string, n int) {
 }
 
 func TestReadEmitsEveryMessageAndAcksEachAfterItsBundle(t *testing.T) {
-	srv := pubsubtest.New(t, 0)
-	srv.MustTopic(t, "in")
-	sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
-	const n = 500
-	publishN(srv, "in", n)
+	for _, readers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d readers", readers), func(t *testing.T) {
+			srv := pubsubtest.New(t, 0)
+			srv.MustTopic(t, "in")
+			sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
+			const n = 500
+			publishN(srv, "in", n)
 
-	name := t.Name()
-	c := newCollection(name)
-	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, sub, Endpoint(srv.Addr), IdleStop(time.Second), MaxBundleMessages(100), MaxBundleDuration(300*time.Millisecond))
-	beam.ParDo0(s, &collectFn{Name: name, Addr: srv.Addr}, msgs)
-	_, err := runPipeline(t, p, 60*time.Second)
-	require.NoError(t, err)
+			name := t.Name()
+			c := newCollection(name)
+			p, s := beam.NewPipelineWithRoot()
+			msgs := Read(s, sub, Endpoint(srv.Addr), IdleStop(time.Second), Readers(readers),
+				MaxBundleMessages(100), MaxBundleDuration(300*time.Millisecond))
+			beam.ParDo0(s, &collectFn{Name: name, Addr: srv.Addr}, msgs)
+			_, err := runPipeline(t, p, 60*time.Second)
+			require.NoError(t, err)
 
-	got := map[string]int{}
-	for _, m := range c.messages() {
-		got[string(m.Data)]++
-		assert.Equal(t, string(m.Data), m.Attributes["seq"])
-		assert.False(t, m.PublishTime.IsZero())
+			got := map[string]int{}
+			for _, m := range c.messages() {
+				got[string(m.Data)]++
+				assert.Equal(t, string(m.Data), m.Attributes["seq"])
+				assert.False(t, m.PublishTime.IsZero())
+			}
+			assert.Len(t, got, n, "every message emitted")
+			assert.Empty(t, srv.Unacked("in"), "every message acked")
+			assert.Empty(t, c.ackedEarly, "no message acked while its bundle was in flight")
+			// At most 100 per bundle: the acks come in several calls, one per resumed residual.
+			assert.GreaterOrEqual(t, len(srv.AckCalls()), n/100)
+		})
 	}
-	assert.Len(t, got, n, "every message emitted")
-	assert.Empty(t, srv.Unacked("in"), "every message acked")
-	assert.Empty(t, c.ackedEarly, "no message acked while its bundle was in flight")
-	// 100 per bundle: the acks come in several calls, one per resumed residual.
-	assert.GreaterOrEqual(t, len(srv.AckCalls()), n/100)
 }
 
 func TestFailedBundleAcksNothing(t *testing.T) {
