@@ -90,14 +90,9 @@ type toCandidateFn struct {
 
 func (f *toCandidateFn) Setup() error {
 	f.enc = beam.NewElementEncoder(f.ValueType.T)
-	if f.KindCol != "" {
-		kf, err := newKindField(f.ValueType.T, f.KindCol)
-		if err != nil {
-			return err
-		}
-		f.kf = &kf
-	}
-	return nil
+	var err error
+	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
+	return err
 }
 
 func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.T, candidate)) error {
@@ -130,14 +125,9 @@ type fromCandidateFn struct {
 
 func (f *fromCandidateFn) Setup() error {
 	f.dec = beam.NewElementDecoder(f.ValueType.T)
-	if f.KindCol != "" {
-		kf, err := newKindField(f.ValueType.T, f.KindCol)
-		if err != nil {
-			return err
-		}
-		f.kf = &kf
-	}
-	return nil
+	var err error
+	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
+	return err
 }
 
 func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, c candidate, emit func(beam.EventTime, beam.T, beam.V)) error {

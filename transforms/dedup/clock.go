@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -28,3 +29,15 @@ func lookupClock(name string) (func(time.Time) time.Time, bool) {
 }
 
 func wallClock(time.Time) time.Time { return time.Now() }
+
+// resolveClock returns the clock named by UseClock, or the wall clock.
+func resolveClock(name string) (func(time.Time) time.Time, error) {
+	if name == "" {
+		return wallClock, nil
+	}
+	c, ok := lookupClock(name)
+	if !ok {
+		return nil, fmt.Errorf("dedup: clock %q is not registered in this worker", name)
+	}
+	return c, nil
+}

@@ -84,6 +84,18 @@ func newKindField(t reflect.Type, col string) (kindField, error) {
 	return kindField{}, fmt.Errorf("Changelog column %q has type %v; it must be a string (\"+I\", \"-U\", \"+U\", \"-D\") or a changelog.Kind", col, c.Type)
 }
 
+// optionalKindField is newKindField for a column that may be unset ("").
+func optionalKindField(t reflect.Type, col string) (*kindField, error) {
+	if col == "" {
+		return nil, nil
+	}
+	kf, err := newKindField(t, col)
+	if err != nil {
+		return nil, err
+	}
+	return &kf, nil
+}
+
 // kind returns the row's kind, or a reason it has none.
 func (f kindField) kind(row reflect.Value) (core.Kind, string) {
 	v := row.Field(f.index)

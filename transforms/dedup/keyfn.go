@@ -152,13 +152,8 @@ func (f *keyRowsFn) Setup() error {
 	}
 	f.enc = enc
 	f.seen = make(map[string]int64)
-	f.now = wallClock
-	if f.Clock != "" {
-		c, ok := lookupClock(f.Clock)
-		if !ok {
-			return fmt.Errorf("dedup: clock %q is not registered in this worker", f.Clock)
-		}
-		f.now = c
+	if f.now, err = resolveClock(f.Clock); err != nil {
+		return err
 	}
 	return f.Checks.setup(f.RowType.T)
 }

@@ -60,20 +60,12 @@ func (a *adapter) setup(p *params) error {
 		return nil
 	}
 	a.cfg = core.Config{EventTime: p.EventTime, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs, ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup}
-	a.now = wallClock
-	if p.Clock != "" {
-		c, ok := lookupClock(p.Clock)
-		if !ok {
-			return fmt.Errorf("dedup: clock %q is not registered in this worker", p.Clock)
-		}
-		a.now = c
+	var err error
+	if a.now, err = resolveClock(p.Clock); err != nil {
+		return err
 	}
-	if p.KindCol != "" {
-		kf, err := newKindField(p.ValueType.T, p.KindCol)
-		if err != nil {
-			return err
-		}
-		a.kf = &kf
+	if a.kf, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
+		return err
 	}
 	if p.EventTime {
 		a.enc = beam.NewElementEncoder(p.ValueType.T)
