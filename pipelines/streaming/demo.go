@@ -37,7 +37,8 @@ type DemoConfig struct {
 	Undecodable int
 	// Seed makes quantities and prices reproducible (default 1).
 	Seed uint64
-	// IdleStop ends the source after this long without messages (default 4s).
+	// IdleStop ends the source after this long without messages (default 5s;
+	// it must exceed the 2s lease after which lost acks are redelivered).
 	IdleStop time.Duration
 	// Runner runs the pipeline (default "prism"). A remote runner works only
 	// with the LOOPBACK environment, since the Pub/Sub fake lives in this
@@ -110,7 +111,7 @@ func (c *DemoConfig) defaults() {
 		c.Seed = 1
 	}
 	if c.IdleStop <= 0 {
-		c.IdleStop = 4 * time.Second
+		c.IdleStop = 5 * time.Second
 	}
 	if c.Runner == "" {
 		c.Runner = "prism"
