@@ -12,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"os/signal"
@@ -24,44 +25,58 @@ import (
 )
 
 func main() {
-	port := flag.Int("port", 8085, "port to listen on (0 picks a free one)")
-	host := flag.String("host", "127.0.0.1", "address to listen on")
-	project := flag.String("project", pubsubtest.DefaultProject, "project of the topics and subscriptions created by flags")
-	topics := flag.String("topics", "", "comma-separated topic ids to create")
-	subs := flag.String("subscriptions", "", "comma-separated sub:topic pairs to create")
-	ackDeadline := flag.Duration("ack_deadline", 10*time.Second, "ack deadline of created subscriptions")
-	minAck := flag.Duration("min_ack_deadline", 0, "lower pstest's minimum ack deadline (>= 1s)")
-	flag.Parse()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	if err := run(os.Args[1:], os.Stdout, sig); err != nil {
+		log.Fatalf("pstestserver: %v", err)
+	}
+}
+
+// run serves until stop receives; it prints PUBSUB_EMULATOR_HOST=addr once
+// the topics and subscriptions exist.
+func run(args []string, stdout io.Writer, stop <-chan os.Signal) error {
+	fs := flag.NewFlagSet("pstestserver", flag.ContinueOnError)
+	port := fs.Int("port", 8085, "port to listen on (0 picks a free one)")
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	project := fs.String("project", pubsubtest.DefaultProject, "project of the topics and subscriptions created by flags")
+	topics := fs.String("topics", "", "comma-separated topic ids to create")
+	subs := fs.String("subscriptions", "", "comma-separated sub:topic pairs to create")
+	ackDeadline := fs.Duration("ack_deadline", 10*time.Second, "ack deadline of created subscriptions")
+	minAck := fs.Duration("min_ack_deadline", 0, "lower pstest's minimum ack deadline (>= 1s)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 
 	if *minAck > 0 {
+		if *minAck < time.Second {
+			return fmt.Errorf("--min_ack_deadline must be >= 1s, got %v", *minAck)
+		}
 		pstest.SetMinAckDeadline(*minAck)
 	}
 	ctx := context.Background()
 	srv, err := pubsubtest.StartAt(ctx, fmt.Sprintf("%s:%d", *host, *port))
 	if err != nil {
-		log.Fatalf("pstestserver: %v", err)
+		return err
 	}
 	defer srv.Close()
 	srv.Project = *project
 	for _, t := range split(*topics) {
 		if _, err := srv.CreateTopic(ctx, t); err != nil {
-			log.Fatalf("pstestserver: topic %s: %v", t, err)
+			return fmt.Errorf("topic %s: %w", t, err)
 		}
 	}
 	for _, st := range split(*subs) {
 		sub, topic, ok := strings.Cut(st, ":")
 		if !ok {
-			log.Fatalf("pstestserver: --subscriptions wants sub:topic, got %q", st)
+			return fmt.Errorf("--subscriptions wants sub:topic, got %q", st)
 		}
 		if _, err := srv.CreateSubscription(ctx, topic, sub, *ackDeadline); err != nil {
-			log.Fatalf("pstestserver: subscription %s: %v", sub, err)
+			return fmt.Errorf("subscription %s: %w", sub, err)
 		}
 	}
-	fmt.Printf("PUBSUB_EMULATOR_HOST=%s\n", srv.Addr)
-
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	<-sig
+	fmt.Fprintf(stdout, "PUBSUB_EMULATOR_HOST=%s\n", srv.Addr)
+	<-stop
+	return nil
 }
 
 func split(s string) []string {
