@@ -178,7 +178,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 		// short) and keep leasing it: emit may block on slow fused steps
 		// before later messages of the batch are even claimed.
 		lease.add(ctx, ackIDs(msgs))
-		oldest := time.Unix(math.MaxInt32, 0)
+		var oldest time.Time
 		for i, rm := range msgs {
 			if !rt.TryClaim(rm.GetAckId()) {
 				// A runner split took over the restriction; the residual owes
@@ -192,7 +192,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 			}
 			m := fromReceived(rm.GetMessage(), fn.IDAttribute)
 			ts := eventTime(m, fn.TimestampAttribute)
-			if ts.Before(oldest) {
+			if i == 0 || ts.Before(oldest) {
 				oldest = ts
 			}
 			emit(mtime.FromTime(ts), m)
