@@ -218,7 +218,7 @@ func TestRunWritesPipelineGraphAsDOT(t *testing.T) {
 		want string
 	}{
 		{"graph flag", []string{"--graph=" + filepath.Join(dir, "g.dot")}, "g.dot", `label="orders-dedup"`},
-		{"dot runner", []string{"--runner=dot", "--dot_file=" + filepath.Join(dir, "d.dot")}, "d.dot", "dedup.keyRowsFn"},
+		{"dot runner", []string{"--runner=dot", "--dot_file=" + filepath.Join(dir, "d.dot")}, "d.dot", "dedup.keyCandidatesFn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, _ := runJob(t, append(tc.args, "--count=10", "--output="+filepath.Join(dir, tc.name+".jsonl"))...)

@@ -131,23 +131,94 @@ func (f *fromCandidateFn) Setup() error {
 }
 
 func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, c candidate, emit func(beam.EventTime, beam.T, beam.V)) error {
+	row, ok, err := f.kept(ctx, c)
+	if ok {
+		emit(mtime.Time(c.TS), key, row)
+	}
+	return err
+}
+
+// kept decodes a key's kept row and counts every row merged into it; ok is
+// false for a key that had only retractions.
+func (f *fromCandidateFn) kept(ctx context.Context, c candidate) (any, bool, error) {
 	if !c.Has {
 		// Only retractions for this key: ignored, the key is not seen.
 		cOutcome[core.IgnoreRetraction].Inc(ctx, c.Retractions)
-		return nil
+		return nil, false, nil
 	}
 	cOutcome[core.Swallow].Inc(ctx, c.Retractions)
 	cOutcome[core.DropDuplicate].Inc(ctx, c.Rows-1)
 	row, err := f.dec.Decode(bytes.NewReader(c.Row))
 	if err != nil {
-		return fmt.Errorf("dedup: decoding kept row: %w", err)
+		return nil, false, fmt.Errorf("dedup: decoding kept row: %w", err)
 	}
 	if f.kf != nil {
 		row = f.kf.asInsert(row)
 	}
 	cOutcome[core.Emit].Inc(ctx, 1)
-	emit(mtime.Time(c.TS), key, row)
+	return row, true, nil
+}
+
+// fromCandidateRowFn is fromCandidateFn for KeepFirst: it emits the row
+// alone, saving a DropKey step per key.
+type fromCandidateRowFn struct {
+	From fromCandidateFn
+}
+
+func (f *fromCandidateRowFn) Setup() error { return f.From.Setup() }
+
+func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, c candidate, emit func(beam.EventTime, beam.V)) error {
+	row, ok, err := f.From.kept(ctx, c)
+	if ok {
+		emit(mtime.Time(c.TS), row)
+	}
+	return err
+}
+
+// keyCandidatesFn is keyRowsFn and toCandidateFn in one step, for
+// KeepFirst on bounded input: one DoFn invocation per row fewer.
+type keyCandidatesFn struct {
+	Rows keyRowsFn
+	enc  beam.ElementEncoder
+	buf  bytes.Buffer
+}
+
+func (f *keyCandidatesFn) Setup() error {
+	f.enc = beam.NewElementEncoder(f.Rows.RowType.T)
+	return f.Rows.Setup()
+}
+
+func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func([]byte, candidate), dead func(DeadLetter)) error {
+	cRowsIn.Inc(ctx, 1)
+	v := reflect.ValueOf(row)
+	ts, reason := f.Rows.Checks.check(ts, v)
+	if reason != "" {
+		cDeadLettered.Inc(ctx, 1)
+		dead(deadLetter(f.Rows.UID, row, reason))
+		return nil
+	}
+	key := f.Rows.enc.Append(nil, v)
+	if f.Rows.Checks.isRetraction(v) {
+		emit(key, candidate{Retractions: 1})
+		return nil
+	}
+	f.buf.Reset()
+	if err := f.enc.Encode(row, &f.buf); err != nil {
+		return fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	emit(key, candidate{Has: true, TS: int64(ts), Row: bytes.Clone(f.buf.Bytes()), Rows: 1})
 	return nil
+}
+
+// boundedRows is the whole bounded expansion of KeepFirst: key and encode,
+// combine, decode.
+func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (kept, dead beam.PCollection) {
+	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr}, rows)
+	s = s.Scope("Combine")
+	best := beam.CombinePerKey(s, mergeCandidates, cands)
+	kept = beam.ParDo(s, &fromCandidateRowFn{From: fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol}}, best,
+		beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T})
+	return kept, dead
 }
 
 // boundedStep is the combine expansion of the keyed step.

@@ -54,6 +54,10 @@ func init() {
 	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.T, candidate), error](&toCandidateFn{})
 	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
 	register.Emitter2[beam.T, candidate]()
+	register.Emitter2[[]byte, candidate]()
+	register.Emitter2[beam.EventTime, beam.V]()
+	register.DoFn5x1[context.Context, beam.EventTime, beam.T, func([]byte, candidate), func(DeadLetter), error](&keyCandidatesFn{})
+	register.DoFn4x1[context.Context, []byte, candidate, func(beam.EventTime, beam.V), error](&fromCandidateRowFn{})
 	beam.RegisterCoder(reflect.TypeFor[candidate](), encodeCandidate, decodeCandidate)
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }
@@ -214,10 +218,15 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	uid := uidOr(c.uid, "KeepFirst")
 	s = s.Scope(scopeName(c.uid, "KeepFirst"))
 	bounded := isBounded(rows)
-	miniBatch := !c.noMiniBatch && c.onTime == "" && c.eventTTL == 0 && !useBounded(&c, bounded)
-	keyed, dead := beam.ParDo2(s.Scope("Key"), &keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid,
-		MiniBatch: miniBatch, StateTTLMs: c.stateTTL.Milliseconds(), Clock: c.clock}, rows)
-	kept := keyedStep(s, keyed, &c, t, bounded)
+	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
+	if useBounded(&c, bounded) {
+		kept, dead := boundedRows(s, rows, kr, &c)
+		return kept, dead, nil
+	}
+	kr.MiniBatch = !c.noMiniBatch && c.onTime == "" && c.eventTTL == 0
+	kr.StateTTLMs = c.stateTTL.Milliseconds()
+	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
+	kept := statefulStep(s, keyed, &c, t, bounded)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
 
