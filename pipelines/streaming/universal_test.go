@@ -3,15 +3,14 @@ package streaming
 import (
 	"context"
 	"flag"
-	"fmt"
-	"net"
 	"testing"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // setFlag sets a Beam flag for one test.
@@ -22,28 +21,17 @@ func setFlag(t *testing.T, name, value string) {
 	t.Cleanup(func() { _ = flag.Set(name, old) })
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// The demo submitted with --runner=universal to a Prism job server on its own
-// port: the Job API path a Flink job server serves. LOOPBACK keeps the DoFns
+// The demo submitted with --runner=universal to a standalone Prism job
+// server process: the Job API path a Flink job server serves. LOOPBACK keeps the DoFns
 // in this process, next to the Pub/Sub fake.
 func TestDemoThroughUniversalRunnerOnAJobServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a job server")
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	port := freePort(t)
-	_, err := prism.CreateJobServer(ctx, prism.Options{Port: port, IdleShutdownTimeout: -1, CancelFn: cancel})
-	require.NoError(t, err)
-	setFlag(t, "endpoint", fmt.Sprintf("localhost:%d", port))
+	endpoint := jobservertest.Start(t) // a standalone Prism job server process
+	setFlag(t, "endpoint", endpoint)
 	setFlag(t, "environment_type", "LOOPBACK")
+	ctx := context.Background()
 
 	rctx, rcancel := context.WithTimeout(ctx, 90*time.Second)
 	defer rcancel()
