@@ -84,12 +84,11 @@ type toCandidateFn struct {
 	ValueType beam.EncodedType
 	KindCol   string
 	kf        *kindField
-	enc       beam.ElementEncoder
-	buf       bytes.Buffer
+	rows      rowEncoder
 }
 
 func (f *toCandidateFn) Setup() error {
-	f.enc = beam.NewElementEncoder(f.ValueType.T)
+	f.rows.enc = beam.NewElementEncoder(f.ValueType.T)
 	var err error
 	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
 	return err
@@ -106,12 +105,27 @@ func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V
 			return nil
 		}
 	}
-	f.buf.Reset()
-	if err := f.enc.Encode(row, &f.buf); err != nil {
-		return fmt.Errorf("dedup: encoding row: %w", err)
+	c, err := f.rows.candidate(ts, row)
+	if err != nil {
+		return err
 	}
-	emit(key, candidate{Has: true, TS: int64(ts), Row: bytes.Clone(f.buf.Bytes()), Rows: 1})
+	emit(key, c)
 	return nil
+}
+
+// rowEncoder makes one-row candidates.
+type rowEncoder struct {
+	enc beam.ElementEncoder
+	buf bytes.Buffer
+}
+
+// candidate encodes row (the combine's tie-break and its shuffle form).
+func (r *rowEncoder) candidate(ts beam.EventTime, row any) (candidate, error) {
+	r.buf.Reset()
+	if err := r.enc.Encode(row, &r.buf); err != nil {
+		return candidate{}, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	return candidate{Has: true, TS: int64(ts), Row: bytes.Clone(r.buf.Bytes()), Rows: 1}, nil
 }
 
 // fromCandidateFn emits each key's kept row with its own timestamp and
@@ -179,12 +193,11 @@ func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, c can
 // KeepFirst on bounded input: one DoFn invocation per row fewer.
 type keyCandidatesFn struct {
 	Rows keyRowsFn
-	enc  beam.ElementEncoder
-	buf  bytes.Buffer
+	rows rowEncoder
 }
 
 func (f *keyCandidatesFn) Setup() error {
-	f.enc = beam.NewElementEncoder(f.Rows.RowType.T)
+	f.rows.enc = beam.NewElementEncoder(f.Rows.RowType.T)
 	return f.Rows.Setup()
 }
 
@@ -202,11 +215,11 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 		emit(key, candidate{Retractions: 1})
 		return nil
 	}
-	f.buf.Reset()
-	if err := f.enc.Encode(row, &f.buf); err != nil {
-		return fmt.Errorf("dedup: encoding row: %w", err)
+	c, err := f.rows.candidate(ts, row)
+	if err != nil {
+		return err
 	}
-	emit(key, candidate{Has: true, TS: int64(ts), Row: bytes.Clone(f.buf.Bytes()), Rows: 1})
+	emit(key, c)
 	return nil
 }
 
