@@ -223,7 +223,8 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 		kept, dead := boundedRows(s, rows, kr, &c)
 		return kept, dead, nil
 	}
-	kr.MiniBatch = !c.noMiniBatch && c.onTime == "" && c.eventTTL == 0
+	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0
+	kr.EventTime = c.onTime != ""
 	kr.StateTTLMs = c.stateTTL.Milliseconds()
 	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
 	kept := statefulStep(s, keyed, &c, t, bounded)

@@ -1,6 +1,7 @@
 package dedup_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -132,4 +133,36 @@ func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 			assert.Zero(t, c.Pending())
 		})
 	}
+}
+
+// In event-time mode the pre-filter passes a row only if it is earlier than
+// every row of its key passed on in the bundle; the earliest row per key
+// still wins, with and without it.
+func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 4))
+	base := at(10, 0)
+	var rows []any
+	earliest := map[string]timedEvent{}
+	for i, sec := range rng.Perm(600) {
+		e := timedEvent{UserID: string(rune('a' + rng.IntN(30))), Event: fmt.Sprint(i), Rowtime: base.Add(time.Duration(sec) * time.Second)}
+		rows = append(rows, e)
+		if cur, ok := earliest[e.UserID]; !ok || e.Rowtime.Before(cur.Rowtime) {
+			earliest[e.UserID] = e
+		}
+	}
+	var want []any
+	for _, e := range earliest {
+		want = append(want, e)
+	}
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.Create(s, rows...)
+	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.ForceStateful()}
+	with := dedup.KeepFirst(s.Scope("with"), in, append(opts, dedup.MiniBatch(true))...)
+	without := dedup.KeepFirst(s.Scope("without"), in, append(opts, dedup.MiniBatch(false))...)
+	passert.Equals(s, with, want...)
+	passert.Equals(s, without, want...)
+	c := run(t, p)
+	assert.Equal(t, int64(2*len(want)), c.Emitted)
+	assert.Positive(t, c.MiniBatchDropped)
+	assert.Zero(t, c.Pending())
 }

@@ -87,10 +87,12 @@ func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, s
 // keyRowsFn keys each row by its encoded PARTITION BY columns and sets its
 // timestamp from the OnTime column.
 //
-// With MiniBatch (watermarkless mode, no event-time retention) it also drops
-// later +I/+U rows of a key already passed on in the same bundle, as Flink's
-// mini-batch deduplication does: they can only be duplicates, and dropping
-// them here spares the shuffle and a state read each. Memory is bounded (the
+// With MiniBatch (no event-time retention) it also drops later +I/+U rows of
+// a key already passed on in the same bundle, as Flink's mini-batch
+// deduplication does: they can only be duplicates (in event-time mode, only
+// rows no earlier than the smallest event time passed on, which can only be
+// duplicates or late), and dropping them here spares the shuffle and a state
+// read each. Memory is bounded (the
 // set is cleared per bundle and at miniBatchMaxKeys). With a StateTTL a row
 // is dropped only if it arrived less than TTL/core.RefreshFraction after the
 // key's first row in the bundle, so no row that could start a new period, or
@@ -101,12 +103,19 @@ type keyRowsFn struct {
 	Checks     rowChecks
 	UID        string
 	MiniBatch  bool
+	EventTime  bool
 	StateTTLMs int64
 	Clock      string
 
 	enc  *keycoder.Encoder
 	now  func(time.Time) time.Time
-	seen map[string]int64 // key -> processing time of its first row in the bundle
+	seen map[string]passed // key -> the row of it passed on in this bundle
+}
+
+// passed is what the mini-batch remembers of a key's row passed on.
+type passed struct {
+	now int64 // processing time of the key's first row passed on
+	ts  int64 // smallest event time passed on (event-time mode)
 }
 
 // miniBatchMaxKeys bounds the per-bundle key set.
@@ -121,27 +130,34 @@ func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte
 // recentInBundle reports whether a +I/+U of key passed in this bundle
 // recently enough that the key is certainly seen now.
 func (f *keyRowsFn) recentInBundle(key []byte, ts beam.EventTime) bool {
-	first, ok := f.seen[string(key)]
+	p, ok := f.seen[string(key)]
 	if !ok {
 		return false
 	}
 	now := f.now(ts.ToTime()).UnixMilli()
-	return f.StateTTLMs == 0 || now-first < max(f.StateTTLMs/core.RefreshFraction, 1)
+	return f.StateTTLMs == 0 || now-p.now < max(f.StateTTLMs/core.RefreshFraction, 1)
 }
 
-// seenInBundle reports whether key was already passed on in this bundle
-// recently enough that this row can only be a duplicate, and records it.
+// seenInBundle reports whether a row of key was already passed on in this
+// bundle recently enough that this one can only be dropped, and records it.
+// In event-time mode that needs an event time no earlier than the smallest
+// passed on: an earlier row may still become the candidate, so it passes
+// (ties: the first arrival stays, as in the stateful step).
 func (f *keyRowsFn) seenInBundle(key []byte, ts beam.EventTime) bool {
 	now := f.now(ts.ToTime()).UnixMilli()
-	if first, ok := f.seen[string(key)]; ok {
-		if f.StateTTLMs == 0 || now-first < max(f.StateTTLMs/core.RefreshFraction, 1) {
+	p, ok := f.seen[string(key)]
+	if ok && (f.StateTTLMs == 0 || now-p.now < max(f.StateTTLMs/core.RefreshFraction, 1)) {
+		if !f.EventTime || int64(ts) >= p.ts {
 			return true
 		}
+		p.ts = int64(ts)
+		f.seen[string(key)] = p
+		return false
 	}
 	if len(f.seen) >= miniBatchMaxKeys {
 		clear(f.seen)
 	}
-	f.seen[string(key)] = now
+	f.seen[string(key)] = passed{now: now, ts: int64(ts)}
 	return false
 }
 
@@ -151,7 +167,7 @@ func (f *keyRowsFn) Setup() error {
 		return err
 	}
 	f.enc = enc
-	f.seen = make(map[string]int64)
+	f.seen = make(map[string]passed)
 	if f.now, err = resolveClock(f.Clock); err != nil {
 		return err
 	}
