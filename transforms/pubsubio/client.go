@@ -2,6 +2,7 @@ package pubsubio
 
 import (
 	"context"
+	"os"
 	"sync"
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
@@ -31,30 +32,42 @@ func clientOptions(endpoint string) []option.ClientOption {
 	}
 }
 
+// cacheKey is the endpoint a client for endpoint really talks to: without
+// an explicit endpoint that is whatever PUBSUB_EMULATOR_HOST says now, so a
+// changed variable gets a new client rather than a stale one.
+func cacheKey(endpoint string) string {
+	if endpoint == "" {
+		return "env:" + os.Getenv("PUBSUB_EMULATOR_HOST")
+	}
+	return endpoint
+}
+
 func subscriberClient(ctx context.Context, endpoint string) (*pubsub.SubscriptionAdminClient, error) {
 	clientsMu.Lock()
 	defer clientsMu.Unlock()
-	if c, ok := subClients[endpoint]; ok {
+	key := cacheKey(endpoint)
+	if c, ok := subClients[key]; ok {
 		return c, nil
 	}
 	c, err := pubsub.NewSubscriptionAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
 	if err != nil {
 		return nil, err
 	}
-	subClients[endpoint] = c
+	subClients[key] = c
 	return c, nil
 }
 
 func publisherClient(ctx context.Context, endpoint string) (*pubsub.TopicAdminClient, error) {
 	clientsMu.Lock()
 	defer clientsMu.Unlock()
-	if c, ok := pubClients[endpoint]; ok {
+	key := cacheKey(endpoint)
+	if c, ok := pubClients[key]; ok {
 		return c, nil
 	}
 	c, err := pubsub.NewTopicAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
 	if err != nil {
 		return nil, err
 	}
-	pubClients[endpoint] = c
+	pubClients[key] = c
 	return c, nil
 }
