@@ -202,16 +202,11 @@ func (f *keyCandidatesFn) Setup() error {
 }
 
 func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func([]byte, candidate), dead func(DeadLetter)) error {
-	cRowsIn.Inc(ctx, 1)
-	v := reflect.ValueOf(row)
-	ts, reason := f.Rows.Checks.check(ts, v)
-	if reason != "" {
-		cDeadLettered.Inc(ctx, 1)
-		dead(deadLetter(f.Rows.UID, row, reason))
+	key, ts, kind, ok := f.Rows.admit(ctx, ts, row, dead)
+	if !ok {
 		return nil
 	}
-	key := f.Rows.enc.Append(nil, v)
-	if f.Rows.Checks.isRetraction(v) {
+	if kind.IsRetraction() {
 		emit(key, candidate{Retractions: 1})
 		return nil
 	}

@@ -150,7 +150,7 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 		c.forceStateful = true
 	}
 	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
-	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: uidOr(c.uid, "KeepFirstPerKey")}, kvs)
+	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, "KeepFirstPerKey")}, kvs)
 	return keyedStep(s, keyed, &c, vt, isBounded(kvs)), nil
 }
 
@@ -164,8 +164,6 @@ func scopeName(uid, def string) string {
 	}
 	return def
 }
-
-func uidOr(uid, def string) string { return scopeName(uid, def) }
 
 // isBounded reports whether col is bounded. Beam Go has no public accessor;
 // the node's String form marks unbounded collections.
@@ -215,8 +213,8 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	if err := checks.setup(t); err != nil {
 		return fail(err)
 	}
-	uid := uidOr(c.uid, "KeepFirst")
-	s = s.Scope(scopeName(c.uid, "KeepFirst"))
+	uid := scopeName(c.uid, "KeepFirst")
+	s = s.Scope(uid)
 	bounded := isBounded(rows)
 	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
 	if useBounded(&c, bounded) {

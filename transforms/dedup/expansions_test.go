@@ -24,32 +24,8 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 	rng := rand.New(rand.NewPCG(7, 11))
 	base := at(10, 0)
 
-	var timed []any
-	earliest := map[string]timedEvent{}
-	perm := rng.Perm(400)
-	for i := range 400 {
-		e := timedEvent{UserID: string(rune('a' + rng.IntN(26))), Event: "e", Rowtime: base.Add(time.Duration(perm[i]) * time.Second)}
-		timed = append(timed, e)
-		if cur, ok := earliest[e.UserID]; !ok || e.Rowtime.Before(cur.Rowtime) {
-			earliest[e.UserID] = e
-		}
-	}
-	var wantTimed []any
-	for _, e := range earliest {
-		wantTimed = append(wantTimed, e)
-	}
-
-	var trades []any
-	distinct := map[trade]bool{}
-	for range 400 {
-		tr := trade{"t" + string(rune('0'+rng.IntN(10))), "AAPL", rng.Int64N(3), 10}
-		trades = append(trades, tr)
-		distinct[tr] = true
-	}
-	var wantTrades []any
-	for tr := range distinct {
-		wantTrades = append(wantTrades, tr)
-	}
+	timed, wantTimed := randomTimedEvents(rng, base, 400, 26)
+	trades, wantTrades := randomTrades(rng, 400, 3)
 
 	var changes []any
 	seen := map[string]bool{}
@@ -100,17 +76,7 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 // and every row is still accounted for.
 func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	var trades []any
-	distinct := map[trade]bool{}
-	for range 500 {
-		tr := trade{"t" + string(rune('0'+rng.IntN(10))), "AAPL", rng.Int64N(4), 10}
-		trades = append(trades, tr)
-		distinct[tr] = true
-	}
-	var want []any
-	for tr := range distinct {
-		want = append(want, tr)
-	}
+	trades, want := randomTrades(rng, 500, 4)
 	for _, tc := range []struct {
 		name string
 		opts []dedup.Option
@@ -140,20 +106,7 @@ func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 // still wins, with and without it.
 func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 4))
-	base := at(10, 0)
-	var rows []any
-	earliest := map[string]timedEvent{}
-	for i, sec := range rng.Perm(600) {
-		e := timedEvent{UserID: string(rune('a' + rng.IntN(30))), Event: fmt.Sprint(i), Rowtime: base.Add(time.Duration(sec) * time.Second)}
-		rows = append(rows, e)
-		if cur, ok := earliest[e.UserID]; !ok || e.Rowtime.Before(cur.Rowtime) {
-			earliest[e.UserID] = e
-		}
-	}
-	var want []any
-	for _, e := range earliest {
-		want = append(want, e)
-	}
+	rows, want := randomTimedEvents(rng, at(10, 0), 600, 30)
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
 	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.ForceStateful()}
@@ -165,4 +118,36 @@ func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *tes
 	assert.Equal(t, int64(2*len(want)), c.Emitted)
 	assert.Positive(t, c.MiniBatchDropped)
 	assert.Zero(t, c.Pending())
+}
+
+// randomTimedEvents returns n events of up to users users at distinct
+// times from base on, and the earliest event of each user.
+func randomTimedEvents(rng *rand.Rand, base time.Time, n, users int) (rows, earliestPerUser []any) {
+	earliest := map[string]timedEvent{}
+	for i, sec := range rng.Perm(n) {
+		e := timedEvent{UserID: string(rune('a' + rng.IntN(users))), Event: fmt.Sprint(i), Rowtime: base.Add(time.Duration(sec) * time.Second)}
+		rows = append(rows, e)
+		if cur, ok := earliest[e.UserID]; !ok || e.Rowtime.Before(cur.Rowtime) {
+			earliest[e.UserID] = e
+		}
+	}
+	for _, e := range earliest {
+		earliestPerUser = append(earliestPerUser, e)
+	}
+	return rows, earliestPerUser
+}
+
+// randomTrades returns n trades drawn from 10 ids and quantities
+// quantities, many of them exact duplicates, and the distinct ones.
+func randomTrades(rng *rand.Rand, n int, quantities int64) (rows, distinct []any) {
+	seen := map[trade]bool{}
+	for range n {
+		tr := trade{"t" + string(rune('0'+rng.IntN(10))), "AAPL", rng.Int64N(quantities), 10}
+		rows = append(rows, tr)
+		if !seen[tr] {
+			seen[tr] = true
+			distinct = append(distinct, tr)
+		}
+	}
+	return rows, distinct
 }

@@ -57,31 +57,24 @@ func (c *rowChecks) setup(t reflect.Type) error {
 	return nil
 }
 
-// isRetraction reports whether a (valid) row is a -U/-D.
-func (c *rowChecks) isRetraction(v reflect.Value) bool {
-	if c.kf == nil {
-		return false
-	}
-	k, _ := c.kf.kind(v)
-	return k.IsRetraction()
-}
-
-// check returns the row's event time (ts unless OnTime is set) or a reason
-// to reject it.
-func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, string) {
+// check returns the row's event time (ts unless OnTime is set) and kind
+// (Insert unless Changelog is set), or a reason to reject it.
+func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, core.Kind, string) {
 	if c.tf != nil {
 		ms, reason := c.tf.millis(v)
 		if reason != "" {
-			return 0, reason
+			return 0, 0, reason
 		}
 		ts = mtime.Time(ms)
 	}
+	kind := core.Insert
 	if c.kf != nil {
-		if _, reason := c.kf.kind(v); reason != "" {
-			return 0, reason
+		var reason string
+		if kind, reason = c.kf.kind(v); reason != "" {
+			return 0, 0, reason
 		}
 	}
-	return ts, ""
+	return ts, kind, ""
 }
 
 // keyRowsFn keys each row by its encoded PARTITION BY columns and sets its
@@ -174,19 +167,28 @@ func (f *keyRowsFn) Setup() error {
 	return f.Checks.setup(f.RowType.T)
 }
 
-func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
+// admit counts a row in, validates it (a rejected row goes to dead with its
+// reason) and returns its key, event time and kind.
+func (f *keyRowsFn) admit(ctx context.Context, ts beam.EventTime, row any, dead func(DeadLetter)) ([]byte, beam.EventTime, core.Kind, bool) {
 	cRowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
-	ts, reason := f.Checks.check(ts, v)
+	ts, kind, reason := f.Checks.check(ts, v)
 	if reason != "" {
 		cDeadLettered.Inc(ctx, 1)
 		dead(deadLetter(f.UID, row, reason))
-		return
+		return nil, 0, 0, false
 	}
 	// A fresh slice per row: the emitted key may outlive this call.
-	key := f.enc.Append(nil, v)
+	return f.enc.Append(nil, v), ts, kind, true
+}
+
+func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
+	key, ts, kind, ok := f.admit(ctx, ts, row, dead)
+	if !ok {
+		return
+	}
 	if f.MiniBatch {
-		if f.Checks.isRetraction(v) {
+		if kind.IsRetraction() {
 			// A -U/-D of a key whose +I/+U already passed in this bundle can
 			// only be swallowed: that row either was emitted or found the
 			// key seen. One of an unseen key must reach the state.
@@ -224,7 +226,7 @@ func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k be
 	cRowsIn.Inc(ctx, 1)
 	if f.Checks.tf != nil || f.Checks.kf != nil {
 		var reason string
-		if ts, reason = f.Checks.check(ts, reflect.ValueOf(v)); reason != "" {
+		if ts, _, reason = f.Checks.check(ts, reflect.ValueOf(v)); reason != "" {
 			cDeadLettered.Inc(ctx, 1)
 			dead(deadLetter(f.UID, map[string]any{"key": k, "value": v}, reason))
 			return

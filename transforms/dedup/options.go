@@ -103,13 +103,9 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // using StateTTL in watermarkless mode.
 func CleanupTimers(on bool) Option { return func(c *config) { c.noCleanup = !on } }
 
-// withClock makes the transform read processing time from a clock
-// registered with RegisterClock; tests use it to drive expiry.
-func withClock(name string) Option { return func(c *config) { c.clock = name } }
-
 // UseClock reads processing time from a clock registered under name with
 // RegisterClock, instead of the wall clock. For tests only.
-func UseClock(name string) Option { return withClock(name) }
+func UseClock(name string) Option { return func(c *config) { c.clock = name } }
 
 func (c *config) validate() error {
 	if len(c.errs) > 0 {

@@ -44,21 +44,16 @@ type params struct {
 
 // adapter is the per-instance runtime of a DoFn variant.
 type adapter struct {
-	cfg   core.Config
-	now   func(time.Time) time.Time
-	kf    *kindField
-	enc   beam.ElementEncoder
-	dec   beam.ElementDecoder
-	buf   bytes.Buffer
-	st    core.State
-	sbuf  []byte
-	ready bool
+	cfg core.Config
+	now func(time.Time) time.Time
+	kf  *kindField
+	enc beam.ElementEncoder
+	dec beam.ElementDecoder
+	buf bytes.Buffer
+	st  core.State
 }
 
 func (a *adapter) setup(p *params) error {
-	if a.ready {
-		return nil
-	}
 	a.cfg = core.Config{EventTime: p.EventTime, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs, ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup}
 	var err error
 	if a.now, err = resolveClock(p.Clock); err != nil {
@@ -71,27 +66,7 @@ func (a *adapter) setup(p *params) error {
 		a.enc = beam.NewElementEncoder(p.ValueType.T)
 		a.dec = beam.NewElementDecoder(p.ValueType.T)
 	}
-	a.ready = true
 	return nil
-}
-
-// setTimer sets the DoFn's one timer; hold reports whether it holds the
-// output watermark at its firing time (finalization) or holds nothing
-// (cleanup). timers' option type is unexported, hence the bool.
-type setTimer func(at time.Time, hold bool)
-
-func eventSetter(t timers.EventTime, tp timers.Provider) setTimer {
-	return func(at time.Time, hold bool) {
-		if hold {
-			t.Set(tp, at, timers.WithOutputTimestamp(at))
-		} else {
-			t.Set(tp, at, timers.WithNoOutputTimestamp())
-		}
-	}
-}
-
-func procSetter(t timers.ProcessingTime, tp timers.Provider) setTimer {
-	return func(at time.Time, _ bool) { t.Set(tp, at, timers.WithNoOutputTimestamp()) }
 }
 
 func (a *adapter) read(ctx context.Context, sp state.Provider, sv *state.Value[[]byte]) error {
@@ -111,41 +86,49 @@ func (a *adapter) write(ctx context.Context, sp state.Provider, sv *state.Value[
 	if a.st.Phase == core.None {
 		return sv.Clear(sp)
 	}
-	a.sbuf = statecoder.Append(a.sbuf[:0], &a.st)
-	// The runner may keep the slice; hand it a copy.
-	return sv.Write(sp, append([]byte(nil), a.sbuf...))
+	return sv.Write(sp, statecoder.Encode(&a.st)) // a fresh slice: the runner may keep it
 }
 
-// arm sets the decision's timer. Processing-time timers are set relative to
-// the wall clock, so a test clock shifts expiry checks but not timers.
-func (a *adapter) arm(ctx context.Context, t core.Timer, nowMs int64, w beam.Window, set setTimer, proc bool) {
-	switch t.Kind {
-	case core.NoTimer:
-		return
+// armEvent sets an event-time timer decision: finalization holds the output
+// watermark at the candidate's time; cleanup holds nothing and is clamped to
+// the window's end (core.ClampToWindow).
+func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm core.Timer, w beam.Window) {
+	switch tm.Kind {
 	case core.Finalize:
-		set(time.UnixMilli(t.At), true)
+		at := time.UnixMilli(tm.At)
+		t.Set(tp, at, timers.WithOutputTimestamp(at))
 	case core.Cleanup:
-		if proc {
-			set(time.Now().Add(time.Duration(t.At-nowMs)*time.Millisecond), false)
-		} else {
-			t = core.ClampToWindow(t, int64(w.MaxTimestamp()))
-			set(time.UnixMilli(t.At), false)
-		}
+		tm = core.ClampToWindow(tm, int64(w.MaxTimestamp()))
+		t.Set(tp, time.UnixMilli(tm.At), timers.WithNoOutputTimestamp())
+	default:
+		return
 	}
 	cTimerSets.Inc(ctx, 1)
 }
 
-func (a *adapter) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], set setTimer, proc bool, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
+// armProc sets a processing-time cleanup timer decision, relative to the
+// wall clock, so a test clock shifts expiry checks but not timers.
+func armProc(ctx context.Context, t timers.ProcessingTime, tp timers.Provider, tm core.Timer, nowMs int64) {
+	if tm.Kind == core.NoTimer {
+		return
+	}
+	t.Set(tp, time.Now().Add(time.Duration(tm.At-nowMs)*time.Millisecond), timers.WithNoOutputTimestamp())
+	cTimerSets.Inc(ctx, 1)
+}
+
+// process decides on one row and returns the timer to set, with the
+// processing time it was decided at.
+func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
 	kind := core.Insert
 	if a.kf != nil {
 		k, reason := a.kf.kind(reflect.ValueOf(row))
 		if reason != "" { // validated upstream; never panic on data
-			return fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+			return core.Timer{}, 0, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
 		}
 		kind = k
 	}
 	if err := a.read(ctx, sp, sv); err != nil {
-		return err
+		return core.Timer{}, 0, err
 	}
 	now := a.now(ts.ToTime()).UnixMilli()
 	d := a.cfg.OnRow(&a.st, kind, int64(ts), now)
@@ -165,31 +148,32 @@ func (a *adapter) process(ctx context.Context, w beam.Window, ts beam.EventTime,
 	case core.BecomeCandidate, core.ReplaceCandidate:
 		a.buf.Reset()
 		if err := a.enc.Encode(row, &a.buf); err != nil {
-			return fmt.Errorf("dedup: encoding candidate: %w", err)
+			return core.Timer{}, 0, fmt.Errorf("dedup: encoding candidate: %w", err)
 		}
 		a.st.Cand = a.buf.Bytes()
 	}
 	if d.Write {
 		if err := a.write(ctx, sp, sv); err != nil {
-			return err
+			return core.Timer{}, 0, err
 		}
 	}
-	a.arm(ctx, d.Timer, now, w, set, proc)
-	return nil
+	return d.Timer, now, nil
 }
 
-func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], set setTimer, proc bool, key beam.T, emit func(beam.EventTime, beam.T, beam.V)) error {
+// onTimer decides on a firing of the key's timer and returns the timer to
+// set next, with the processing time it was decided at. ts is the firing's
+// hold: a cleanup timer holds nothing, so its hold is the max timestamp.
+func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], proc bool, key beam.T, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
 	if err := a.read(ctx, sp, sv); err != nil {
-		return err
+		return core.Timer{}, 0, err
 	}
 	cand := a.st.Cand
-	// A cleanup timer holds nothing: its hold is the max timestamp.
 	finalize := !proc && ts < mtime.MaxTimestamp
-	nowT := a.now(ts.ToTime())
-	if !finalize {
-		nowT = a.now(time.Now())
+	clockIn := time.Now()
+	if finalize {
+		clockIn = ts.ToTime() // the candidate's time, for a row-driven test clock
 	}
-	now := nowT.UnixMilli()
+	now := a.now(clockIn).UnixMilli()
 	d := a.cfg.OnTimer(&a.st, finalize, int64(ts), now, int64(w.MaxTimestamp()))
 	if d.Expired {
 		cKeysExpired.Inc(ctx, 1)
@@ -197,18 +181,17 @@ func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime,
 	if d.Emit {
 		row, err := a.dec.Decode(bytes.NewReader(cand))
 		if err != nil {
-			return fmt.Errorf("dedup: decoding candidate: %w", err)
+			return core.Timer{}, 0, fmt.Errorf("dedup: decoding candidate: %w", err)
 		}
 		countOutcome(ctx, core.Emit)
 		emit(mtime.Time(d.EmitTime), key, row)
 	}
 	if d.Write {
 		if err := a.write(ctx, sp, sv); err != nil {
-			return err
+			return core.Timer{}, 0, err
 		}
 	}
-	a.arm(ctx, d.Timer, now, w, set, proc)
-	return nil
+	return d.Timer, now, nil
 }
 
 // keepFirstFn has no timer: watermarkless mode without cleanup timers.
@@ -221,7 +204,8 @@ type keepFirstFn struct {
 func (f *keepFirstFn) Setup() error { return f.a.setup(&f.P) }
 
 func (f *keepFirstFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.a.process(ctx, w, ts, sp, &f.State, nil, false, key, row, emit)
+	_, _, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit) // no timer family, no timer
+	return err
 }
 
 // keepFirstEventFn has one event-time timer family: finalization of
@@ -236,11 +220,15 @@ type keepFirstEventFn struct {
 func (f *keepFirstEventFn) Setup() error { return f.a.setup(&f.P) }
 
 func (f *keepFirstEventFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.a.process(ctx, w, ts, sp, &f.State, eventSetter(f.Timer, tp), false, key, row, emit)
+	t, _, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit)
+	armEvent(ctx, f.Timer, tp, t, w)
+	return err
 }
 
 func (f *keepFirstEventFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.a.onTimer(ctx, w, ts, sp, &f.State, eventSetter(f.Timer, tp), false, key, emit)
+	t, _, err := f.a.onTimer(ctx, w, ts, sp, &f.State, false, key, emit)
+	armEvent(ctx, f.Timer, tp, t, w)
+	return err
 }
 
 // keepFirstProcFn has one processing-time timer family: state cleanup in
@@ -255,9 +243,13 @@ type keepFirstProcFn struct {
 func (f *keepFirstProcFn) Setup() error { return f.a.setup(&f.P) }
 
 func (f *keepFirstProcFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.a.process(ctx, w, ts, sp, &f.State, procSetter(f.Timer, tp), true, key, row, emit)
+	t, now, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit)
+	armProc(ctx, f.Timer, tp, t, now)
+	return err
 }
 
 func (f *keepFirstProcFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.a.onTimer(ctx, w, ts, sp, &f.State, procSetter(f.Timer, tp), true, key, emit)
+	t, now, err := f.a.onTimer(ctx, w, ts, sp, &f.State, true, key, emit)
+	armProc(ctx, f.Timer, tp, t, now)
+	return err
 }

@@ -10,8 +10,6 @@
 // the caller; event time is the row's Beam timestamp.
 package core
 
-import "math"
-
 // Kind is the change kind of an arriving row.
 type Kind uint8
 
@@ -39,9 +37,6 @@ const (
 	// Emitted: the key's row was emitted; later rows are dropped until expiry.
 	Emitted
 )
-
-// NoTime marks an unset time field.
-const NoTime int64 = math.MinInt64
 
 // State is one key's deduplication state. Its persisted form is
 // coders/statecoder; keep both in step.
