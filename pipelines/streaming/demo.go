@@ -47,11 +47,9 @@ type DemoConfig struct {
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
 	// StateTTL is the key retention; 0 (default) remembers keys for the
-	// whole run. The demo applies it in event time (dedup.EventTimeTTL over
-	// publish times, which track wall time on a live stream): processing-time
-	// cleanup timers would keep Prism's job alive for StateTTL after the idle
-	// stop, event-time ones fire when the stopped source releases the
-	// watermark.
+	// whole run. The demo sets no cleanup timers (dedup.CleanupTimers(false)):
+	// processing-time ones would keep Prism's job alive for StateTTL after
+	// the idle stop, and expiry is checked when a row arrives anyway.
 	StateTTL time.Duration
 }
 
@@ -159,9 +157,9 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 	}
 	srv.DropAcks(func(ackID string) bool { return lost[ackID] })
 
-	var dopts []dedup.Option
-	if cfg.StateTTL > 0 {
-		dopts = append(dopts, dedup.EventTimeTTL(cfg.StateTTL))
+	ttl := cfg.StateTTL
+	if ttl <= 0 {
+		ttl = -1 // Config's "forever"
 	}
 	p, s := beam.NewPipelineWithRoot()
 	_, err = Build(s, Config{
@@ -169,8 +167,8 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		OutputTopic:     srv.TopicName("orders-deduped"),
 		DeadLetterTopic: srv.TopicName("orders-dlq"),
 		Endpoint:        srv.Addr,
-		StateTTL:        -1, // no processing-time timers: the job ends at the idle stop
-		Dedup:           dopts,
+		StateTTL:        ttl,
+		Dedup:           []dedup.Option{dedup.CleanupTimers(false)}, // the job ends at the idle stop
 		Read: []pubsubio.ReadOption{
 			pubsubio.IdleStop(cfg.IdleStop),
 			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds

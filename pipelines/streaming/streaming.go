@@ -80,8 +80,8 @@ type Config struct {
 	// On an unbounded input KeepFirst deletes expired keys with
 	// processing-time timers, and Prism keeps a job alive until its pending
 	// timers fire: after an IdleStop the job lingers up to StateTTL. Finite
-	// runs (demos, tests) therefore use a negative StateTTL, which sets no
-	// timers.
+	// runs (demos, tests) add dedup.CleanupTimers(false) to Dedup, or keep
+	// keys forever with a negative StateTTL.
 	StateTTL time.Duration
 	// UID names the KeepFirst step and its state (default "streaming-dedup").
 	UID string
