@@ -233,12 +233,20 @@ func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	edges, _, err := p.Build()
 	require.NoError(t, err)
 	var names []string
+	ours := 0
 	for _, e := range edges {
-		names = append(names, e.Scope().String()+"/"+e.Name())
+		name := e.Scope().String() + "/" + e.Name()
+		names = append(names, name)
+		if strings.Contains(e.Name(), "dedup.") || strings.Contains(e.Name(), "dropKeyFn") {
+			ours++
+			assert.Contains(t, name, "root/Elsewhere/user-events-dedup/", "every step of KeepFirst is under its UID")
+		}
 	}
+	require.GreaterOrEqual(t, ours, 3, "keying, stateful and DropKey steps found: %v", names)
 	joined := strings.Join(names, "\n")
 	assert.Contains(t, joined, "user-events-dedup/Key")
 	assert.Contains(t, joined, "user-events-dedup/Dedup")
+	assert.Contains(t, joined, "user-events-dedup/DropKey")
 }
 
 // A bounded input with a long StateTTL must not wait out the TTL: neither
