@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
@@ -191,42 +193,176 @@ func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, c can
 
 // keyCandidatesFn is keyRowsFn and toCandidateFn in one step, for
 // KeepFirst on bounded input: one DoFn invocation per row fewer.
+//
+// With Local (MiniBatch, global windows) it also does the combine's work
+// within the bundle: it keeps each key's best row unencoded in a map and
+// emits one candidate per key when the bundle ends (or the map is full).
+// That spares the encoding of every row that loses within its bundle, a
+// candidate per row through the lifted combine, whose cache holds only
+// 2,000 keys, and so most of the shuffle. The rows are merged exactly as
+// mergeCandidates would, so the result does not change.
 type keyCandidatesFn struct {
-	Rows keyRowsFn
+	Rows    keyRowsFn
+	Local   bool
+	MaxKeys int // keys held per bundle before a flush; 0: miniBatchMaxKeys
+
 	rows rowEncoder
+	best map[string]*localBest
+	key  []byte // the current row's key, reused
+	tie  bytes.Buffer
+}
+
+// localBest is a key's best row within a bundle, as a candidate whose row
+// is encoded only when needed (a tie, or the flush).
+type localBest struct {
+	c   candidate // Row is nil until encoded
+	row any
+	ts  beam.EventTime // element time for the flush
 }
 
 func (f *keyCandidatesFn) Setup() error {
 	f.rows.enc = beam.NewElementEncoder(f.Rows.RowType.T)
+	f.best = make(map[string]*localBest)
 	return f.Rows.Setup()
 }
 
-func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func([]byte, candidate), dead func(DeadLetter)) error {
-	key, ts, kind, ok := f.Rows.admit(ctx, ts, row, dead)
+// StartBundle drops what a failed bundle may have left.
+func (f *keyCandidatesFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) {
+	clear(f.best)
+}
+
+func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(DeadLetter)) error {
+	var dst []byte // a fresh key slice when it is emitted right away
+	if f.Local {
+		dst = f.key[:0]
+	}
+	key, ets, kind, ok := f.Rows.admit(ctx, dst, ts, row, dead)
 	if !ok {
 		return nil
 	}
-	if kind.IsRetraction() {
-		emit(key, candidate{Retractions: 1})
+	if !f.Local {
+		if kind.IsRetraction() {
+			emit(ts, key, candidate{Retractions: 1})
+			return nil
+		}
+		c, err := f.rows.candidate(ets, row)
+		if err != nil {
+			return err
+		}
+		emit(ts, key, c)
 		return nil
 	}
-	c, err := f.rows.candidate(ts, row)
-	if err != nil {
+	f.key = key
+	b := f.best[string(key)] // no allocation for the lookup
+	if b == nil {
+		if len(f.best) >= cmp.Or(f.MaxKeys, miniBatchMaxKeys) {
+			if err := f.flush(emit); err != nil {
+				return err
+			}
+		}
+		b = &localBest{ts: ts}
+		f.best[string(key)] = b
+	}
+	if kind.IsRetraction() {
+		b.c.Retractions++
+		return nil
+	}
+	b.c.Rows++
+	better, err := f.beats(b, int64(ets), row)
+	if err != nil || !better {
 		return err
 	}
-	emit(key, c)
+	b.c.Has, b.c.TS, b.row, b.ts = true, int64(ets), row, ts
+	if f.tie.Len() > 0 { // the tie-break encoded it: keep that
+		b.c.Row = bytes.Clone(f.tie.Bytes())
+	} else {
+		b.c.Row = nil
+	}
 	return nil
 }
 
-// boundedRows is the whole bounded expansion of KeepFirst: key and encode,
-// combine, decode.
+// beats reports whether a row with event time et is kept over b's, by
+// mergeCandidates' order: the earlier time, ties by the smaller encoding.
+// Only a tie encodes, leaving the new row's encoding in f.tie.
+func (f *keyCandidatesFn) beats(b *localBest, et int64, row any) (bool, error) {
+	f.tie.Reset()
+	switch {
+	case !b.c.Has || et < b.c.TS:
+		return true, nil
+	case et > b.c.TS:
+		return false, nil
+	}
+	if b.c.Row == nil {
+		c, err := f.rows.candidate(0, b.row)
+		if err != nil {
+			return false, err
+		}
+		b.c.Row = c.Row
+	}
+	if err := f.rows.enc.Encode(row, &f.tie); err != nil {
+		return false, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	return bytes.Compare(f.tie.Bytes(), b.c.Row) < 0, nil
+}
+
+// flush emits one candidate per key held and empties the map.
+func (f *keyCandidatesFn) flush(emit func(beam.EventTime, []byte, candidate)) error {
+	for k, b := range f.best {
+		if b.c.Has && b.c.Row == nil {
+			c, err := f.rows.candidate(0, b.row)
+			if err != nil {
+				return err
+			}
+			b.c.Row = c.Row
+		}
+		emit(b.ts, []byte(k), b.c)
+	}
+	clear(f.best)
+	return nil
+}
+
+// FinishBundle emits what the bundle left in the map. Its output lands in
+// the global window, which is why Local needs globally windowed input.
+func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) error {
+	return f.flush(emit)
+}
+
+// mergeGroupFn merges a key's grouped candidates and emits the kept row:
+// after the in-bundle merge a key has at most one candidate per bundle, so
+// a GroupByKey replaces the lifted combine, whose per-row cache would only
+// cost time.
+type mergeGroupFn struct {
+	From fromCandidateFn
+}
+
+func (f *mergeGroupFn) Setup() error { return f.From.Setup() }
+
+func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(*candidate) bool, emit func(beam.EventTime, beam.V)) error {
+	var c, next candidate
+	for cands(&next) {
+		c = mergeCandidates(c, next)
+	}
+	row, ok, err := f.From.kept(ctx, c)
+	if ok {
+		emit(mtime.Time(c.TS), row)
+	}
+	return err
+}
+
+// boundedRows is the whole bounded expansion of KeepFirst: key (and merge
+// within the bundle), then a combine per key, or a GroupByKey and a merge.
 func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (kept, dead beam.PCollection) {
-	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr}, rows)
+	local := !c.noMiniBatch && rows.WindowingStrategy().Fn.Kind == window.GlobalWindows
+	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local}, rows)
+	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol}
+	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
+	if local {
+		s = s.Scope("Merge")
+		return beam.ParDo(s, &mergeGroupFn{From: from}, beam.GroupByKey(s, cands), out), dead
+	}
 	s = s.Scope("Combine")
 	best := beam.CombinePerKey(s, mergeCandidates, cands)
-	kept = beam.ParDo(s, &fromCandidateRowFn{From: fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol}}, best,
-		beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T})
-	return kept, dead
+	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, out), dead
 }
 
 // boundedStep is the combine expansion of the keyed step.

@@ -1,7 +1,13 @@
 package dedup
 
 import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,4 +38,46 @@ func TestMergeCandidates_KeepsEarliestThenSmallestAndIsOrderIndependent(t *testi
 	assert.Equal(t, want, mergeCandidates(mergeCandidates(a, b), mergeCandidates(c, r)))
 	assert.Equal(t, want, mergeCandidates(mergeCandidates(r, c), mergeCandidates(b, a)))
 	assert.Equal(t, want, mergeCandidates(a, mergeCandidates(r, mergeCandidates(c, b))))
+}
+
+// keyCandidatesFn's in-bundle merge (Local) must give the combine what the
+// per-row candidates would: the same merged candidate per key, whether the
+// map flushes at the end of the bundle or keeps flushing because it is full.
+// Many rows tie on time, so the encoding tie-break is exercised.
+func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
+	type row struct {
+		User string `beam:"user"`
+		Op   string `beam:"op"`
+		Val  int64  `beam:"val"`
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var rows []row
+	var times []beam.EventTime
+	for range 2000 {
+		rows = append(rows, row{User: fmt.Sprint(rng.IntN(50)), Op: []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)], Val: rng.Int64N(5)})
+		times = append(times, beam.EventTime(rng.Int64N(4))) // many ties
+	}
+	merged := func(local bool, maxKeys int) map[string]candidate {
+		f := &keyCandidatesFn{Rows: keyRowsFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}, Columns: []string{"user"}, Checks: rowChecks{KindCol: "op"}}, Local: local, MaxKeys: maxKeys}
+		require.NoError(t, f.Setup())
+		got := map[string]candidate{}
+		emit := func(_ beam.EventTime, k []byte, c candidate) {
+			if old, ok := got[string(k)]; ok {
+				c = mergeCandidates(old, c)
+			}
+			got[string(k)] = c
+		}
+		dead := func(DeadLetter) { t.Fatal("no row is invalid") }
+		ctx := context.Background()
+		f.StartBundle(ctx, emit, dead)
+		for i, r := range rows {
+			require.NoError(t, f.ProcessElement(ctx, times[i], r, emit, dead))
+		}
+		require.NoError(t, f.FinishBundle(ctx, emit, dead))
+		return got
+	}
+	want := merged(false, 0)
+	require.Len(t, want, 50)
+	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
+	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
 }

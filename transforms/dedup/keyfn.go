@@ -168,8 +168,8 @@ func (f *keyRowsFn) Setup() error {
 }
 
 // admit counts a row in, validates it (a rejected row goes to dead with its
-// reason) and returns its key, event time and kind.
-func (f *keyRowsFn) admit(ctx context.Context, ts beam.EventTime, row any, dead func(DeadLetter)) ([]byte, beam.EventTime, core.Kind, bool) {
+// reason) and returns its key (appended to dst), event time and kind.
+func (f *keyRowsFn) admit(ctx context.Context, dst []byte, ts beam.EventTime, row any, dead func(DeadLetter)) ([]byte, beam.EventTime, core.Kind, bool) {
 	cRowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
 	ts, kind, reason := f.Checks.check(ts, v)
@@ -178,12 +178,12 @@ func (f *keyRowsFn) admit(ctx context.Context, ts beam.EventTime, row any, dead 
 		dead(deadLetter(f.UID, row, reason))
 		return nil, 0, 0, false
 	}
-	// A fresh slice per row: the emitted key may outlive this call.
-	return f.enc.Append(nil, v), ts, kind, true
+	return f.enc.Append(dst, v), ts, kind, true
 }
 
 func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
-	key, ts, kind, ok := f.admit(ctx, ts, row, dead)
+	// A fresh key slice per row: the emitted key may outlive this call.
+	key, ts, kind, ok := f.admit(ctx, nil, ts, row, dead)
 	if !ok {
 		return
 	}
