@@ -1,6 +1,8 @@
 package dedup_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ type epochEvent struct {
 func init() {
 	beam.RegisterType(reflectType[epochEvent]())
 	register.Function1x1(epochName)
+	register.Function2x1(formatTimedShort)
 	register.Function2x0(stampRowtime)
 	register.Emitter2[beam.EventTime, timedEvent]()
 }
@@ -109,4 +112,48 @@ func TestEventTimeTTL_RowBeyondRetentionStartsNewPeriod(t *testing.T) {
 	c := run(t, p)
 	assert.Equal(t, int64(2), c.Emitted)
 	assert.Equal(t, int64(2), c.DuplicatesDropped)
+}
+
+// An event-time candidate's timer carries the candidate in its tag, so the
+// finalization reads no state; a candidate too large for a tag waits in
+// state and its firing reads it. Replacements between the two kinds still
+// give exactly the earliest row, and a replaced candidate's timer emits
+// nothing.
+func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testing.T) {
+	small, big := "", strings.Repeat("x", 2000)
+	for _, tc := range []struct {
+		name      string
+		payloads  [3]string // arriving at 10:05, 10:03, 10:01: each replaces the last
+		wantReads int64
+	}{
+		{"small, small, small", [3]string{small, small, small}, 3},
+		{"small, small, big", [3]string{small, small, big}, 4},
+		{"big, small, big", [3]string{big, small, big}, 4},
+		// the replaced big candidate's untagged timer reads to find it stale
+		{"big, big, small", [3]string{big, big, small}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			ts := teststream.NewConfig()
+			for i, min := range []int{5, 3, 1} {
+				// One row per watermark step, all before 10:00: Prism hands
+				// a key's rows of one step over in event-time order.
+				require.NoError(t, ts.AdvanceWatermark(ms(at(9, 50+i))))
+				e := timedEvent{"u1", fmt.Sprint("e", min, tc.payloads[i]), at(10, min)}
+				require.NoError(t, ts.AddElements(ms(e.Rowtime), e))
+			}
+			require.NoError(t, ts.AdvanceWatermarkToInfinity())
+			out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+			passert.Equals(s, beam.ParDo(s, formatTimedShort, out), "u1/e1@10:01")
+			c := run(t, p)
+			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 2}, c.RowCounts())
+			assert.Equal(t, tc.wantReads, c.StateReads, "one read per row, plus one per firing of an untagged timer")
+		})
+	}
+}
+
+// formatTimedShort is formatTimed with the event cut to 2 characters.
+func formatTimedShort(ts beam.EventTime, e timedEvent) string {
+	e.Event = e.Event[:min(2, len(e.Event))]
+	return formatTimed(ts, e)
 }

@@ -3,8 +3,11 @@ package dedup
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -51,6 +54,9 @@ type adapter struct {
 	dec beam.ElementDecoder
 	buf bytes.Buffer
 	st  core.State
+	// Event-time timer tags decided by process for armEvent: the pending
+	// candidate's tag and the tag of the candidate it replaced.
+	tag, replaced string
 }
 
 func (a *adapter) setup(p *params) error {
@@ -92,11 +98,22 @@ func (a *adapter) write(ctx context.Context, sp state.Provider, sv *state.Value[
 // armEvent sets an event-time timer decision: finalization holds the output
 // watermark at the candidate's time; cleanup holds nothing and is clamped to
 // the window's end (core.ClampToWindow).
-func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm core.Timer, w beam.Window) {
+//
+// A finalization carries its candidate in its tag when tag is set
+// (candidateTag), so its firing needs no state read; replaced is the tag of
+// the candidate it replaced, whose timer is moved to the new candidate's
+// time with a hold that no longer matches its tag, which makes its firing
+// stale without a state read too. Timers are never cleared: on Prism a
+// clear fires the timer (notes/beam-defects.md).
+func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm core.Timer, w beam.Window, tag, replaced string) {
 	switch tm.Kind {
 	case core.Finalize:
 		at := time.UnixMilli(tm.At)
-		t.Set(tp, at, timers.WithOutputTimestamp(at))
+		if replaced != "" && replaced != tag {
+			t.Set(tp, at, timers.WithTag(replaced), timers.WithOutputTimestamp(at))
+			cTimerSets.Inc(ctx, 1)
+		}
+		t.Set(tp, at, timers.WithTag(tag), timers.WithOutputTimestamp(at))
 	case core.Cleanup:
 		tm = core.ClampToWindow(tm, int64(w.MaxTimestamp()))
 		t.Set(tp, time.UnixMilli(tm.At), timers.WithNoOutputTimestamp())
@@ -104,6 +121,30 @@ func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm co
 		return
 	}
 	cTimerSets.Inc(ctx, 1)
+}
+
+// maxTagCandidate is the largest encoded candidate carried in a timer tag;
+// a larger one waits in state only, and its firing reads it from there.
+const maxTagCandidate = 1024
+
+// candidateTag is the timer tag that carries a candidate: its event time and
+// encoded row, base64 so that runners holding tags as UTF-8 strings keep
+// them intact. It is "" (the untagged timer) for a candidate too large.
+func candidateTag(at int64, cand []byte) string {
+	if len(cand) > maxTagCandidate {
+		return ""
+	}
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(cand)), uint64(at))
+	return "c" + base64.RawURLEncoding.EncodeToString(append(b, cand...))
+}
+
+// parseCandidateTag reverses candidateTag.
+func parseCandidateTag(tag string) (int64, []byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tag, "c"))
+	if err != nil || !strings.HasPrefix(tag, "c") || len(b) < 8 {
+		return 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
+	}
+	return int64(binary.BigEndian.Uint64(b)), b[8:], nil
 }
 
 // armProc sets a processing-time cleanup timer decision, relative to the
@@ -130,6 +171,8 @@ func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provi
 	if err := a.read(ctx, sp, sv); err != nil {
 		return core.Timer{}, 0, err
 	}
+	oldTime, oldCand := a.st.CandTime, a.st.Cand
+	a.tag, a.replaced = "", ""
 	now := a.now(ts.ToTime()).UnixMilli()
 	d := a.cfg.OnRow(&a.st, kind, int64(ts), now)
 	if d.Expired {
@@ -151,6 +194,10 @@ func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provi
 			return core.Timer{}, 0, fmt.Errorf("dedup: encoding candidate: %w", err)
 		}
 		a.st.Cand = a.buf.Bytes()
+		a.tag = candidateTag(a.st.CandTime, a.st.Cand)
+		if d.Outcome == core.ReplaceCandidate {
+			a.replaced = candidateTag(oldTime, oldCand)
+		}
 	}
 	if d.Write {
 		if err := a.write(ctx, sp, sv); err != nil {
@@ -163,9 +210,23 @@ func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provi
 // onTimer decides on a firing of the key's timer and returns the timer to
 // set next, with the processing time it was decided at. ts is the firing's
 // hold: a cleanup timer holds nothing, so its hold is the max timestamp.
-func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], proc bool, key beam.T, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
-	if err := a.read(ctx, sp, sv); err != nil {
-		return core.Timer{}, 0, err
+func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], proc bool, key beam.T, tag string, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
+	if tag == "" {
+		if err := a.read(ctx, sp, sv); err != nil {
+			return core.Timer{}, 0, err
+		}
+	} else {
+		// A tagged finalization carries its candidate. It is the key's
+		// pending candidate unless a replacement moved it, giving it a hold
+		// other than its time: a candidate's state is its time and row.
+		at, cand, err := parseCandidateTag(tag)
+		if err != nil {
+			return core.Timer{}, 0, err
+		}
+		if int64(ts) != at {
+			return core.Timer{}, 0, nil // replaced: stale
+		}
+		a.st = core.State{Phase: core.Pending, CandTime: at, Cand: cand}
 	}
 	cand := a.st.Cand
 	finalize := !proc && ts < mtime.MaxTimestamp
@@ -221,13 +282,13 @@ func (f *keepFirstEventFn) Setup() error { return f.a.setup(&f.P) }
 
 func (f *keepFirstEventFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
 	t, _, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit)
-	armEvent(ctx, f.Timer, tp, t, w)
+	armEvent(ctx, f.Timer, tp, t, w, f.a.tag, f.a.replaced)
 	return err
 }
 
 func (f *keepFirstEventFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, _, err := f.a.onTimer(ctx, w, ts, sp, &f.State, false, key, emit)
-	armEvent(ctx, f.Timer, tp, t, w)
+	t, _, err := f.a.onTimer(ctx, w, ts, sp, &f.State, false, key, timer.Tag, emit)
+	armEvent(ctx, f.Timer, tp, t, w, "", "")
 	return err
 }
 
@@ -249,7 +310,7 @@ func (f *keepFirstProcFn) ProcessElement(ctx context.Context, w beam.Window, ts 
 }
 
 func (f *keepFirstProcFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, now, err := f.a.onTimer(ctx, w, ts, sp, &f.State, true, key, emit)
+	t, now, err := f.a.onTimer(ctx, w, ts, sp, &f.State, true, key, "", emit)
 	armProc(ctx, f.Timer, tp, t, now)
 	return err
 }

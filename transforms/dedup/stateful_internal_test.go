@@ -1,0 +1,38 @@
+package dedup
+
+import (
+	"bytes"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A candidate tag round-trips time and row, is valid UTF-8 whatever the row
+// bytes (runners may hold tags as strings), and is "" (untagged) for a
+// candidate too large to carry.
+func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		at   int64
+		cand []byte
+	}{
+		{0, nil},
+		{-62135596800000, []byte{0xff, 0xfe, 0, 1}},
+		{1704067200000, bytes.Repeat([]byte{0x80}, maxTagCandidate)},
+	} {
+		tag := candidateTag(tc.at, tc.cand)
+		require.NotEmpty(t, tag)
+		assert.True(t, utf8.ValidString(tag))
+		at, cand, err := parseCandidateTag(tag)
+		require.NoError(t, err)
+		assert.Equal(t, tc.at, at)
+		assert.Equal(t, len(tc.cand), len(cand))
+		assert.True(t, bytes.Equal(tc.cand, cand))
+	}
+	assert.Empty(t, candidateTag(1, make([]byte, maxTagCandidate+1)))
+	for _, bad := range []string{"x", "c", "c!!", "cAAAA"} {
+		_, _, err := parseCandidateTag(bad)
+		assert.Error(t, err, bad)
+	}
+}
