@@ -60,6 +60,9 @@ func init() {
 	register.DoFn4x1[context.Context, []byte, candidate, func(beam.EventTime, beam.V), error](&fromCandidateRowFn{})
 	register.DoFn4x1[context.Context, []byte, func(*candidate) bool, func(beam.EventTime, beam.V), error](&mergeGroupFn{})
 	register.Iter1[candidate]()
+	// Registered so that the custom coder calls them without reflection.
+	register.Function1x1(encodeCandidate)
+	register.Function1x2(decodeCandidate)
 	beam.RegisterCoder(reflect.TypeFor[candidate](), encodeCandidate, decodeCandidate)
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }

@@ -88,10 +88,11 @@ func Changelog(kindColumn string) Option { return func(c *config) { c.changelogC
 // input. It exists for tests and benchmarks that compare the expansions.
 func ForceStateful() Option { return func(c *config) { c.forceStateful = true } }
 
-// MiniBatch sets whether the keying step drops later +I/+U rows of a key
-// already seen in the same bundle before the shuffle (default true; it
-// applies in watermarkless mode without EventTimeTTL on the stateful
-// expansion). Results are the same either way; it exists to compare.
+// MiniBatch sets whether the keying step drops, before the shuffle, rows
+// that cannot matter within a bundle (default true): on the stateful
+// expansion later rows of a key already passed on in the bundle (not with
+// EventTimeTTL); on bounded, globally windowed input it merges each key's
+// rows in the bundle. Results are the same either way; it exists to compare.
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
 // CleanupTimers sets whether KeepFirst sets timers that delete idle state
