@@ -21,7 +21,10 @@
 // Expansion: a DoFn keys each row by its encoded PARTITION BY columns
 // (coders/keycoder), then a stateful DoFn keeps one small value state per key
 // (coders/statecoder) and at most one timer family. The decisions are made by
-// package core, which has no Beam imports.
+// package core, which has no Beam imports. On bounded input no state is
+// needed: the keying DoFn merges each key's rows within the bundle, and a
+// GroupByKey and a merge (a combine per key with non-global windows) keep
+// the earliest row per key.
 package dedup
 
 import (
