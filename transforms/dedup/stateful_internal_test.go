@@ -11,13 +11,13 @@ import (
 
 // A candidate tag round-trips time and row, is valid UTF-8 whatever the row
 // bytes (runners may hold tags as strings), and is "" (untagged) for a
-// candidate too large to carry.
+// candidate too large to carry or at time 0 (a cleared timer's hold).
 func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
 	for _, tc := range []struct {
 		at   int64
 		cand []byte
 	}{
-		{0, nil},
+		{1, nil},
 		{-62135596800000, []byte{0xff, 0xfe, 0, 1}},
 		{1704067200000, bytes.Repeat([]byte{0x80}, maxTagCandidate)},
 	} {
@@ -31,6 +31,7 @@ func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
 		assert.True(t, bytes.Equal(tc.cand, cand))
 	}
 	assert.Empty(t, candidateTag(1, make([]byte, maxTagCandidate+1)))
+	assert.Empty(t, candidateTag(0, []byte{1}))
 	for _, bad := range []string{"x", "c", "c!!", "cAAAA"} {
 		_, _, err := parseCandidateTag(bad)
 		assert.Error(t, err, bad)
