@@ -131,7 +131,7 @@ const maxTagCandidate = 1024
 // encoded row, base64 so that runners holding tags as UTF-8 strings keep
 // them intact. It is "" (the untagged timer) for a candidate too large, and
 // for one at time 0: that is the hold of a cleared timer, which the Go SDK
-// sends after firing a timer inline and Prism fires (notes/beam-defects.md),
+// sends after firing a timer inline and Prism may fire (notes/beam-defects.md),
 // so only the state could tell such a firing from a live one.
 func candidateTag(at int64, cand []byte) string {
 	if len(cand) > maxTagCandidate || at == 0 {
