@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ func init() {
 	beam.RegisterType(reflectType[epochEvent]())
 	register.Function1x1(epochName)
 	register.Function2x1(formatTimedShort)
+	register.Function2x1(formatTimedShortID)
+	register.Function1x1(padEvent)
 	register.Function2x0(stampRowtime)
 	register.Emitter2[beam.EventTime, timedEvent]()
 }
@@ -155,5 +158,60 @@ func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testi
 // formatTimedShort is formatTimed with the event cut to 2 characters.
 func formatTimedShort(ts beam.EventTime, e timedEvent) string {
 	e.Event = e.Event[:min(2, len(e.Event))]
+	return formatTimed(ts, e)
+}
+
+// Differential test of the two finalization paths: the same random stream
+// (late rows, replacements, ties, watermark steps) through KeepFirst with
+// small rows (candidates carried in timer tags, no read at the firing) and
+// with the same rows padded past the tag limit (candidates read from state)
+// gives the same rows, timestamps and counts; only state reads differ.
+func TestEventTime_TaggedAndStateFinalizationAgreeOnARandomStream(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	ts := teststream.NewConfig()
+	base := ms(at(10, 0))
+	wm := base - 60_000
+	rows := 0
+	for step := range 40 {
+		require.NoError(t, ts.AdvanceWatermark(wm))
+		var batch []any
+		for range 1 + rng.IntN(8) {
+			// Event times around the watermark: some behind it (late if the
+			// key is emitted), most ahead of it (candidates, replacements).
+			et := wm + rng.Int64N(120_000) - 20_000
+			batch = append(batch, timedEvent{fmt.Sprint("u", rng.IntN(12)), fmt.Sprint("e", step, "-", len(batch)), time.UnixMilli(et)})
+		}
+		rows += len(batch)
+		require.NoError(t, ts.AddElements(wm, batch...))
+		wm += rng.Int64N(15_000)
+	}
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+
+	p, s := beam.NewPipelineWithRoot()
+	small := teststream.Create(s, ts)
+	big := beam.ParDo(s, padEvent, small)
+	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}
+	tagged := dedup.KeepFirst(s.Scope("tagged"), small, append(opts, dedup.UID("tagged"))...)
+	inState := dedup.KeepFirst(s.Scope("state"), big, append(opts, dedup.UID("state"))...)
+	got := beam.ParDo(s, formatTimedShortID, tagged)
+	passert.Equals(s, got, beam.ParDo(s, formatTimedShortID, inState))
+	passert.Count(s, got, "one row per key", 12)
+	c := run(t, p)
+	assert.Equal(t, int64(2*rows), c.RowsIn)
+	assert.Equal(t, int64(2*12), c.Emitted)
+	assert.Zero(t, c.Pending())
+	assert.Positive(t, c.CandidatesReplaced)
+	assert.Positive(t, c.LateDropped)
+}
+
+// padEvent pads a row's event past the timer-tag limit of a candidate.
+func padEvent(e timedEvent) timedEvent {
+	e.Event += "|" + strings.Repeat("x", 2000)
+	return e
+}
+
+// formatTimedShortID is formatTimed without padEvent's padding.
+func formatTimedShortID(ts beam.EventTime, e timedEvent) string {
+	e.Event, _, _ = strings.Cut(e.Event, "|")
 	return formatTimed(ts, e)
 }
