@@ -81,44 +81,81 @@ func mergeCandidates(a, b candidate) candidate {
 	return keep
 }
 
-// toCandidateFn turns each keyed row into a one-row candidate.
+// toCandidateFn turns each keyed row into a one-row candidate, or with
+// Local merges each key's rows within the bundle (see keyCandidatesFn).
 type toCandidateFn struct {
 	ValueType beam.EncodedType
+	KeyType   beam.EncodedType
 	KindCol   string
-	kf        *kindField
-	rows      rowEncoder
+	Local     bool
+	Merge     bundleMerge
+
+	kf     *kindField
+	rows   rowEncoder
+	keyEnc beam.ElementEncoder
+	keyBuf bytes.Buffer
 }
 
 func (f *toCandidateFn) Setup() error {
 	f.rows.enc = beam.NewElementEncoder(f.ValueType.T)
+	if f.Local {
+		f.Merge.setup(f.ValueType.T)
+		f.keyEnc = beam.NewElementEncoder(f.KeyType.T)
+	}
 	var err error
 	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
 	return err
 }
 
-func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.T, candidate)) error {
+// StartBundle drops what a failed bundle may have left.
+func (f *toCandidateFn) StartBundle(_ func(beam.EventTime, beam.T, candidate)) {
+	clear(f.Merge.best)
+}
+
+func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, candidate)) error {
+	retraction := false
 	if f.kf != nil {
 		k, reason := f.kf.kind(reflect.ValueOf(row))
 		if reason != "" { // validated upstream
 			return fmt.Errorf("dedup: row reached the combine with %s", reason)
 		}
-		if k.IsRetraction() {
-			emit(key, candidate{Retractions: 1})
-			return nil
+		retraction = k.IsRetraction()
+	}
+	if f.Local {
+		f.keyBuf.Reset()
+		if err := f.keyEnc.Encode(key, &f.keyBuf); err != nil {
+			return fmt.Errorf("dedup: encoding key: %w", err)
 		}
+		return f.Merge.add(f.keyBuf.Bytes(), key, ts, ts, retraction, row, func() error { return f.flush(emit) })
 	}
-	c, err := f.rows.candidate(ts, row)
-	if err != nil {
-		return err
+	c, err := f.rows.single(ts, retraction, row)
+	if err == nil {
+		emit(ts, key, c)
 	}
-	emit(key, c)
-	return nil
+	return err
+}
+
+func (f *toCandidateFn) flush(emit func(beam.EventTime, beam.T, candidate)) error {
+	return f.Merge.drain(func(_ string, b *localBest) { emit(b.ts, b.key, b.c) })
+}
+
+// FinishBundle emits what the bundle left in the map.
+func (f *toCandidateFn) FinishBundle(emit func(beam.EventTime, beam.T, candidate)) error {
+	return f.flush(emit)
 }
 
 // rowEncoder makes one-row candidates.
 type rowEncoder struct {
 	enc beam.ElementEncoder
 	buf bytes.Buffer
+}
+
+// single is the candidate of one row: a retraction counts, a row competes.
+func (r *rowEncoder) single(ts beam.EventTime, retraction bool, row any) (candidate, error) {
+	if retraction {
+		return candidate{Retractions: 1}, nil
+	}
+	return r.candidate(ts, row)
 }
 
 // candidate encodes row (the combine's tie-break and its shuffle form).
@@ -191,24 +228,18 @@ func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, c can
 	return err
 }
 
-// keyCandidatesFn is keyRowsFn and toCandidateFn in one step, for
-// KeepFirst on bounded input: one DoFn invocation per row fewer.
-//
-// With Local (MiniBatch, global windows) it also does the combine's work
-// within the bundle: it keeps each key's best row unencoded in a map and
-// emits one candidate per key when the bundle ends (or the map is full).
-// That spares the encoding of every row that loses within its bundle, a
+// bundleMerge does the combine's work within a bundle (MiniBatch on
+// bounded, globally windowed input): it keeps each key's best row unencoded
+// in a map, merged exactly as mergeCandidates would merge it, and hands out
+// one candidate per key when the bundle ends or the map is full. That
+// spares the encoding of every row that loses within its bundle, a
 // candidate per row through the lifted combine, whose cache holds only
-// 2,000 keys, and so most of the shuffle. The rows are merged exactly as
-// mergeCandidates would, so the result does not change.
-type keyCandidatesFn struct {
-	Rows    keyRowsFn
-	Local   bool
+// 2,000 keys, and so most of the shuffle.
+type bundleMerge struct {
 	MaxKeys int // keys held per bundle before a flush; 0: miniBatchMaxKeys
 
 	rows rowEncoder
 	best map[string]*localBest
-	key  []byte // the current row's key, reused
 	tie  bytes.Buffer
 }
 
@@ -217,18 +248,109 @@ type keyCandidatesFn struct {
 type localBest struct {
 	c   candidate // Row is nil until encoded
 	row any
+	key any            // the key to emit, when it is not the map key
 	ts  beam.EventTime // element time for the flush
+}
+
+func (m *bundleMerge) setup(rowType reflect.Type) {
+	m.rows.enc = beam.NewElementEncoder(rowType)
+	m.best = make(map[string]*localBest)
+}
+
+// add merges a row of key (retraction or not, event time et, element time
+// ts) into the key's entry; a new key first flushes a full map.
+func (m *bundleMerge) add(key []byte, emitKey any, ts, et beam.EventTime, retraction bool, row any, flush func() error) error {
+	b := m.best[string(key)] // no allocation for the lookup
+	if b == nil {
+		if len(m.best) >= cmp.Or(m.MaxKeys, miniBatchMaxKeys) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		b = &localBest{key: emitKey, ts: ts}
+		m.best[string(key)] = b
+	}
+	if retraction {
+		b.c.Retractions++
+		return nil
+	}
+	b.c.Rows++
+	better, err := m.beats(b, int64(et), row)
+	if err != nil || !better {
+		return err
+	}
+	b.c.Has, b.c.TS, b.row, b.ts = true, int64(et), row, ts
+	if m.tie.Len() > 0 { // the tie-break encoded it: keep that
+		b.c.Row = bytes.Clone(m.tie.Bytes())
+	} else {
+		b.c.Row = nil
+	}
+	return nil
+}
+
+// beats reports whether a row with event time et is kept over b's, by
+// mergeCandidates' order: the earlier time, ties by the smaller encoding.
+// Only a tie encodes, leaving the new row's encoding in m.tie.
+func (m *bundleMerge) beats(b *localBest, et int64, row any) (bool, error) {
+	m.tie.Reset()
+	switch {
+	case !b.c.Has || et < b.c.TS:
+		return true, nil
+	case et > b.c.TS:
+		return false, nil
+	}
+	if b.c.Row == nil {
+		c, err := m.rows.candidate(0, b.row)
+		if err != nil {
+			return false, err
+		}
+		b.c.Row = c.Row
+	}
+	if err := m.rows.enc.Encode(row, &m.tie); err != nil {
+		return false, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	return bytes.Compare(m.tie.Bytes(), b.c.Row) < 0, nil
+}
+
+// drain passes each key's candidate to emit and empties the map.
+func (m *bundleMerge) drain(emit func(key string, b *localBest)) error {
+	for k, b := range m.best {
+		if b.c.Has && b.c.Row == nil {
+			c, err := m.rows.candidate(0, b.row)
+			if err != nil {
+				return err
+			}
+			b.c.Row = c.Row
+		}
+		emit(k, b)
+	}
+	clear(m.best)
+	return nil
+}
+
+// keyCandidatesFn is keyRowsFn and toCandidateFn in one step, for
+// KeepFirst on bounded input: one DoFn invocation per row fewer. With Local
+// it merges each key's rows within the bundle (bundleMerge); its
+// FinishBundle output lands in the global window, which is why Local needs
+// globally windowed input.
+type keyCandidatesFn struct {
+	Rows  keyRowsFn
+	Local bool
+	Merge bundleMerge
+
+	rows rowEncoder
+	key  []byte // the current row's key, reused
 }
 
 func (f *keyCandidatesFn) Setup() error {
 	f.rows.enc = beam.NewElementEncoder(f.Rows.RowType.T)
-	f.best = make(map[string]*localBest)
+	f.Merge.setup(f.Rows.RowType.T)
 	return f.Rows.Setup()
 }
 
 // StartBundle drops what a failed bundle may have left.
 func (f *keyCandidatesFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) {
-	clear(f.best)
+	clear(f.Merge.best)
 }
 
 func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(DeadLetter)) error {
@@ -240,89 +362,22 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 	if !ok {
 		return nil
 	}
-	if !f.Local {
-		if kind.IsRetraction() {
-			emit(ts, key, candidate{Retractions: 1})
-			return nil
-		}
-		c, err := f.rows.candidate(ets, row)
-		if err != nil {
-			return err
-		}
+	if f.Local {
+		f.key = key
+		return f.Merge.add(key, nil, ts, ets, kind.IsRetraction(), row, func() error { return f.flush(emit) })
+	}
+	c, err := f.rows.single(ets, kind.IsRetraction(), row)
+	if err == nil {
 		emit(ts, key, c)
-		return nil
 	}
-	f.key = key
-	b := f.best[string(key)] // no allocation for the lookup
-	if b == nil {
-		if len(f.best) >= cmp.Or(f.MaxKeys, miniBatchMaxKeys) {
-			if err := f.flush(emit); err != nil {
-				return err
-			}
-		}
-		b = &localBest{ts: ts}
-		f.best[string(key)] = b
-	}
-	if kind.IsRetraction() {
-		b.c.Retractions++
-		return nil
-	}
-	b.c.Rows++
-	better, err := f.beats(b, int64(ets), row)
-	if err != nil || !better {
-		return err
-	}
-	b.c.Has, b.c.TS, b.row, b.ts = true, int64(ets), row, ts
-	if f.tie.Len() > 0 { // the tie-break encoded it: keep that
-		b.c.Row = bytes.Clone(f.tie.Bytes())
-	} else {
-		b.c.Row = nil
-	}
-	return nil
+	return err
 }
 
-// beats reports whether a row with event time et is kept over b's, by
-// mergeCandidates' order: the earlier time, ties by the smaller encoding.
-// Only a tie encodes, leaving the new row's encoding in f.tie.
-func (f *keyCandidatesFn) beats(b *localBest, et int64, row any) (bool, error) {
-	f.tie.Reset()
-	switch {
-	case !b.c.Has || et < b.c.TS:
-		return true, nil
-	case et > b.c.TS:
-		return false, nil
-	}
-	if b.c.Row == nil {
-		c, err := f.rows.candidate(0, b.row)
-		if err != nil {
-			return false, err
-		}
-		b.c.Row = c.Row
-	}
-	if err := f.rows.enc.Encode(row, &f.tie); err != nil {
-		return false, fmt.Errorf("dedup: encoding row: %w", err)
-	}
-	return bytes.Compare(f.tie.Bytes(), b.c.Row) < 0, nil
-}
-
-// flush emits one candidate per key held and empties the map.
 func (f *keyCandidatesFn) flush(emit func(beam.EventTime, []byte, candidate)) error {
-	for k, b := range f.best {
-		if b.c.Has && b.c.Row == nil {
-			c, err := f.rows.candidate(0, b.row)
-			if err != nil {
-				return err
-			}
-			b.c.Row = c.Row
-		}
-		emit(b.ts, []byte(k), b.c)
-	}
-	clear(f.best)
-	return nil
+	return f.Merge.drain(func(k string, b *localBest) { emit(b.ts, []byte(k), b.c) })
 }
 
-// FinishBundle emits what the bundle left in the map. Its output lands in
-// the global window, which is why Local needs globally windowed input.
+// FinishBundle emits what the bundle left in the map.
 func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) error {
 	return f.flush(emit)
 }
@@ -365,13 +420,37 @@ func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (
 	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, out), dead
 }
 
-// boundedStep is the combine expansion of the keyed step.
+// mergeGroupKVFn is mergeGroupFn for KeepFirstPerKey: it emits the key too.
+type mergeGroupKVFn struct {
+	From fromCandidateFn
+}
+
+func (f *mergeGroupKVFn) Setup() error { return f.From.Setup() }
+
+func (f *mergeGroupKVFn) ProcessElement(ctx context.Context, key beam.T, cands func(*candidate) bool, emit func(beam.EventTime, beam.T, beam.V)) error {
+	var c, next candidate
+	for cands(&next) {
+		c = mergeCandidates(c, next)
+	}
+	return f.From.ProcessElement(ctx, key, c, emit)
+}
+
+// boundedStep is the state-free expansion of the keyed step: as
+// boundedRows, for KV input.
 func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type) beam.PCollection {
-	s = s.Scope("Combine")
+	local := !c.noMiniBatch && keyed.WindowingStrategy().Fn.Kind == window.GlobalWindows
+	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
-	cands := beam.ParDo(s, &toCandidateFn{ValueType: vtE, KindCol: c.changelogCol}, keyed)
+	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, Local: local}, keyed)
+	from := fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol}
+	out := beam.TypeDefinition{Var: beam.VType, T: vt}
+	if local {
+		s = s.Scope("Merge")
+		return beam.ParDo(s, &mergeGroupKVFn{From: from}, beam.GroupByKey(s, cands), out)
+	}
+	s = s.Scope("Combine")
 	best := beam.CombinePerKey(s, mergeCandidates, cands)
-	return beam.ParDo(s, &fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol}, best, beam.TypeDefinition{Var: beam.VType, T: vt})
+	return beam.ParDo(s, &from, best, out)
 }
 
 // useBounded reports whether the combine expansion applies: bounded input,

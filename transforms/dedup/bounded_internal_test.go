@@ -58,7 +58,7 @@ func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 		times = append(times, beam.EventTime(rng.Int64N(4))) // many ties
 	}
 	merged := func(local bool, maxKeys int) map[string]candidate {
-		f := &keyCandidatesFn{Rows: keyRowsFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}, Columns: []string{"user"}, Checks: rowChecks{KindCol: "op"}}, Local: local, MaxKeys: maxKeys}
+		f := &keyCandidatesFn{Rows: keyRowsFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}, Columns: []string{"user"}, Checks: rowChecks{KindCol: "op"}}, Local: local, Merge: bundleMerge{MaxKeys: maxKeys}}
 		require.NoError(t, f.Setup())
 		got := map[string]candidate{}
 		emit := func(_ beam.EventTime, k []byte, c candidate) {
@@ -78,6 +78,47 @@ func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	}
 	want := merged(false, 0)
 	require.Len(t, want, 50)
+	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
+	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
+}
+
+// The same for KeepFirstPerKey's candidates: keys of any type are encoded
+// for the map, and the key emitted is the original.
+func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
+	type row struct {
+		Op  string `beam:"op"`
+		Val int64  `beam:"val"`
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	type in struct {
+		key int64
+		row row
+		ts  beam.EventTime
+	}
+	var ins []in
+	for range 2000 {
+		ins = append(ins, in{rng.Int64N(40), row{Op: []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)], Val: rng.Int64N(5)}, beam.EventTime(rng.Int64N(4))})
+	}
+	merged := func(local bool, maxKeys int) map[int64]candidate {
+		f := &toCandidateFn{ValueType: beam.EncodedType{T: reflect.TypeFor[row]()}, KeyType: beam.EncodedType{T: reflect.TypeFor[int64]()}, KindCol: "op", Local: local, Merge: bundleMerge{MaxKeys: maxKeys}}
+		require.NoError(t, f.Setup())
+		got := map[int64]candidate{}
+		emit := func(_ beam.EventTime, k beam.T, c candidate) {
+			key := k.(int64)
+			if old, ok := got[key]; ok {
+				c = mergeCandidates(old, c)
+			}
+			got[key] = c
+		}
+		f.StartBundle(emit)
+		for _, x := range ins {
+			require.NoError(t, f.ProcessElement(x.ts, x.key, x.row, emit))
+		}
+		require.NoError(t, f.FinishBundle(emit))
+		return got
+	}
+	want := merged(false, 0)
+	require.Len(t, want, 40)
 	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
 	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
 }

@@ -54,9 +54,10 @@ func init() {
 	register.Emitter3[beam.EventTime, beam.T, beam.V]()
 	register.Emitter1[DeadLetter]()
 	register.Function2x1[candidate, candidate, candidate](mergeCandidates)
-	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.T, candidate), error](&toCandidateFn{})
+	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.EventTime, beam.T, candidate), error](&toCandidateFn{})
+	register.DoFn4x1[context.Context, beam.T, func(*candidate) bool, func(beam.EventTime, beam.T, beam.V), error](&mergeGroupKVFn{})
 	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
-	register.Emitter2[beam.T, candidate]()
+	register.Emitter3[beam.EventTime, beam.T, candidate]()
 	register.Emitter3[beam.EventTime, []byte, candidate]()
 	register.Emitter2[beam.EventTime, beam.V]()
 	register.DoFn5x1[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(DeadLetter), error](&keyCandidatesFn{})
@@ -237,7 +238,7 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
 
-// keyedStep keeps one row per key: the combine expansion on bounded input,
+// keyedStep keeps one row per key: the state-free expansion on bounded input,
 // else the stateful one.
 func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	if useBounded(c, bounded) {

@@ -42,6 +42,7 @@ func init() {
 	register.Function2x0(floatPair)
 	register.Emitter2[float64, string]()
 	register.Function2x1(kvString)
+	register.Function2x1(pairString)
 	register.Function2x0(stampSeq)
 	register.Emitter2[beam.EventTime, kindRow]()
 	// Processing time = the row's event time: rows' timestamps double as
@@ -132,6 +133,35 @@ func TestKeepFirstPerKey_FirstValuePerKey(t *testing.T) {
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, c.RowCounts())
 }
+
+// On bounded input KeepFirstPerKey merges each key's values within the
+// bundle (MiniBatch) and gives the same pairs and counts as without; the
+// values of a key tie on time, so the encoding tie-break decides.
+func TestKeepFirstPerKey_BoundedSameWithAndWithoutInBundleMerge(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	var pairs []any
+	for range 300 {
+		pairs = append(pairs, fmt.Sprintf("k%d=%d", rng.IntN(25), rng.IntN(1000)))
+	}
+	counts := map[bool]dedup.Counters{}
+	for _, on := range []bool{true, false} {
+		p, s := beam.NewPipelineWithRoot()
+		dedup.KeepFirstPerKey(s, beam.ParDo(s, splitPair, beam.Create(s, pairs...)), dedup.MiniBatch(on))
+		counts[on] = run(t, p).RowCounts()
+	}
+	assert.Equal(t, counts[false], counts[true])
+	assert.Equal(t, dedup.Counters{RowsIn: 300, Emitted: 25, DuplicatesDropped: 275}, counts[true])
+
+	p, s := beam.NewPipelineWithRoot()
+	kvs := beam.ParDo(s, splitPair, beam.Create(s, pairs...))
+	with := beam.ParDo(s, pairString, dedup.KeepFirstPerKey(s.Scope("with"), kvs, dedup.MiniBatch(true)))
+	without := beam.ParDo(s, pairString, dedup.KeepFirstPerKey(s.Scope("without"), kvs, dedup.MiniBatch(false)))
+	passert.Equals(s, with, without)
+	passert.Count(s, with, "one pair per key", 25)
+	run(t, p)
+}
+
+func pairString(k string, v int64) string { return fmt.Sprint(k, "=", v) }
 
 func TestKeepFirstPerKey_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
