@@ -407,7 +407,7 @@ func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(
 // boundedRows is the whole bounded expansion of KeepFirst: key (and merge
 // within the bundle), then a combine per key, or a GroupByKey and a merge.
 func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (kept, dead beam.PCollection) {
-	local := !c.noMiniBatch && rows.WindowingStrategy().Fn.Kind == window.GlobalWindows
+	local := localMerge(c, rows)
 	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local}, rows)
 	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol}
 	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
@@ -438,7 +438,7 @@ func (f *mergeGroupKVFn) ProcessElement(ctx context.Context, key beam.T, cands f
 // boundedStep is the state-free expansion of the keyed step: as
 // boundedRows, for KV input.
 func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type) beam.PCollection {
-	local := !c.noMiniBatch && keyed.WindowingStrategy().Fn.Kind == window.GlobalWindows
+	local := localMerge(c, keyed)
 	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
 	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, Local: local}, keyed)
@@ -451,6 +451,14 @@ func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Typ
 	s = s.Scope("Combine")
 	best := beam.CombinePerKey(s, mergeCandidates, cands)
 	return beam.ParDo(s, &from, best, out)
+}
+
+// localMerge reports whether the bounded expansion of col merges each key's
+// rows within the bundle and groups them with a GroupByKey (MiniBatch, and
+// global windows: FinishBundle output lands in the global window), rather
+// than using a lifted combine.
+func localMerge(c *config, col beam.PCollection) bool {
+	return !c.noMiniBatch && col.WindowingStrategy().Fn.Kind == window.GlobalWindows
 }
 
 // useBounded reports whether the combine expansion applies: bounded input,

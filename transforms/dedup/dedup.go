@@ -152,10 +152,11 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 			return fail(err)
 		}
 	}
-	if kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64 {
+	if (kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64) && !localMerge(&c, kvs) {
 		// Beam Go's lifted combine cannot hash float keys (it panics with
 		// "Unexpected coder for hashing: double"), so float keys keep the
-		// stateful expansion (notes/beam-defects.md #7).
+		// stateful expansion where the bounded one would need the combine
+		// (notes/beam-defects.md #7). A GroupByKey groups them fine.
 		c.forceStateful = true
 	}
 	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
