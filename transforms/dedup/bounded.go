@@ -91,15 +91,13 @@ type toCandidateFn struct {
 	Merge     bundleMerge
 
 	kf     *kindField
-	rows   rowEncoder
 	keyEnc beam.ElementEncoder
 	keyBuf bytes.Buffer
 }
 
 func (f *toCandidateFn) Setup() error {
-	f.rows.enc = beam.NewElementEncoder(f.ValueType.T)
+	f.Merge.setup(f.ValueType.T) // its row encoder serves the per-row path too
 	if f.Local {
-		f.Merge.setup(f.ValueType.T)
 		f.keyEnc = beam.NewElementEncoder(f.KeyType.T)
 	}
 	var err error
@@ -128,7 +126,7 @@ func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V
 		}
 		return f.Merge.add(f.keyBuf.Bytes(), key, ts, ts, retraction, row, func() error { return f.flush(emit) })
 	}
-	c, err := f.rows.single(ts, retraction, row)
+	c, err := f.Merge.rows.single(ts, retraction, row)
 	if err == nil {
 		emit(ts, key, c)
 	}
@@ -336,14 +334,12 @@ func (m *bundleMerge) drain(emit func(key string, b *localBest)) error {
 type keyCandidatesFn struct {
 	Rows  keyRowsFn
 	Local bool
-	Merge bundleMerge
+	Merge bundleMerge // its row encoder serves the per-row path too
 
-	rows rowEncoder
-	key  []byte // the current row's key, reused
+	key []byte // the current row's key, reused
 }
 
 func (f *keyCandidatesFn) Setup() error {
-	f.rows.enc = beam.NewElementEncoder(f.Rows.RowType.T)
 	f.Merge.setup(f.Rows.RowType.T)
 	return f.Rows.Setup()
 }
@@ -366,7 +362,7 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 		f.key = key
 		return f.Merge.add(key, nil, ts, ets, kind.IsRetraction(), row, func() error { return f.flush(emit) })
 	}
-	c, err := f.rows.single(ets, kind.IsRetraction(), row)
+	c, err := f.Merge.rows.single(ets, kind.IsRetraction(), row)
 	if err == nil {
 		emit(ts, key, c)
 	}

@@ -26,7 +26,6 @@ type epochEvent struct {
 func init() {
 	beam.RegisterType(reflectType[epochEvent]())
 	register.Function1x1(epochName)
-	register.Function2x1(formatTimedShort)
 	register.Function2x1(formatTimedShortID)
 	register.Function1x1(padEvent)
 	register.Function2x0(stampRowtime)
@@ -123,7 +122,7 @@ func TestEventTimeTTL_RowBeyondRetentionStartsNewPeriod(t *testing.T) {
 // give exactly the earliest row, and a replaced candidate's timer emits
 // nothing.
 func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testing.T) {
-	small, big := "", strings.Repeat("x", 2000)
+	small, big := "", "|"+strings.Repeat("x", 2000)
 	for _, tc := range []struct {
 		name      string
 		payloads  [3]string // arriving at 10:05, 10:03, 10:01: each replaces the last
@@ -147,18 +146,12 @@ func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testi
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
 			out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
-			passert.Equals(s, beam.ParDo(s, formatTimedShort, out), "u1/e1@10:01")
+			passert.Equals(s, beam.ParDo(s, formatTimedShortID, out), "u1/e1@10:01")
 			c := run(t, p)
 			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 2}, c.RowCounts())
 			assert.Equal(t, tc.wantReads, c.StateReads, "one read per row, plus one per firing of an untagged timer")
 		})
 	}
-}
-
-// formatTimedShort is formatTimed with the event cut to 2 characters.
-func formatTimedShort(ts beam.EventTime, e timedEvent) string {
-	e.Event = e.Event[:min(2, len(e.Event))]
-	return formatTimed(ts, e)
 }
 
 // Differential test of the two finalization paths: the same random stream
@@ -204,7 +197,8 @@ func TestEventTime_TaggedAndStateFinalizationAgreeOnARandomStream(t *testing.T) 
 	assert.Positive(t, c.LateDropped)
 }
 
-// padEvent pads a row's event past the timer-tag limit of a candidate.
+// padEvent pads a row's event past the timer-tag limit of a candidate,
+// after a "|" that formatTimedShortID cuts at.
 func padEvent(e timedEvent) timedEvent {
 	e.Event += "|" + strings.Repeat("x", 2000)
 	return e

@@ -3,6 +3,7 @@ package dedup_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -91,8 +92,7 @@ func TestMiniBatch_BoundedSameRowsAndCountsWithAndWithoutInBundleMerge(t *testin
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
-	with := dedup.KeepFirst(s.Scope("with"), in, append(opts, dedup.MiniBatch(true))...)
-	without := dedup.KeepFirst(s.Scope("without"), in, append(opts, dedup.MiniBatch(false))...)
+	with, without := withAndWithoutMiniBatch(s, in, opts...)
 	passert.Equals(s, with, without)
 	run(t, p)
 	assert.Equal(t, counts[false], counts[true])
@@ -119,8 +119,7 @@ func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, trades...)
 			opts := append([]dedup.Option{dedup.PartitionByAll(), dedup.ForceStateful()}, tc.opts...)
-			with := dedup.KeepFirst(s.Scope("with"), in, append(opts, dedup.MiniBatch(true))...)
-			without := dedup.KeepFirst(s.Scope("without"), in, append(opts, dedup.MiniBatch(false))...)
+			with, without := withAndWithoutMiniBatch(s, in, opts...)
 			passert.Equals(s, with, want...)
 			passert.Equals(s, without, want...)
 			c := run(t, p)
@@ -141,8 +140,7 @@ func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *tes
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
 	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.ForceStateful()}
-	with := dedup.KeepFirst(s.Scope("with"), in, append(opts, dedup.MiniBatch(true))...)
-	without := dedup.KeepFirst(s.Scope("without"), in, append(opts, dedup.MiniBatch(false))...)
+	with, without := withAndWithoutMiniBatch(s, in, opts...)
 	passert.Equals(s, with, want...)
 	passert.Equals(s, without, want...)
 	c := run(t, p)
@@ -181,4 +179,12 @@ func randomTrades(rng *rand.Rand, n int, quantities int64) (rows, distinct []any
 		}
 	}
 	return rows, distinct
+}
+
+// withAndWithoutMiniBatch applies KeepFirst with opts to in twice: with the
+// mini-batch pre-filter and without it.
+func withAndWithoutMiniBatch(s beam.Scope, in beam.PCollection, opts ...dedup.Option) (with, without beam.PCollection) {
+	with = dedup.KeepFirst(s.Scope("with"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(true)})...)
+	without = dedup.KeepFirst(s.Scope("without"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(false)})...)
+	return with, without
 }
