@@ -45,6 +45,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
 	"github.com/beamdedup/beamdedup/pipelines/cdc"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/userevents"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -271,7 +272,7 @@ func prepareFiles(o *options) error {
 		o.output = filepath.Join(os.TempDir(), "beamdedup", o.pipeline, "output.jsonl")
 	}
 	if o.errors == "" {
-		o.errors = orders.ErrorsPath(o.output)
+		o.errors = jsonl.ErrorsPath(o.output)
 	}
 	for _, p := range []string{o.output, o.errors} {
 		if isLocal(p) {
@@ -340,7 +341,7 @@ func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Durati
 		return
 	}
 	c := dedup.ReadCounters(pr)
-	malformed := orders.ReadMalformed(pr)
+	malformed := jsonl.ReadMalformed(pr)
 	fmt.Fprintf(w, "rows in             %d\n", c.RowsIn)
 	fmt.Fprintf(w, "emitted             %d", c.Emitted)
 	if o.distinctRows > 0 {

@@ -41,7 +41,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -158,23 +157,15 @@ type Result struct {
 
 // Build adds the change-log pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	if cfg.Input == "" {
-		return Result{}, errors.New("cdc: Input is required")
-	}
-	s = s.Scope("CDC")
-	rows, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Change]())
-	if err != nil {
-		return Result{}, fmt.Errorf("cdc: input: %w", err)
-	}
-	rows = beam.ParDo(s.Scope("Stamp"), stamp, rows)
 	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID(UID)}, cfg.Dedup...)
-	out, rejected, err := pipeline.KeepFirst(s, rows, opts)
+	rows, out, dead, err := pipeline.Build(s.Scope("CDC"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[Change](), stampRows, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("cdc: %w", err)
 	}
-	dead := beam.Flatten(s, bad, rejected)
-	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, out, dead); err != nil {
-		return Result{}, fmt.Errorf("cdc: output: %w", err)
-	}
 	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
+}
+
+// stampRows applies stamp to the parsed changes, before KeepFirst.
+func stampRows(s beam.Scope, rows beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("Stamp"), stamp, rows)
 }

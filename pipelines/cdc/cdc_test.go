@@ -2,9 +2,7 @@ package cdc_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -12,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/cdc"
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -58,17 +56,10 @@ func TestChangeReadsFlatAndDebeziumChanges(t *testing.T) {
 func TestBuildTurnsChangelogIntoInsertOnlyFirstVersions(t *testing.T) {
 	for _, tc := range pipelinetest.Expansions {
 		t.Run(tc.Name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "cdc.jsonl")
-			input := pipelinetest.Testdata("cdc/input.jsonl")
-			p, s := beam.NewPipelineWithRoot()
-			_, err := cdc.Build(s, cdc.Config{Input: input, Output: out, Dedup: tc.Options})
-			require.NoError(t, err)
-
-			pr := pipelinetest.Run(t, p, time.Minute)
-
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("cdc/expected.jsonl"), out)
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("cdc/expected.errors.jsonl"),
-				jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+			pr := pipelinetest.RunTestdata(t, "cdc", func(s beam.Scope, input, output string) error {
+				_, err := cdc.Build(s, cdc.Config{Input: input, Output: output, Dedup: tc.Options})
+				return err
+			})
 			c := dedup.ReadCounters(pr)
 			// Later +I/+U count as duplicates. Whether a -U/-D counts as swallowed
 			// or as an ignored retraction depends on the expansion (the batch one

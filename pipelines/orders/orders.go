@@ -17,7 +17,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -75,22 +74,10 @@ type Result struct {
 
 // Build adds the orders pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	if cfg.Input == "" {
-		return Result{}, errors.New("orders: Input is required")
-	}
-	s = s.Scope("Orders")
-	rows, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Order]())
-	if err != nil {
-		return Result{}, fmt.Errorf("orders: input: %w", err)
-	}
 	opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID)}, cfg.Dedup...)
-	out, rejected, err := pipeline.KeepFirst(s, rows, opts)
+	rows, out, dead, err := pipeline.Build(s.Scope("Orders"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[Order](), nil, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("orders: %w", err)
-	}
-	dead := beam.Flatten(s, bad, rejected)
-	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, out, dead); err != nil {
-		return Result{}, fmt.Errorf("orders: output: %w", err)
 	}
 	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
 }

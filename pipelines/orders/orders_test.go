@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -64,17 +64,10 @@ func TestGenerateDuplicatesEveryOrderUnder100Exactly(t *testing.T) {
 func TestBuildMatchesExpectedFiles(t *testing.T) {
 	for _, tc := range pipelinetest.Expansions {
 		t.Run(tc.Name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "orders.jsonl")
-			input := pipelinetest.Testdata("orders/input.jsonl")
-			p, s := beam.NewPipelineWithRoot()
-			_, err := orders.Build(s, orders.Config{Input: input, Output: out, Dedup: tc.Options})
-			require.NoError(t, err)
-
-			pr := pipelinetest.Run(t, p, time.Minute)
-
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.jsonl"), out)
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("orders/expected.errors.jsonl"),
-				jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+			pr := pipelinetest.RunTestdata(t, "orders", func(s beam.Scope, input, output string) error {
+				_, err := orders.Build(s, orders.Config{Input: input, Output: output, Dedup: tc.Options})
+				return err
+			})
 			c := dedup.ReadCounters(pr)
 			assert.Equal(t, dedup.Counters{RowsIn: 14, Emitted: 12, DuplicatesDropped: 2}, pickCounts(c))
 			assert.Equal(t, int64(4), jsonl.ReadMalformed(pr), "malformed lines")

@@ -100,18 +100,27 @@ func runBench(b *testing.B, p *beam.Pipeline) beam.PipelineResult {
 
 var benchRead = []pubsubio.ReadOption{pubsubio.IdleStop(2 * time.Second)}
 
+// runCounted runs iteration i of a benchmark: on a fresh fake with *benchN
+// orders published, a job that reads them, applies f to the messages (sub
+// is the subscription read) and counts what f returns with seenFn. It
+// returns the counts.
+func runCounted(b *testing.B, i int, f func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection) *seenStats {
+	srv, sub := benchSetup(b)
+	publishOrders(srv, "in", *benchN, 0)
+	name := fmt.Sprintf("%s/%d", b.Name(), i)
+	st := &seenStats{}
+	seen.Store(name, st)
+	p, s := beam.NewPipelineWithRoot()
+	msgs := pubsubio.Read(s, sub, append(benchRead, pubsubio.Endpoint(srv.Addr))...)
+	beam.ParDo0(s, &seenFn{Name: name}, f(s, sub, msgs))
+	runBench(b, p)
+	return st
+}
+
 func BenchmarkReadOnly(b *testing.B) {
 	var rate float64
 	for i := range b.N {
-		srv, sub := benchSetup(b)
-		publishOrders(srv, "in", *benchN, 0)
-		name := fmt.Sprintf("%s/%d", b.Name(), i)
-		st := &seenStats{}
-		seen.Store(name, st)
-		p, s := beam.NewPipelineWithRoot()
-		msgs := pubsubio.Read(s, sub, append(benchRead, pubsubio.Endpoint(srv.Addr))...)
-		beam.ParDo0(s, &seenFn{Name: name}, msgs)
-		runBench(b, p)
+		st := runCounted(b, i, func(_ beam.Scope, _ string, msgs beam.PCollection) beam.PCollection { return msgs })
 		if got := st.n.Load(); got < int64(*benchN) {
 			b.Fatalf("saw %d of %d messages", got, *benchN)
 		}
@@ -123,17 +132,10 @@ func BenchmarkReadOnly(b *testing.B) {
 func BenchmarkReadDedup(b *testing.B) {
 	var rate float64
 	for i := range b.N {
-		srv, sub := benchSetup(b)
-		publishOrders(srv, "in", *benchN, 0)
-		name := fmt.Sprintf("%s/%d", b.Name(), i)
-		st := &seenStats{}
-		seen.Store(name, st)
-		p, s := beam.NewPipelineWithRoot()
-		msgs := pubsubio.Read(s, sub, append(benchRead, pubsubio.Endpoint(srv.Addr))...)
-		rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub}, msgs)
-		kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("order_id"), dedup.UID("bench"))
-		beam.ParDo0(s, &seenFn{Name: name}, kept)
-		runBench(b, p)
+		st := runCounted(b, i, func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection {
+			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub}, msgs)
+			return dedup.KeepFirst(s, rows, dedup.PartitionBy("order_id"), dedup.UID("bench"))
+		})
 		if got := st.n.Load(); got != int64(*benchN) {
 			b.Fatalf("kept %d of %d orders", got, *benchN)
 		}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -70,22 +69,10 @@ type Result struct {
 
 // Build adds the user_events pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	if cfg.Input == "" {
-		return Result{}, errors.New("userevents: Input is required")
-	}
-	s = s.Scope("UserEvents")
-	rows, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[UserEvent]())
-	if err != nil {
-		return Result{}, fmt.Errorf("userevents: input: %w", err)
-	}
 	opts := append([]dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.UID(UID)}, cfg.Dedup...)
-	out, rejected, err := pipeline.KeepFirst(s, rows, opts)
+	rows, out, dead, err := pipeline.Build(s.Scope("UserEvents"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[UserEvent](), nil, opts)
 	if err != nil {
 		return Result{}, fmt.Errorf("userevents: %w", err)
-	}
-	dead := beam.Flatten(s, bad, rejected)
-	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, out, dead); err != nil {
-		return Result{}, fmt.Errorf("userevents: output: %w", err)
 	}
 	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
 }

@@ -1,17 +1,15 @@
 package userevents_test
 
 import (
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/userevents"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -25,17 +23,10 @@ func TestMain(m *testing.M) { ptest.MainWithDefault(m, "prism") }
 func TestBuildKeepsEarliestRowPerUser(t *testing.T) {
 	for _, tc := range pipelinetest.Expansions {
 		t.Run(tc.Name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "events.jsonl")
-			input := pipelinetest.Testdata("userevents/input.jsonl")
-			p, s := beam.NewPipelineWithRoot()
-			_, err := userevents.Build(s, userevents.Config{Input: input, Output: out, Dedup: tc.Options})
-			require.NoError(t, err)
-
-			pr := pipelinetest.Run(t, p, time.Minute)
-
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("userevents/expected.jsonl"), out)
-			pipelinetest.CompareLines(t, pipelinetest.Testdata("userevents/expected.errors.jsonl"),
-				jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+			pr := pipelinetest.RunTestdata(t, "userevents", func(s beam.Scope, input, output string) error {
+				_, err := userevents.Build(s, userevents.Config{Input: input, Output: output, Dedup: tc.Options})
+				return err
+			})
 			c := dedup.ReadCounters(pr)
 			assert.Equal(t, int64(8), c.RowsIn)
 			assert.Equal(t, int64(3), c.Emitted)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -100,4 +101,26 @@ func CompareLines(t testing.TB, expectedPath, got string, oldnew ...string) {
 		require.NoError(t, os.WriteFile(expectedPath, []byte(data), 0o644))
 	}
 	assert.Equal(t, ReadLines(t, expectedPath), lines, "%s vs %s (run with -update to accept)", got, expectedPath)
+}
+
+// RunTestdata builds a sample pipeline with build on the input file
+// testing/testdata/<dir>/input.jsonl and an output file in a temporary
+// directory, runs it with a one-minute deadline, and compares the output
+// with <dir>/expected.jsonl and its dead letters (jsonl.ErrorsPath of the
+// output, with the input's directory removed from their sources) with
+// <dir>/expected.errors.jsonl. It returns the result, for the caller's
+// counter checks.
+func RunTestdata(t testing.TB, dir string, build func(s beam.Scope, input, output string) error) beam.PipelineResult {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), dir+".jsonl")
+	input := Testdata(dir + "/input.jsonl")
+	p, s := beam.NewPipelineWithRoot()
+	require.NoError(t, build(s, input, out))
+
+	pr := Run(t, p, time.Minute)
+
+	CompareLines(t, Testdata(dir+"/expected.jsonl"), out)
+	CompareLines(t, Testdata(dir+"/expected.errors.jsonl"),
+		jsonl.ErrorsPath(out), filepath.Dir(input)+string(filepath.Separator), "")
+	return pr
 }

@@ -1,5 +1,9 @@
-// Package jsonl reads and writes the sample pipelines' JSON Lines files
-// with Beam's textio, and collects their dead letters.
+// Package jsonl is the JSON Lines input/output and dead-letter format
+// shared by the sample pipelines (orders, userevents, cdc) and cmd/runjob:
+// it reads and writes JSON Lines files with Beam's textio, turns malformed
+// lines and rows rejected by KeepFirst into DeadLetters, names the default
+// dead-letter file (ErrorsPath) and reads the malformed-line counter from a
+// job's result (ReadMalformed).
 //
 // A malformed line never stops a job: it becomes a DeadLetter with the line,
 // its source file and the reason, and is counted under the counter
