@@ -194,6 +194,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 			if !rt.TryClaim(rm.GetAckId()) {
 				// A runner split took over the restriction; the residual owes
 				// the acks of what was claimed. Hand the rest back at once.
+				messagesRead.Inc(ctx, int64(i)) // the claimed part of the batch
 				unclaimed := ackIDs(msgs[i:])
 				lease.remove(len(unclaimed))
 				fn.modify(ctx, unclaimed, 0)
