@@ -74,18 +74,10 @@ func TestRunHelpShowsPubsubFlagsAndExample(t *testing.T) {
 	}
 }
 
-// pstestServer builds testing/pubsubtest/cmd/pstestserver, starts it on a
-// free loopback port with project p's topics and subscriptions, and
-// returns its address; it is interrupted when the test ends.
-func pstestServer(t *testing.T, args ...string) string {
+// pstestServer starts the built pstestserver bin on a free loopback port
+// and returns its address; it is interrupted when the test ends.
+func pstestServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pstestserver")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a cold build on a loaded 2-core machine
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../testing/pubsubtest/cmd/pstestserver")
-	b, err := build.CombinedOutput()
-	require.NoError(t, err, "building pstestserver: %s", b)
-
 	cmd := exec.Command(bin, append([]string{"--port=0"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -172,14 +164,89 @@ func (s *safeBuffer) String() string {
 	return s.b.String()
 }
 
+// goBuild builds the main package pkg into a temporary binary name.
+func goBuild(t *testing.T, pkg, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a cold build on a loaded 2-core machine
+	defer cancel()
+	b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
+	require.NoError(t, err, "building %s: %s", pkg, b)
+	return bin
+}
+
+// startFunc starts runjob with args; stop does what Ctrl-C does, and wait
+// returns runjob's exit code and output once it exited (failing the test
+// after timeout).
+type startFunc func(t *testing.T, args []string) (stop func(), wait func(timeout time.Duration) (code int, stdout, stderr string))
+
+// inProcess runs runjob's run function; the stop cancels its context, as
+// main's signal handler does.
+func inProcess(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	var stdout, stderr safeBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- run(ctx, args, &stdout, &stderr) }()
+	return stop, func(timeout time.Duration) (int, string, string) {
+		select {
+		case code := <-exit:
+			return code, stdout.String(), stderr.String()
+		case <-time.After(timeout):
+			require.FailNow(t, "runjob did not exit in time", stderr.String())
+			return 0, "", ""
+		}
+	}
+}
+
+// asBinary runs a built runjob; the stop is a SIGINT.
+func asBinary(bin string) startFunc {
+	return func(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
+		var stdout, stderr safeBuffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill() })
+		return func() { cmd.Process.Signal(os.Interrupt) }, func(timeout time.Duration) (int, string, string) {
+			select {
+			case <-exited:
+				return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+			case <-time.After(timeout):
+				cmd.Process.Kill()
+				require.FailNow(t, "runjob did not exit in time", stderr.String())
+				return 0, "", ""
+			}
+		}
+	}
+}
+
 // The tool end to end: the standalone emulator process, a stream with
 // exact duplicates, publisher retries and undecodable payloads published
-// before and while the job runs, then the stop signal.
+// before and while the job runs, then the stop signal; runjob as a function
+// (stopped by cancelling its context) and as a binary (stopped by SIGINT).
 func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds and starts the pstestserver emulator, streams for tens of seconds")
+		t.Skip("builds and starts the pstestserver emulator and runjob, streams for tens of seconds")
 	}
-	addr := pstestServer(t, "--project=p", "--min_ack_deadline=1s", "--ack_deadline=10s",
+	server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) startFunc
+	}{
+		{"function, context cancelled", func(*testing.T) startFunc { return inProcess }},
+		{"binary, SIGINT", func(t *testing.T) startFunc { return asBinary(goBuild(t, ".", "runjob")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := tc.start(t)
+			streamUntilStopped(t, server, start)
+		})
+	}
+}
+
+func streamUntilStopped(t *testing.T, server string, start startFunc) {
+	addr := pstestServer(t, server, "--project=p", "--min_ack_deadline=1s", "--ack_deadline=10s",
 		"--topics=orders,orders-deduped,orders-dlq",
 		"--subscriptions=orders-sub:orders,deduped-sub:orders-deduped,dlq-sub:orders-dlq")
 	t.Setenv("PUBSUB_EMULATOR_HOST", addr)
@@ -221,23 +288,16 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	batch(0, 80)
 	publish(&pubsubpb.PubsubMessage{Data: []byte("not json")}, &pubsubpb.PubsubMessage{Data: []byte(`{"order_id": "broken`)})
 
+	names := []string{"--pipeline=streaming", "--output_topic=projects/p/topics/orders-deduped", "--dead_letter_topic=projects/p/topics/orders-dlq"}
 	t.Run("missing subscription fails before the job", func(t *testing.T) {
-		var stdout, stderr safeBuffer
-		code := run(ctx, []string{"--pipeline=streaming", "--subscription=projects/p/subscriptions/nope",
-			"--output_topic=projects/p/topics/orders-deduped", "--dead_letter_topic=projects/p/topics/orders-dlq"}, &stdout, &stderr)
+		_, wait := start(t, append(names, "--subscription=projects/p/subscriptions/nope"))
+		code, _, stderr := wait(time.Minute)
 		assert.Equal(t, 1, code)
-		assert.Contains(t, stderr.String(), "subscription projects/p/subscriptions/nope does not exist on emulator at "+addr)
+		assert.Contains(t, stderr, "subscription projects/p/subscriptions/nope does not exist on emulator at "+addr)
 	})
 
-	stopCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var stdout, stderr safeBuffer
-	exit := make(chan int, 1)
-	go func() {
-		exit <- run(stopCtx, []string{"--pipeline=streaming", "--subscription=projects/p/subscriptions/orders-sub",
-			"--output_topic=projects/p/topics/orders-deduped", "--dead_letter_topic=projects/p/topics/orders-dlq",
-			"--ack_deadline=3s", "--drain_timeout=60s", "--progress=2s"}, &stdout, &stderr)
-	}()
+	stop, wait := start(t, append(names, "--subscription=projects/p/subscriptions/orders-sub",
+		"--ack_deadline=3s", "--drain_timeout=60s", "--progress=2s"))
 
 	// Read the output as a consumer would; publish the rest once the job
 	// has produced something, so it must keep running to see it.
@@ -262,20 +322,15 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	for len(out) < keys && ctx.Err() == nil {
 		collect(pull(ctx, t, subs, "projects/p/subscriptions/deduped-sub"))
 	}
-	require.Len(t, out, keys, "every key on the output topic while the job runs\n%s", stderr.String())
+	require.Len(t, out, keys, "every key on the output topic while the job runs")
 
-	stop() // what Ctrl-C does in main
-	var code int
-	select {
-	case code = <-exit:
-	case <-time.After(90 * time.Second):
-		require.FailNow(t, "runjob did not exit within 90s of the stop", stderr.String())
-	}
-	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	stop()
+	code, stdout, stderr := wait(90 * time.Second)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	require.Equal(t, 0, code, "clean exit")
-	assert.Contains(t, stderr.String(), "runjob: stopping: no more pulls")
-	assert.Contains(t, stdout.String(), "(stopped, drained)")
-	assert.Contains(t, stdout.String(), "emulator at "+addr+" (PUBSUB_EMULATOR_HOST)")
+	assert.Contains(t, stderr, "runjob: stopping: no more pulls")
+	assert.Contains(t, stdout, "(stopped, drained)")
+	assert.Contains(t, stdout, "emulator at "+addr+" (PUBSUB_EMULATOR_HOST)")
 
 	// One output per key, also counting what came after the stop.
 	collect(drainSub(ctx, t, subs, "projects/p/subscriptions/deduped-sub", 2*time.Second))
@@ -294,11 +349,11 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	left := drainSub(ctx, t, subs, "projects/p/subscriptions/orders-sub", 6*time.Second)
 	assert.Empty(t, left, "input messages never acked by the job")
 
-	read, acked := summaryCounts(t, stdout.String())
+	read, acked := summaryCounts(t, stdout)
 	assert.Equal(t, read, acked, "every message read was acked")
 	assert.GreaterOrEqual(t, read, published)
-	assert.Contains(t, stdout.String(), "emitted             "+strconv.Itoa(keys)+"\n")
-	assert.Contains(t, stdout.String(), "dead-lettered       2\n")
+	assert.Contains(t, stdout, "emitted             "+strconv.Itoa(keys)+"\n")
+	assert.Contains(t, stdout, "dead-lettered       2\n")
 }
 
 var readLine = regexp.MustCompile(`messages read +(\d+) \(redeliveries included\), (\d+) acked`)
