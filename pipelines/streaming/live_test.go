@@ -2,11 +2,18 @@ package streaming
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
 func TestLiveStatusDrainedOnlyWhenEverythingReadWasAckedAndPublished(t *testing.T) {
@@ -53,4 +60,92 @@ func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+// The stop comes while messages keep arriving and bundles are in flight:
+// every message the job read is acked, every order it read is published
+// once, and what it never read stays on the subscription.
+func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
+	srv := pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	out := srv.MustTopic(t, "out")
+	dlq := srv.MustTopic(t, "dlq")
+	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	publishing, quit := context.WithCancel(ctx)
+	defer quit()
+	go func() { // each order twice, every 50th payload undecodable, until the test ends
+		for i := 0; publishing.Err() == nil; i++ {
+			b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%06d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
+			srv.PublishRaw("in", b, nil)
+			srv.PublishRaw("in", b, nil)
+			if i%50 == 0 {
+				srv.PublishRaw("in", []byte("not json"), map[string]string{"case": "undecodable"})
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	go func() {
+		for len(srv.MessagesOn("out")) < 300 && stopCtx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		stop()
+	}()
+	done := make(chan struct{})
+	var res LiveResult
+	var err error
+	go func() {
+		defer close(done)
+		res, err = RunLive(stopCtx, LiveConfig{
+			Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
+				Read: []pubsubio.ReadOption{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
+			Readers:      2,
+			DrainTimeout: time.Minute,
+		})
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		require.FailNow(t, "RunLive did not return within 2 minutes")
+	}
+	quit()
+	require.NoError(t, err)
+	t.Log(res.LiveStatus)
+	assert.True(t, res.Cancelled, "drained, then cancelled")
+	assert.True(t, res.Drained(2))
+
+	keys := map[string]bool{}
+	undecodable, unread := 0, 0
+	for _, m := range srv.MessagesOn("in") {
+		if m.Deliveries == 0 {
+			unread++
+			continue
+		}
+		assert.Positive(t, m.Acks, "message %s was read and never acked", m.ID)
+		if m.Attributes["case"] == "undecodable" {
+			undecodable += m.Deliveries
+			continue
+		}
+		var o orders.Order
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		keys[o.OrderID] = true
+	}
+	outKeys := map[string]int{}
+	for _, m := range srv.MessagesOn("out") {
+		var o orders.Order
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		outKeys[o.OrderID]++
+	}
+	assert.Len(t, outKeys, len(keys), "every order read is on the output topic")
+	for k, n := range outKeys {
+		assert.Equal(t, 1, n, "outputs of %s", k)
+		assert.True(t, keys[k], "%s was output but never read", k)
+	}
+	assert.Equal(t, undecodable, len(srv.MessagesOn("dlq")), "one dead letter per delivery of an undecodable message")
+	assert.Positive(t, unread, "publishing went on after the stop; those messages wait for the next run")
+	assert.Equal(t, res.Read, res.Acked)
 }
