@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -147,21 +146,22 @@ func pull(ctx context.Context, t *testing.T, c *pubsub.SubscriptionAdminClient, 
 	return msgs
 }
 
+// safeBuffer is a bytes.Buffer written by runjob's goroutines and read by the test.
 type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	lockedWriter
+	buf bytes.Buffer
 }
 
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func newSafeBuffer() *safeBuffer {
+	s := &safeBuffer{}
+	s.w = &s.buf
+	return s
 }
 
 func (s *safeBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.b.String()
+	return s.buf.String()
 }
 
 // goBuild builds the main package pkg into a temporary binary name.
@@ -185,9 +185,9 @@ type startFunc func(t *testing.T, args []string) (stop func(), wait func(timeout
 func inProcess(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	var stdout, stderr safeBuffer
+	stdout, stderr := newSafeBuffer(), newSafeBuffer()
 	exit := make(chan int, 1)
-	go func() { exit <- run(ctx, args, &stdout, &stderr) }()
+	go func() { exit <- run(ctx, args, stdout, stderr) }()
 	return stop, func(timeout time.Duration) (int, string, string) {
 		select {
 		case code := <-exit:
@@ -202,9 +202,9 @@ func inProcess(t *testing.T, args []string) (func(), func(time.Duration) (int, s
 // asBinary runs a built runjob; the stop is a SIGINT.
 func asBinary(bin string) startFunc {
 	return func(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
-		var stdout, stderr safeBuffer
+		stdout, stderr := newSafeBuffer(), newSafeBuffer()
 		cmd := exec.Command(bin, args...)
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Stdout, cmd.Stderr = stdout, stderr
 		require.NoError(t, cmd.Start())
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
