@@ -30,7 +30,7 @@ type liveOptions struct {
 var liveFlags = []string{"subscription", "output_topic", "dead_letter_topic", "readers", "ack_deadline", "drain_timeout", "progress"}
 
 func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
-	fs.StringVar(&l.subscription, "subscription", "", "streaming: read this Pub/Sub subscription, projects/P/subscriptions/S, until stopped (Ctrl-C drains and exits); with PUBSUB_EMULATOR_HOST set, on that emulator. Without it --pipeline=streaming runs the demo")
+	fs.StringVar(&l.subscription, "subscription", "", "streaming: read this Pub/Sub subscription, projects/P/subscriptions/S, until stopped (Ctrl-C or SIGTERM, or --timeout when given: drains and exits); with PUBSUB_EMULATOR_HOST set, on that emulator. Without it --pipeline=streaming runs the demo")
 	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T")
 	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T")
 	fs.IntVar(&l.readers, "readers", 1, "streaming: concurrent readers of the subscription")
@@ -144,12 +144,17 @@ func runLive(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 	}
 	target := pubsubio.Target("")
 	fmt.Fprintf(stderr, "runjob: reading %s on %s until stopped; Ctrl-C stops it (what was read is published and acked first; a second Ctrl-C kills)\n", l.subscription, target)
+	finished := make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		fmt.Fprintf(stderr, "runjob: stopping: no more pulls; draining what was read (at most --drain_timeout=%v)\n", l.drainTimeout)
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "runjob: stopping: no more pulls; draining what was read (at most --drain_timeout=%v)\n", l.drainTimeout)
+		case <-finished:
+		}
 	}()
 	start := time.Now()
 	res, err := streaming.RunLive(ctx, cfg)
+	close(finished)
 	if err != nil {
 		fmt.Fprintf(stderr, "runjob: streaming from %s failed after %v: %s\n", l.subscription, time.Since(start).Round(time.Millisecond), oneLine(err))
 		return 1

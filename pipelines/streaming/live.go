@@ -157,10 +157,12 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 			if r.err != nil {
 				return res, fmt.Errorf("streaming: job failed after %v: %w", time.Since(start).Round(time.Millisecond), r.err)
 			}
-			res.LiveStatus = w.status(r.pr.Metrics())
+			if r.pr != nil {
+				res.LiveStatus = w.status(r.pr.Metrics())
+			}
 			res.Elapsed = time.Since(start)
 			if !cancelledAt.IsZero() && !res.Drained(cfg.Readers) {
-				return res, fmt.Errorf("streaming: not drained within --drain_timeout=%v after the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
+				return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
 			}
 			return res, nil
 		case <-stop:
