@@ -1,6 +1,7 @@
 // Command runjob runs one of the sample deduplication pipelines — orders,
-// userevents, cdc (pipelines/...), or the Pub/Sub streaming demo — on a
-// Beam runner, and prints a summary from the job's metrics.
+// userevents, cdc (pipelines/...), or the Pub/Sub streaming pipeline (a
+// demo, or a real subscription until Ctrl-C) — on a Beam runner, and prints
+// a summary from the job's metrics.
 //
 // With no flags it generates sample orders (every order priced under 100
 // duplicated exactly), deduplicates them by order_id on Prism, Beam's local
@@ -13,6 +14,8 @@
 //	go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --event_time_ttl=2h --state_ttl=0
 //	go run ./cmd/runjob --runner=dataflow --dry_run --project=p --region=r --staging_location=gs://b/s
 //	go run ./cmd/runjob --graph=orders.dot && dot -Tsvg orders.dot > orders.svg
+//	go run ./cmd/runjob --pipeline=streaming --subscription=projects/P/subscriptions/S \
+//	    --output_topic=projects/P/topics/OUT --dead_letter_topic=projects/P/topics/DLQ
 //
 // Run it with --help for every flag. Beam's own flags (--runner,
 // --endpoint, --environment_type, --project, ...) are accepted as in any
@@ -31,6 +34,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -52,7 +56,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -80,6 +88,7 @@ type options struct {
 	runner       string          // resolved runner
 	inputNote    string          // how the input came about
 	distinctRows int             // distinct order_ids of generated input; 0 if unknown
+	live         liveOptions     // --pipeline=streaming against a subscription
 }
 
 var pipelineNames = []string{"orders", "userevents", "cdc", "streaming"}
@@ -108,6 +117,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.graph, "graph", "", "write the pipeline graph in DOT to this file before running")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long; 0 = never")
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
+	addLiveFlags(fs, &o.live)
 	flag.CommandLine.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "test.") || fs.Lookup(f.Name) != nil {
 			return
@@ -170,6 +180,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
+	if o.live.on(&o) { // runs until stopped; --timeout, when given, stops it
+		return runLive(ctx, &o, stdout, stderr)
+	}
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
@@ -221,10 +234,11 @@ func checkOptions(o *options) error {
 		return fmt.Errorf("--state_ttl and --event_time_ttl must be >= 0 (0 disables), got %v and %v", o.stateTTL, o.eventTTL)
 	}
 	if o.pipeline == "streaming" {
-		for _, f := range []string{"input", "output", "errors", "partition_by", "on_time", "event_time_ttl", "uid", "force_stateful", "graph"} {
-			if o.set[f] {
-				return fmt.Errorf("--%s does not apply to --pipeline=streaming, which publishes its own stream to an in-process Pub/Sub fake", f)
-			}
+		return checkStreaming(o)
+	}
+	for _, f := range liveFlags {
+		if o.set[f] {
+			return fmt.Errorf("--%s applies to --pipeline=streaming only", f)
 		}
 	}
 	return nil

@@ -35,6 +35,10 @@ Examples:
   go run ./cmd/runjob --graph=orders.dot && dot -Tpng orders.dot > orders.png
   # the Pub/Sub streaming demo (in-process Pub/Sub fake)
   go run ./cmd/runjob --pipeline=streaming --count=200
+  # deduplicate a Pub/Sub subscription until Ctrl-C (drains, then exits);
+  # on an emulator when PUBSUB_EMULATOR_HOST is set (docs/streaming-pubsub.md)
+  go run ./cmd/runjob --pipeline=streaming --subscription=projects/P/subscriptions/orders-sub \
+      --output_topic=projects/P/topics/orders-deduped --dead_letter_topic=projects/P/topics/orders-dlq
 `
 
 // beamFlags are the Beam flags --help lists; every other Beam flag is

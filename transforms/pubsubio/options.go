@@ -26,6 +26,7 @@ type readConfig struct {
 	IdleStop           time.Duration
 	Readers            int
 	WatermarkLag       time.Duration
+	StopID             string // see StopWith
 	disableLease       bool
 }
 

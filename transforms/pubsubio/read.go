@@ -79,8 +79,11 @@ type readFn struct {
 	// DisableLease turns off lease extension; tests use it to show the
 	// redelivery that leasing prevents.
 	DisableLease bool
+	// StopID names the Stopper in the submitting process (StopWith).
+	StopID string
 
-	sub *pubsub.SubscriptionAdminClient
+	sub               *pubsub.SubscriptionAdminClient
+	stopMissingWarned bool
 }
 
 func newReadFn(subscription string, c readConfig) *readFn {
@@ -96,6 +99,7 @@ func newReadFn(subscription string, c readConfig) *readFn {
 		IdleStopMs:         c.IdleStop.Milliseconds(),
 		WatermarkLagMs:     c.WatermarkLag.Milliseconds(),
 		DisableLease:       c.disableLease,
+		StopID:             c.StopID,
 	}
 }
 
@@ -148,6 +152,12 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 		return nil, err
 	}
 	messagesAcked.Inc(ctx, int64(len(rest.AckIDs)))
+	if fn.stopRequested(ctx) {
+		// The carried ids are acked and nothing more is pulled: done.
+		tr.stop()
+		fn.ended(ctx)
+		return sdf.StopProcessing(), nil
+	}
 
 	lease := fn.startLease(ctx)
 	defer lease.stop(ctx) // idempotent; the normal paths stop it explicitly
@@ -156,7 +166,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
 	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
 	claimed := 0
-	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
+	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) && !fn.stopRequested(ctx) {
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
 		if err != nil {
 			return nil, err
@@ -167,6 +177,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 					// Nothing claimed in this bundle and the carried ids are acked: done.
 					lease.stop(ctx)
 					tr.stop()
+					fn.ended(ctx)
 					return sdf.StopProcessing(), nil
 				}
 				// Idle and nothing in flight from this bundle: let event time move on.
@@ -183,6 +194,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 			if !rt.TryClaim(rm.GetAckId()) {
 				// A runner split took over the restriction; the residual owes
 				// the acks of what was claimed. Hand the rest back at once.
+				messagesRead.Inc(ctx, int64(i)) // the claimed part of the batch
 				unclaimed := ackIDs(msgs[i:])
 				lease.remove(len(unclaimed))
 				fn.modify(ctx, unclaimed, 0)

@@ -1,0 +1,151 @@
+package streaming
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/pubsubtest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+)
+
+func TestLiveStatusDrainedOnlyWhenEverythingReadWasAckedAndPublished(t *testing.T) {
+	// 10 deliveries: 2 undecodable, 8 rows of which 5 distinct keys.
+	drained := LiveStatus{Read: 10, Acked: 10, DeadLettered: 2, Published: 7, ReadersEnded: 2,
+		Dedup: dedup.Counters{RowsIn: 8, Emitted: 5, DuplicatesDropped: 3}}
+	tests := []struct {
+		name   string
+		change func(*LiveStatus)
+		want   bool
+	}{
+		{"all accounted for", func(*LiveStatus) {}, true},
+		{"a reader still running", func(s *LiveStatus) { s.ReadersEnded = 1 }, false},
+		{"last bundle not yet acked", func(s *LiveStatus) { s.Acked = 7 }, false},
+		{"rows still on their way to KeepFirst", func(s *LiveStatus) { s.Dedup.RowsIn, s.Dedup.DuplicatesDropped = 6, 1 }, false},
+		{"an emitted row not yet published", func(s *LiveStatus) { s.Published = 6 }, false},
+		{"a dead letter not yet published", func(s *LiveStatus) { s.Published = 5 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := drained
+			tt.change(&s)
+			assert.Equal(t, tt.want, s.Drained(2))
+		})
+	}
+}
+
+func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
+	ok := Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/o", DeadLetterTopic: "projects/p/topics/d"}
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no dead-letter topic", func(c *Config) { c.DeadLetterTopic = "" }, "RunLive needs DeadLetterTopic"},
+		{"short subscription", func(c *Config) { c.Subscription = "s" }, "not a full subscription name"},
+		{"native", func(c *Config) { c.Native = true }, "Native is for Dataflow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := ok
+			tt.change(&cfg)
+			_, err := RunLive(context.Background(), LiveConfig{Config: cfg})
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+// The stop comes while messages keep arriving and bundles are in flight:
+// every message the job read is acked, every order it read is published
+// once, and what it never read stays on the subscription.
+func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
+	srv := pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	out := srv.MustTopic(t, "out")
+	dlq := srv.MustTopic(t, "dlq")
+	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	publishing, quit := context.WithCancel(ctx)
+	defer quit()
+	go func() { // each order twice, every 50th payload undecodable, until the test ends
+		for i := 0; publishing.Err() == nil; i++ {
+			b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%06d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
+			srv.PublishRaw("in", b, nil)
+			srv.PublishRaw("in", b, nil)
+			if i%50 == 0 {
+				srv.PublishRaw("in", []byte("not json"), map[string]string{"case": "undecodable"})
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	go func() {
+		for len(srv.MessagesOn("out")) < 300 && stopCtx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		stop()
+	}()
+	done := make(chan struct{})
+	var res LiveResult
+	var err error
+	go func() {
+		defer close(done)
+		res, err = RunLive(stopCtx, LiveConfig{
+			Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
+				Read: []pubsubio.ReadOption{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
+			Readers:      2,
+			DrainTimeout: time.Minute,
+		})
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		require.FailNow(t, "RunLive did not return within 2 minutes")
+	}
+	quit()
+	require.NoError(t, err)
+	t.Log(res.LiveStatus)
+	assert.True(t, res.Cancelled, "drained, then cancelled")
+	assert.True(t, res.Drained(2))
+
+	keys := map[string]bool{}
+	undecodable, unread := 0, 0
+	for _, m := range srv.MessagesOn("in") {
+		if m.Deliveries == 0 {
+			unread++
+			continue
+		}
+		assert.Positive(t, m.Acks, "message %s was read and never acked", m.ID)
+		if m.Attributes["case"] == "undecodable" {
+			undecodable += m.Deliveries
+			continue
+		}
+		var o orders.Order
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		keys[o.OrderID] = true
+	}
+	outKeys := map[string]int{}
+	for _, m := range srv.MessagesOn("out") {
+		var o orders.Order
+		require.NoError(t, json.Unmarshal(m.Data, &o))
+		outKeys[o.OrderID]++
+	}
+	assert.Len(t, outKeys, len(keys), "every order read is on the output topic")
+	for k, n := range outKeys {
+		assert.Equal(t, 1, n, "outputs of %s", k)
+		assert.True(t, keys[k], "%s was output but never read", k)
+	}
+	assert.Equal(t, undecodable, len(srv.MessagesOn("dlq")), "one dead letter per delivery of an undecodable message")
+	assert.Positive(t, unread, "publishing went on after the stop; those messages wait for the next run")
+	assert.Equal(t, res.Read, res.Acked)
+}
