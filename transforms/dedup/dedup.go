@@ -192,35 +192,8 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	if err := c.validate(); err != nil {
 		return fail(err)
 	}
-	if !rows.IsValid() {
-		return fail(fmt.Errorf("input PCollection is invalid"))
-	}
-	t := rows.Type().Type()
-	if typex.IsKV(rows.Type()) {
-		return fail(fmt.Errorf("input is %v; use KeepFirstPerKey for KV input", rows.Type()))
-	}
-	if t.Kind() != reflect.Struct {
-		return fail(fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t))
-	}
-	cols := c.partitionBy
-	if c.partitionAll {
-		all, err := keycoder.Columns(t)
-		if err != nil {
-			return fail(err)
-		}
-		cols = nil
-		for _, col := range all {
-			if col.Name == c.changelogCol {
-				continue // the row kind is not part of the row's identity
-			}
-			cols = append(cols, col.Name)
-		}
-	}
-	if _, err := keycoder.New(t, cols); err != nil {
-		return fail(fmt.Errorf("PartitionBy: %w", err))
-	}
-	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
-	if err := checks.setup(t); err != nil {
+	t, cols, checks, err := structRows(&c, rows, "use KeepFirstPerKey for KV input")
+	if err != nil {
 		return fail(err)
 	}
 	uid := scopeName(c.uid, "KeepFirst")
@@ -237,6 +210,44 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
 	kept := statefulStep(s, keyed, &c, t, bounded)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
+}
+
+// structRows validates rows, a PCollection of a Go struct type, and the
+// options that name its columns; it returns the row type, the key columns
+// and the row checks. kvHint is what the error for KV input advises.
+func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, []string, rowChecks, error) {
+	if !rows.IsValid() {
+		return nil, nil, rowChecks{}, fmt.Errorf("input PCollection is invalid")
+	}
+	t := rows.Type().Type()
+	if typex.IsKV(rows.Type()) {
+		return nil, nil, rowChecks{}, fmt.Errorf("input is %v; %s", rows.Type(), kvHint)
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, nil, rowChecks{}, fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t)
+	}
+	cols := c.partitionBy
+	if c.partitionAll {
+		all, err := keycoder.Columns(t)
+		if err != nil {
+			return nil, nil, rowChecks{}, err
+		}
+		cols = nil
+		for _, col := range all {
+			if col.Name == c.changelogCol {
+				continue // the row kind is not part of the row's identity
+			}
+			cols = append(cols, col.Name)
+		}
+	}
+	if _, err := keycoder.New(t, cols); err != nil {
+		return nil, nil, rowChecks{}, fmt.Errorf("PartitionBy: %w", err)
+	}
+	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
+	if err := checks.setup(t); err != nil {
+		return nil, nil, rowChecks{}, err
+	}
+	return t, cols, checks, nil
 }
 
 // keyedStep keeps one row per key: the state-free expansion on bounded input,
