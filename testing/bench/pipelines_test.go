@@ -84,8 +84,15 @@ var gridCases = []pipelineCase{
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true},
 	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true},
-	// Window deduplication over fixed windows (a combine per key and window).
+	// Window deduplication over fixed windows (a combine per key and window),
+	// and what windowing alone costs: the rows windowed, then a GroupByKey
+	// per key and window with an identity step (no transform of ours).
+	{name: "a3_windowed_gbk_identity", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		w := beam.WindowInto(s, window.NewFixedWindows(windowSize), rows)
+		return beam.ParDo(s, bench.FirstOfGroup, beam.GroupByKey(s, beam.ParDo(s, bench.KeyOf, w)))
+	}, out: keyWindows},
 	{name: "j_windowfirst_fixed_1m", build: windowDedup(dedup.WindowFirst), out: keyWindows, dedup: true},
+	{name: "k_windowlast_fixed_1m", build: windowDedup(dedup.WindowLast), out: keyWindows, dedup: true},
 }
 
 // windowSize is the fixed window of the window-dedup cases: the 100 K-row

@@ -114,6 +114,15 @@ func (w Workload) KeyWindows(size time.Duration) int64 {
 // KeyOf keys a row by its Key column, the floor's keying step.
 func KeyOf(r Row) (string, Row) { return r.Key, r }
 
+// FirstOfGroup emits one row of a key's group: the identity step after a
+// GroupByKey.
+func FirstOfGroup(_ string, rows func(*Row) bool, emit func(Row)) {
+	var r Row
+	if rows(&r) {
+		emit(r)
+	}
+}
+
 // KeyColumn projects a row to its key, the input of filter.Distinct.
 func KeyColumn(r Row) string { return r.Key }
 
@@ -178,5 +187,7 @@ func init() {
 	register.Function1x2(KeyOf)
 	register.Function1x1(KeyColumn)
 	register.Function1x1(PassThrough)
+	register.Function3x0(FirstOfGroup)
+	register.Iter1[Row]()
 	register.Function2x0[context.Context, beam.T](CountOut)
 }

@@ -14,6 +14,7 @@ type config struct {
 	partitionSet  bool
 	partitionAll  bool
 	onTime        string
+	sequenceBy    string
 	stateTTL      time.Duration
 	eventTTL      time.Duration
 	resetOnDup    bool
@@ -56,6 +57,17 @@ func PartitionByAll() Option {
 // column is a time.Time or int64 Unix milliseconds (or a pointer to one);
 // the row's Beam timestamp is set from it.
 func OnTime(column string) Option { return func(c *config) { c.onTime = column } }
+
+// SequenceBy orders a key's rows by column instead of arrival or event
+// time: the largest value is the last, the smallest the first. The column
+// is a signed or unsigned integer, a float (-0 equals 0; NaN is larger than
+// every number), a time.Time or a string (byte order), or a pointer to one;
+// a nil pointer is NULL, and such a row is dead-lettered with the reason
+// "NULL sequence value". Ties fall back to the event time, then to the
+// encoded row, so a rerun keeps the same rows. KeepFirst accepts it only
+// where a key's rows are all seen before output (bounded input); on a
+// stream use OnTime.
+func SequenceBy(column string) Option { return func(c *config) { c.sequenceBy = column } }
 
 // StateTTL is the processing-time retention of a key's state. After it
 // expires the next row of the key starts a new period and is emitted again.

@@ -16,7 +16,7 @@ func init() {
 // Window deduplication (Flink's Window Deduplication, docs/window.md): per
 // key and window the first (or last) row, emitted once when the window
 // closes. It is the bounded expansion applied to windowed input: a combine
-// per key and window (mergeCandidates, lifted by the runner, so rows are
+// per key and window (candidateMerge, lifted by the runner, so rows are
 // pre-aggregated before the shuffle), which the runner fires with the
 // window's default trigger when the watermark passes the window's end. No
 // per-row state, no timers; the runner drops the window's accumulator when
@@ -27,16 +27,17 @@ func init() {
 // when the window closes, in its window and with its own timestamp. Ties are
 // broken by the smaller encoded row, so a rerun keeps the same rows. It
 // panics on a construction error (see TryWindowFirst); rows it cannot
-// process (a NULL OnTime column) are counted as dead_lettered and dropped
-// (see WindowFirstWithErrors).
+// process (a NULL OnTime or SequenceBy column) are counted as dead_lettered
+// and dropped (see WindowFirstWithErrors).
 //
 // Options: PartitionBy, PartitionByAll, OnTime (order by that column; the
-// output row then carries its value as timestamp), UID, MiniBatch (no
-// effect: the runner's combiner lifting pre-aggregates). StateTTL,
+// output row then carries its value as timestamp), SequenceBy (order by
+// that column first, then by timestamp), UID, MiniBatch (no effect: the
+// runner's combiner lifting pre-aggregates). StateTTL,
 // EventTimeTTL, CleanupTimers, Changelog and ForceStateful are construction
 // errors, as is a globally windowed input.
 func WindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryWindow(s, rows, opts, "WindowFirst")
+	out, _, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
 	if err != nil {
 		panic(err)
 	}
@@ -46,7 +47,7 @@ func WindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PColl
 // TryWindowFirst is WindowFirst returning construction errors instead of
 // panicking.
 func TryWindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryWindow(s, rows, opts, "WindowFirst")
+	out, _, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
 	return out, err
 }
 
@@ -54,14 +55,44 @@ func TryWindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.P
 // not process, as a PCollection of DeadLetter in the rows' windows. It
 // panics on a construction error.
 func WindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryWindow(s, rows, opts, "WindowFirst")
+	out, dead, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
 	if err != nil {
 		panic(err)
 	}
 	return out, dead
 }
 
-func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string) (beam.PCollection, beam.PCollection, error) {
+// WindowLast is WindowFirst keeping, per key and window, the row with the
+// largest timestamp (or OnTime or SequenceBy value); ties are broken by the
+// larger encoded row. Seed 002 is its example: the last row of every
+// 10-minute tumbling window.
+func WindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
+	out, _, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TryWindowLast is WindowLast returning construction errors instead of
+// panicking.
+func TryWindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	out, _, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	return out, err
+}
+
+// WindowLastWithErrors is WindowLast that also returns the rows it could
+// not process, as a PCollection of DeadLetter in the rows' windows. It
+// panics on a construction error.
+func WindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
+	out, dead, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	if err != nil {
+		panic(err)
+	}
+	return out, dead
+}
+
+func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string, dir direction) (beam.PCollection, beam.PCollection, error) {
 	c := defaultConfig()
 	for _, o := range opts {
 		o(&c)
@@ -85,11 +116,9 @@ func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string) 
 	uid := scopeName(c.uid, name)
 	s = s.Scope(uid)
 	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid}
-	cands, dead := beam.ParDo2(s.Scope("Key"), &windowKeyFn{keyCandidatesFn{Rows: kr}}, rows)
-	from := fromCandidateFn{ValueType: kr.RowType}
-	s = s.Scope("Combine")
-	best := beam.CombinePerKey(s, mergeCandidates, cands)
-	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, beam.TypeDefinition{Var: beam.VType, T: t}), dead, nil
+	key := windowKeyFn{keyCandidatesFn{Rows: kr, Merge: bundleMerge{Dir: dir}}}
+	cands, dead := beam.ParDo2(s.Scope("Key"), &key, rows)
+	return combineRows(s, cands, fromCandidateFn{ValueType: kr.RowType, Dir: dir}), dead, nil
 }
 
 // windowKeyFn is keyCandidatesFn (one candidate per row, no in-bundle

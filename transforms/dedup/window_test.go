@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
@@ -197,7 +198,7 @@ func TestWindowFirst_NullAndFloatKeysAndDeadLettersAreCounted(t *testing.T) {
 
 // Options that only make sense with per-row state, and input that is not
 // windowed, are construction errors that name the fix.
-func TestWindowFirst_ConstructionErrorsNameTheFix(t *testing.T) {
+func TestWindow_ConstructionErrorsNameTheFix(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		global bool
@@ -222,6 +223,10 @@ func TestWindowFirst_ConstructionErrorsNameTheFix(t *testing.T) {
 			_, err := dedup.TryWindowFirst(s, in, tc.opts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "dedup.WindowFirst: ")
+			assert.Contains(t, err.Error(), tc.want)
+			_, err = dedup.TryWindowLast(s, in, tc.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "dedup.WindowLast: ")
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
@@ -267,42 +272,65 @@ func TestWindowFirst_LateRowsDroppedOrRefireWithinAllowedLateness(t *testing.T) 
 
 // Differential: on random windowed streams whose rows never fall behind the
 // watermark, WindowFirst equals KeepFirst in event-time mode, row for row,
-// window for window, timestamp for timestamp (distinct times, so no ties).
+// window for window, timestamp for timestamp (distinct times, so no ties);
+// WindowLast equals the latest row per key and window computed here.
 func TestWindowFirst_EqualsEventTimeKeepFirstOnRandomWindowedStreams(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		wfn  *window.Fn
+		name         string
+		wfn          *window.Fn
+		period, size int64 // ms
 	}{
-		{"fixed", window.NewFixedWindows(2 * time.Minute)},
-		{"sliding", window.NewSlidingWindows(time.Minute, 3*time.Minute)},
+		{"fixed", window.NewFixedWindows(2 * time.Minute), 120_000, 120_000},
+		{"sliding", window.NewSlidingWindows(time.Minute, 3*time.Minute), 60_000, 180_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(17, uint64(len(tc.name))))
 			ts := teststream.NewConfig()
 			wm := ms(at(10, 0))
 			secs := rng.Perm(3000) // distinct event times
+			type keyWindow struct {
+				key   string
+				start int64
+			}
+			last := map[keyWindow]timedEvent{}
 			rows := 0
 			for step := 0; rows < len(secs) && step < 60; step++ {
 				require.NoError(t, ts.AdvanceWatermark(wm))
-				var batch []any
 				for range 1 + rng.IntN(10) {
-					// At or ahead of the watermark: never late for KeepFirst.
-					et := wm + int64(secs[rows])*100
-					batch = append(batch, timedEvent{fmt.Sprint("u", rng.IntN(8)), fmt.Sprint("e", rows), time.UnixMilli(et)})
+					// Ahead of the watermark: never late for KeepFirst, and a
+					// window ahead, so that no window can close before its rows
+					// reach the combine (under load Prism's watermark has
+					// overtaken rows in flight to the aggregation, which then
+					// dropped them as late).
+					et := wm + tc.size + int64(secs[rows])*100
+					r := timedEvent{fmt.Sprint("u", rng.IntN(8)), fmt.Sprint("e", rows), time.UnixMilli(et)}
+					require.NoError(t, ts.AddElements(et, r))
 					rows++
-				}
-				for _, r := range batch {
-					require.NoError(t, ts.AddElements(ms(r.(timedEvent).Rowtime), r))
+					for start := et - et%tc.period; start > et-tc.size; start -= tc.period {
+						kw := keyWindow{r.UserID, start}
+						if cur, ok := last[kw]; !ok || r.Rowtime.After(cur.Rowtime) {
+							last[kw] = r
+						}
+					}
 				}
 				wm += rng.Int64N(20_000)
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
+			var wantLast []any
+			for kw, r := range last {
+				w := window.IntervalWindow{Start: mtime.Time(kw.start), End: mtime.Time(kw.start + tc.size)}
+				wantLast = append(wantLast, formatWindowed(w, mtime.Time(ms(r.Rowtime)), r))
+			}
+
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.WindowInto(s, tc.wfn, teststream.Create(s, ts))
 			first := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id"))
 			keepFirst := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
 			got := global(s, beam.ParDo(s, formatWindowed, first))
 			passert.Equals(s, got, global(s, beam.ParDo(s, formatWindowed, keepFirst)))
+			passert.Count(s, got, "one row per key and window", len(last))
+			lastOut := dedup.WindowLast(s, in, dedup.PartitionBy("user_id"))
+			passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, lastOut)), wantLast...)
 			c := run(t, p)
 			assert.Positive(t, c.DuplicatesDropped)
 		})
