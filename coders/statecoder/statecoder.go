@@ -1,5 +1,7 @@
-// Package statecoder is the persisted form of one key's deduplication state
-// (core.State), stored by dedup.KeepFirst in a Beam value state as bytes.
+// Package statecoder is one key's deduplication state (State) and its
+// persisted form, stored by package dedup in a Beam value state as bytes.
+// The state type lives here, below the transforms that use it (dedup/core
+// names it core.State), so that coders import no transform.
 //
 // State outlives binaries: a pipeline updated on Dataflow or restored from a
 // Flink savepoint reads state written by an older version of this library.
@@ -23,9 +25,44 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
+
+// Phase is where a key is in its deduplication period.
+type Phase uint8
+
+// Phases of a key.
+const (
+	// None: no state (never seen, expired or cleaned up).
+	None Phase = iota
+	// Pending: event-time mode only; a candidate waits for the watermark.
+	Pending
+	// Emitted: the key's row was emitted; later rows are dropped until expiry.
+	Emitted
+)
+
+// State is one key's deduplication state. The rules that read and write it
+// are in transforms/dedup/core.
+type State struct {
+	Phase Phase
+	// ExpireAt is the processing time at which an emitted key expires
+	// (StateTTL); 0 when no StateTTL applies.
+	ExpireAt int64
+	// MaxEvent is the largest event time that set or refreshed the
+	// key's retention (EventTimeTTL base).
+	MaxEvent int64
+	// CandTime is the event time of the pending candidate, or of the
+	// emitted row in event-time mode.
+	CandTime int64
+	// CleanupAt is the event time at which the self-re-arming cleanup
+	// timer is set (event-time mode with StateTTL only).
+	CleanupAt int64
+	// Rearms counts how often that cleanup timer re-armed itself; each
+	// re-arm doubles its step so an end-of-input watermark ends it fast.
+	Rearms uint8
+	// Cand is the pending candidate row, encoded by the adapter. The core
+	// never looks inside.
+	Cand []byte
+}
 
 // Version is the format written by Encode.
 const Version byte = 1
@@ -41,7 +78,7 @@ const (
 )
 
 // Append appends the encoding of st to dst.
-func Append(dst []byte, st *core.State) []byte {
+func Append(dst []byte, st *State) []byte {
 	var flags byte
 	if st.ExpireAt != 0 {
 		flags |= fExpireAt
@@ -81,15 +118,15 @@ func Append(dst []byte, st *core.State) []byte {
 }
 
 // Encode returns the encoding of st.
-func Encode(st *core.State) []byte { return Append(nil, st) }
+func Encode(st *State) []byte { return Append(nil, st) }
 
 // ErrCorrupt reports state bytes that no version of this library wrote.
 var ErrCorrupt = errors.New("statecoder: corrupt state")
 
 // Decode reads state bytes of any known version into st. Empty input is
 // the absent state (core.None). Cand aliases b.
-func Decode(b []byte, st *core.State) error {
-	*st = core.State{}
+func Decode(b []byte, st *State) error {
+	*st = State{}
 	if len(b) == 0 {
 		return nil
 	}
@@ -100,12 +137,12 @@ func Decode(b []byte, st *core.State) error {
 	return fmt.Errorf("%w: unknown version %d (written by a newer beamdedup?)", ErrCorrupt, b[0])
 }
 
-func decodeV1(b []byte, st *core.State) error {
+func decodeV1(b []byte, st *State) error {
 	if len(b) < 2 {
 		return fmt.Errorf("%w: %d bytes after version", ErrCorrupt, len(b))
 	}
-	phase, flags := core.Phase(b[0]), b[1]
-	if phase > core.Emitted || flags&^fAll != 0 {
+	phase, flags := Phase(b[0]), b[1]
+	if phase > Emitted || flags&^fAll != 0 {
 		return fmt.Errorf("%w: phase %d flags %#x", ErrCorrupt, phase, flags)
 	}
 	st.Phase = phase

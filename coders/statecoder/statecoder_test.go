@@ -6,22 +6,20 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
 // Golden bytes of version 1. State written by released versions must stay
 // readable: never edit these, add a new version instead.
 var golden = []struct {
 	name string
-	st   core.State
+	st   State
 	hex  string
 }{
-	{"absent", core.State{}, "010000"},
-	{"seen marker without TTL", core.State{Phase: core.Emitted}, "010200"},
-	{"seen marker with expiry", core.State{Phase: core.Emitted, ExpireAt: 1_700_000_300_000, MaxEvent: 1_700_000_000_000}, "010203c0efcffef96280a0abfef962"},
-	{"pending candidate", core.State{Phase: core.Pending, CandTime: 60_000, MaxEvent: 60_000, Cand: []byte("row")}, "010126c0a907c0a90703726f77"},
-	{"emitted with cleanup re-arm", core.State{Phase: core.Emitted, ExpireAt: 5, MaxEvent: -2, CandTime: 7, CleanupAt: 9, Rearms: 3}, "01021f0a030e1203"},
+	{"absent", State{}, "010000"},
+	{"seen marker without TTL", State{Phase: Emitted}, "010200"},
+	{"seen marker with expiry", State{Phase: Emitted, ExpireAt: 1_700_000_300_000, MaxEvent: 1_700_000_000_000}, "010203c0efcffef96280a0abfef962"},
+	{"pending candidate", State{Phase: Pending, CandTime: 60_000, MaxEvent: 60_000, Cand: []byte("row")}, "010126c0a907c0a90703726f77"},
+	{"emitted with cleanup re-arm", State{Phase: Emitted, ExpireAt: 5, MaxEvent: -2, CandTime: 7, CleanupAt: 9, Rearms: 3}, "01021f0a030e1203"},
 }
 
 func TestGoldenBytesOfVersion1(t *testing.T) {
@@ -31,7 +29,7 @@ func TestGoldenBytesOfVersion1(t *testing.T) {
 			assert.Equal(t, g.hex, got)
 			b, err := hex.DecodeString(g.hex)
 			require.NoError(t, err)
-			var st core.State
+			var st State
 			require.NoError(t, Decode(b, &st))
 			assert.Equal(t, g.st, st)
 		})
@@ -51,26 +49,26 @@ func TestDecodeRejectsCorruptState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := hex.DecodeString(tc.hex)
 			require.NoError(t, err)
-			var st core.State
+			var st State
 			assert.ErrorIs(t, Decode(b, &st), ErrCorrupt)
 		})
 	}
 }
 
 func TestEmptyBytesDecodeToAbsentState(t *testing.T) {
-	st := core.State{Phase: core.Emitted, ExpireAt: 1}
+	st := State{Phase: Emitted, ExpireAt: 1}
 	require.NoError(t, Decode(nil, &st))
-	assert.Equal(t, core.State{}, st)
+	assert.Equal(t, State{}, st)
 }
 
 func FuzzRoundTrip(f *testing.F) {
 	f.Add(uint8(2), int64(1), int64(2), int64(3), int64(4), uint8(5), []byte("x"))
 	f.Fuzz(func(t *testing.T, phase uint8, exp, maxEv, cand, clean int64, rearms uint8, row []byte) {
-		st := core.State{Phase: core.Phase(phase % 3), ExpireAt: exp, MaxEvent: maxEv, CandTime: cand, CleanupAt: clean, Rearms: rearms, Cand: row}
+		st := State{Phase: Phase(phase % 3), ExpireAt: exp, MaxEvent: maxEv, CandTime: cand, CleanupAt: clean, Rearms: rearms, Cand: row}
 		if len(st.Cand) == 0 {
 			st.Cand = nil
 		}
-		var got core.State
+		var got State
 		require.NoError(t, Decode(Encode(&st), &got))
 		if len(got.Cand) == 0 {
 			got.Cand = nil
@@ -80,7 +78,7 @@ func FuzzRoundTrip(f *testing.F) {
 }
 
 func BenchmarkEncodeSeenMarkerWithExpiry(b *testing.B) {
-	st := core.State{Phase: core.Emitted, ExpireAt: 1_700_000_300_000, MaxEvent: 1_700_000_000_000}
+	st := State{Phase: Emitted, ExpireAt: 1_700_000_300_000, MaxEvent: 1_700_000_000_000}
 	buf := make([]byte, 0, 64)
 	b.ReportAllocs()
 	for b.Loop() {

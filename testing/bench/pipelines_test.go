@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/filter"
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +84,29 @@ var gridCases = []pipelineCase{
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true},
 	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true},
+	// Window deduplication over fixed windows (a combine per key and window),
+	// and what windowing alone costs: the rows windowed, then a GroupByKey
+	// per key and window with an identity step (no transform of ours).
+	{name: "a3_windowed_gbk_identity", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		w := beam.WindowInto(s, window.NewFixedWindows(windowSize), rows)
+		return beam.ParDo(s, bench.FirstOfGroup, beam.GroupByKey(s, beam.ParDo(s, bench.KeyOf, w)))
+	}, out: keyWindows},
+	{name: "j_windowfirst_fixed_1m", build: windowDedup(dedup.WindowFirst), out: keyWindows, dedup: true},
+	{name: "k_windowlast_fixed_1m", build: windowDedup(dedup.WindowLast), out: keyWindows, dedup: true},
 }
+
+// windowSize is the fixed window of the window-dedup cases: the 100 K-row
+// workload spans about 110 s of event time, so a key's rows fall in one to
+// three windows.
+const windowSize = time.Minute
+
+func windowDedup(dd func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection) func(beam.Scope, beam.PCollection) beam.PCollection {
+	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return dd(s, beam.WindowInto(s, window.NewFixedWindows(windowSize), rows), dedup.PartitionBy("key"))
+	}
+}
+
+func keyWindows(w bench.Workload) int64 { return w.KeyWindows(windowSize) }
 
 // gridWorkloads are the workloads of BenchmarkPipelines for n rows. The
 // duplicate share and the number of distinct keys are tied (keys = rows ×

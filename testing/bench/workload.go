@@ -17,9 +17,11 @@ package bench
 
 import (
 	"context"
+	"iter"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
@@ -66,26 +68,60 @@ type genFn struct {
 }
 
 func (f *genFn) ProcessElement(_ []byte, emit func(beam.EventTime, Row)) {
-	r := rand.New(rand.NewPCG(f.W.Seed, 0x5eed))
-	used := 0
-	var buf []byte
-	for i := range f.W.Rows {
-		var k int
-		op := "+I"
-		if left := f.W.Keys - used; left > 0 && (used == 0 || r.IntN(f.W.Rows-i) < left) {
-			k, used = used, used+1
-		} else {
-			k = r.IntN(used)
-			op = [...]string{"+U", "-U", "+I"}[r.IntN(3)]
-		}
-		buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(k), 10)
-		ts := BaseTime + int64(i) - r.Int64N(10_000)
-		emit(mtime.FromMilliseconds(ts), Row{Key: string(buf), Op: op, TS: ts, Seq: int64(i)})
+	for r := range f.W.All() {
+		emit(mtime.FromMilliseconds(r.TS), r)
 	}
+}
+
+// All yields the workload's rows in the order the generator emits them.
+func (w Workload) All() iter.Seq[Row] {
+	return func(yield func(Row) bool) {
+		r := rand.New(rand.NewPCG(w.Seed, 0x5eed))
+		used := 0
+		var buf []byte
+		for i := range w.Rows {
+			var k int
+			op := "+I"
+			if left := w.Keys - used; left > 0 && (used == 0 || r.IntN(w.Rows-i) < left) {
+				k, used = used, used+1
+			} else {
+				k = r.IntN(used)
+				op = [...]string{"+U", "-U", "+I"}[r.IntN(3)]
+			}
+			buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(k), 10)
+			ts := BaseTime + int64(i) - r.Int64N(10_000)
+			if !yield(Row{Key: string(buf), Op: op, TS: ts, Seq: int64(i)}) {
+				return
+			}
+		}
+	}
+}
+
+// KeyWindows is the number of distinct (key, fixed window of size) pairs
+// of the workload: the output of window deduplication.
+func (w Workload) KeyWindows(size time.Duration) int64 {
+	type pair struct {
+		key   string
+		start int64
+	}
+	seen := map[pair]bool{}
+	for r := range w.All() {
+		seen[pair{r.Key, r.TS - r.TS%size.Milliseconds()}] = true // TS > 0
+	}
+	return int64(len(seen))
 }
 
 // KeyOf keys a row by its Key column, the floor's keying step.
 func KeyOf(r Row) (string, Row) { return r.Key, r }
+
+// FirstOfGroup emits one row of a key's group: the identity step after a
+// GroupByKey.
+func FirstOfGroup(_ string, rows func(*Row) bool, emit func(Row)) {
+	var r Row
+	if rows(&r) {
+		emit(r)
+	}
+}
 
 // KeyColumn projects a row to its key, the input of filter.Distinct.
 func KeyColumn(r Row) string { return r.Key }
@@ -151,5 +187,7 @@ func init() {
 	register.Function1x2(KeyOf)
 	register.Function1x1(KeyColumn)
 	register.Function1x1(PassThrough)
+	register.Function3x0(FirstOfGroup)
+	register.Iter1[Row]()
 	register.Function2x0[context.Context, beam.T](CountOut)
 }

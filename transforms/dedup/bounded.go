@@ -17,43 +17,75 @@ import (
 
 // The bounded expansion. On a bounded PCollection "first arrival" has no
 // order to respect and processing time means nothing, while the earliest
-// row per key is a plain minimum: a combine per key (lifted, so rows are
-// pre-aggregated before the shuffle) needs no per-row state access, which on
-// Prism costs a gRPC round trip per row. The kept row per key (and window)
-// is the one with the smallest timestamp, ties broken by the smaller encoded
-// row, so batch results are repeatable.
+// (or, for KeepLast, the latest) row per key is a plain minimum (maximum): a
+// combine per key (lifted, so rows are pre-aggregated before the shuffle)
+// needs no per-row state access, which on Prism costs a gRPC round trip per
+// row. The kept row per key (and window) is the one with the smallest (or
+// largest) ordering value (SequenceBy), then timestamp, ties broken by the
+// smaller (or larger) encoded row, so batch results are repeatable. The
+// same merge serves window dedup.
+
+// direction says which end of the order a merge keeps.
+type direction uint8
+
+const (
+	dirFirst direction = iota // the smallest (seq, timestamp, encoded row)
+	dirLast                   // the largest
+)
 
 // candidate is the accumulator: the best row seen so far and the counts of
 // the rows merged into it.
 type candidate struct {
-	Has         bool   // a +I/+U row is present
+	Has         bool   // a row is present (a +I/+U row; with dirLast, a -U/-D too)
+	Retract     bool   // dirLast: the kept row is a -U/-D (the key ends deleted)
 	TS          int64  // its timestamp (event time), Unix ms
+	Seq         []byte // its SequenceBy value (coders/ordercoder); nil without SequenceBy
 	Row         []byte // it, encoded with the row's coder
 	Rows        int64  // +I/+U rows merged
 	Retractions int64  // -U/-D rows merged
 }
 
+// Flags of the candidate's first byte.
+const (
+	candHas = 1 << iota
+	candSeq
+	candRetract
+)
+
 // encodeCandidate and decodeCandidate are candidate's coder: the lifted
 // combine re-encodes accumulators, and Beam's reflective row coder cost 6%
-// of the bounded expansion's CPU (notes/performance.md).
+// of the bounded expansion's CPU (notes/performance.md). Layout: a flags
+// byte, varints TS, Rows, Retractions, then (if flagged) uvarint length and
+// Seq, then the Row to the end. Candidates are never persisted in state.
 func encodeCandidate(c candidate) []byte {
-	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(c.Row))
-	var has byte
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
+	var flags byte
 	if c.Has {
-		has = 1
+		flags |= candHas
 	}
-	b = append(b, has)
+	if c.Seq != nil {
+		flags |= candSeq
+	}
+	if c.Retract {
+		flags |= candRetract
+	}
+	b = append(b, flags)
 	b = binary.AppendVarint(b, c.TS)
 	b = binary.AppendVarint(b, c.Rows)
 	b = binary.AppendVarint(b, c.Retractions)
+	if c.Seq != nil {
+		b = binary.AppendUvarint(b, uint64(len(c.Seq)))
+		b = append(b, c.Seq...)
+	}
 	return append(b, c.Row...)
 }
 
 func decodeCandidate(b []byte) (candidate, error) {
-	if len(b) < 1 {
-		return candidate{}, fmt.Errorf("dedup: empty candidate")
+	if len(b) < 1 || b[0]&^(candHas|candSeq|candRetract) != 0 {
+		return candidate{}, fmt.Errorf("dedup: corrupt candidate")
 	}
-	c := candidate{Has: b[0] == 1}
+	c := candidate{Has: b[0]&candHas != 0, Retract: b[0]&candRetract != 0}
+	seq := b[0]&candSeq != 0
 	b = b[1:]
 	for _, p := range []*int64{&c.TS, &c.Rows, &c.Retractions} {
 		v, n := binary.Varint(b)
@@ -62,23 +94,67 @@ func decodeCandidate(b []byte) (candidate, error) {
 		}
 		*p, b = v, b[n:]
 	}
+	if seq {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
+		}
+		c.Seq, b = b[n:n+int(l):n+int(l)], b[n+int(l):]
+	}
 	if len(b) > 0 {
 		c.Row = b
 	}
 	return c, nil
 }
 
-// mergeCandidates keeps the earlier row (ties: the smaller encoding) and
-// adds up the counts. It is commutative and associative, as a combine needs.
-func mergeCandidates(a, b candidate) candidate {
+// compareOrder orders two present rows by (seq, timestamp, kind, encoded
+// row): a -U/-D sorts before a +I/+U at the same seq and time, so that a
+// -U/+U pair of one instant ends with the +U.
+func compareOrder(a, b candidate) int {
+	if c := bytes.Compare(a.Seq, b.Seq); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.TS, b.TS); c != 0 {
+		return c
+	}
+	if a.Retract != b.Retract {
+		if a.Retract {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(a.Row, b.Row)
+}
+
+// mergeCandidates keeps the smaller (dirFirst) or larger (dirLast) row by
+// compareOrder and adds up the counts. It is commutative and associative,
+// as a combine needs.
+func mergeCandidates(dir direction, a, b candidate) candidate {
 	keep := a
-	if !a.Has || (b.Has && (b.TS < a.TS || (b.TS == a.TS && bytes.Compare(b.Row, a.Row) < 0))) {
+	if !a.Has || b.Has && dir.prefers(compareOrder(b, a)) {
 		keep = b
 	}
 	keep.Rows = a.Rows + b.Rows
 	keep.Retractions = a.Retractions + b.Retractions
-	keep.Has = a.Has || b.Has
 	return keep
+}
+
+// prefers reports whether a row that compares c against the kept one
+// replaces it.
+func (d direction) prefers(c int) bool {
+	if d == dirLast {
+		return c > 0
+	}
+	return c < 0
+}
+
+// candidateMerge is mergeCandidates as a Beam combine (CombinePerKey).
+type candidateMerge struct {
+	Dir direction
+}
+
+func (m candidateMerge) MergeAccumulators(a, b candidate) candidate {
+	return mergeCandidates(m.Dir, a, b)
 }
 
 // toCandidateFn turns each keyed row into a one-row candidate, or with
@@ -87,10 +163,13 @@ type toCandidateFn struct {
 	ValueType beam.EncodedType
 	KeyType   beam.EncodedType
 	KindCol   string
+	SeqCol    string // SequenceBy, validated upstream
 	Local     bool
 	Merge     bundleMerge
 
 	kf     *kindField
+	sf     *seqField
+	seq    []byte
 	keyEnc beam.ElementEncoder
 	keyBuf bytes.Buffer
 }
@@ -101,7 +180,10 @@ func (f *toCandidateFn) Setup() error {
 		f.keyEnc = beam.NewElementEncoder(f.KeyType.T)
 	}
 	var err error
-	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
+	if f.kf, err = optionalKindField(f.ValueType.T, f.KindCol); err != nil {
+		return err
+	}
+	f.sf, err = optionalSeqField(f.ValueType.T, f.SeqCol)
 	return err
 }
 
@@ -112,21 +194,30 @@ func (f *toCandidateFn) StartBundle(_ func(beam.EventTime, beam.T, candidate)) {
 
 func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, candidate)) error {
 	retraction := false
+	v := reflect.ValueOf(row)
 	if f.kf != nil {
-		k, reason := f.kf.kind(reflect.ValueOf(row))
+		k, reason := f.kf.kind(v)
 		if reason != "" { // validated upstream
 			return fmt.Errorf("dedup: row reached the combine with %s", reason)
 		}
 		retraction = k.IsRetraction()
+	}
+	var seq []byte
+	if f.sf != nil {
+		var reason string
+		if f.seq, reason = f.sf.appendTo(f.seq[:0], v); reason != "" { // validated upstream
+			return fmt.Errorf("dedup: row reached the combine with %s", reason)
+		}
+		seq = f.seq
 	}
 	if f.Local {
 		f.keyBuf.Reset()
 		if err := f.keyEnc.Encode(key, &f.keyBuf); err != nil {
 			return fmt.Errorf("dedup: encoding key: %w", err)
 		}
-		return f.Merge.add(f.keyBuf.Bytes(), key, ts, ts, retraction, row, func() error { return f.flush(emit) })
+		return f.Merge.add(f.keyBuf.Bytes(), key, ts, ts, seq, retraction, row, func() error { return f.flush(emit) })
 	}
-	c, err := f.Merge.rows.single(ts, retraction, row)
+	c, err := f.Merge.single(ts, seq, retraction, row)
 	if err == nil {
 		emit(ts, key, c)
 	}
@@ -148,21 +239,14 @@ type rowEncoder struct {
 	buf bytes.Buffer
 }
 
-// single is the candidate of one row: a retraction counts, a row competes.
-func (r *rowEncoder) single(ts beam.EventTime, retraction bool, row any) (candidate, error) {
-	if retraction {
-		return candidate{Retractions: 1}, nil
-	}
-	return r.candidate(ts, row)
-}
-
-// candidate encodes row (the combine's tie-break and its shuffle form).
-func (r *rowEncoder) candidate(ts beam.EventTime, row any) (candidate, error) {
+// encode returns row's encoding (the combine's tie-break and its shuffle
+// form), a fresh slice.
+func (r *rowEncoder) encode(row any) ([]byte, error) {
 	r.buf.Reset()
 	if err := r.enc.Encode(row, &r.buf); err != nil {
-		return candidate{}, fmt.Errorf("dedup: encoding row: %w", err)
+		return nil, fmt.Errorf("dedup: encoding row: %w", err)
 	}
-	return candidate{Has: true, TS: int64(ts), Row: bytes.Clone(r.buf.Bytes()), Rows: 1}, nil
+	return bytes.Clone(r.buf.Bytes()), nil
 }
 
 // fromCandidateFn emits each key's kept row with its own timestamp and
@@ -170,6 +254,7 @@ func (r *rowEncoder) candidate(ts beam.EventTime, row any) (candidate, error) {
 type fromCandidateFn struct {
 	ValueType beam.EncodedType
 	KindCol   string
+	Dir       direction
 	kf        *kindField
 	dec       beam.ElementDecoder
 }
@@ -234,7 +319,8 @@ func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, c can
 // candidate per row through the lifted combine, whose cache holds only
 // 2,000 keys, and so most of the shuffle.
 type bundleMerge struct {
-	MaxKeys int // keys held per bundle before a flush; 0: miniBatchMaxKeys
+	MaxKeys int       // keys held per bundle before a flush; 0: miniBatchMaxKeys
+	Dir     direction // which row per key is kept
 
 	rows rowEncoder
 	best map[string]*localBest
@@ -255,9 +341,27 @@ func (m *bundleMerge) setup(rowType reflect.Type) {
 	m.best = make(map[string]*localBest)
 }
 
-// add merges a row of key (retraction or not, event time et, element time
-// ts) into the key's entry; a new key first flushes a full map.
-func (m *bundleMerge) add(key []byte, emitKey any, ts, et beam.EventTime, retraction bool, row any, flush func() error) error {
+// single is the candidate of one row: with dirFirst a retraction only
+// counts; otherwise the row competes. seq is copied.
+func (m *bundleMerge) single(ts beam.EventTime, seq []byte, retraction bool, row any) (candidate, error) {
+	if retraction && m.Dir == dirFirst {
+		return candidate{Retractions: 1}, nil
+	}
+	enc, err := m.rows.encode(row)
+	if err != nil {
+		return candidate{}, err
+	}
+	c := candidate{Has: true, Retract: retraction, TS: int64(ts), Seq: bytes.Clone(seq), Row: enc, Rows: 1}
+	if retraction {
+		c.Rows, c.Retractions = 0, 1
+	}
+	return c, nil
+}
+
+// add merges a row of key (retraction or not, event time et, SequenceBy
+// value seq or nil, element time ts) into the key's entry; a new key first
+// flushes a full map. seq is copied when kept.
+func (m *bundleMerge) add(key []byte, emitKey any, ts, et beam.EventTime, seq []byte, retraction bool, row any, flush func() error) error {
 	b := m.best[string(key)] // no allocation for the lookup
 	if b == nil {
 		if len(m.best) >= cmp.Or(m.MaxKeys, miniBatchMaxKeys) {
@@ -270,14 +374,21 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts, et beam.EventTime, retrac
 	}
 	if retraction {
 		b.c.Retractions++
-		return nil
+		if m.Dir == dirFirst {
+			return nil // only counted: a retraction never becomes the first row
+		}
+	} else {
+		b.c.Rows++
 	}
-	b.c.Rows++
-	better, err := m.beats(b, int64(et), row)
+	better, err := m.beats(b, int64(et), seq, retraction, row)
 	if err != nil || !better {
 		return err
 	}
-	b.c.Has, b.c.TS, b.row, b.ts = true, int64(et), row, ts
+	b.c.Has, b.c.Retract, b.c.TS, b.row, b.ts = true, retraction, int64(et), row, ts
+	b.c.Seq = append(b.c.Seq[:0], seq...)
+	if seq == nil {
+		b.c.Seq = nil
+	}
 	if m.tie.Len() > 0 { // the tie-break encoded it: keep that
 		b.c.Row = bytes.Clone(m.tie.Bytes())
 	} else {
@@ -286,39 +397,39 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts, et beam.EventTime, retrac
 	return nil
 }
 
-// beats reports whether a row with event time et is kept over b's, by
-// mergeCandidates' order: the earlier time, ties by the smaller encoding.
-// Only a tie encodes, leaving the new row's encoding in m.tie.
-func (m *bundleMerge) beats(b *localBest, et int64, row any) (bool, error) {
+// beats reports whether a row (event time et, SequenceBy value seq) is kept
+// over b's, by mergeCandidates' order. Only a tie on everything but the row
+// encodes, leaving the new row's encoding in m.tie.
+func (m *bundleMerge) beats(b *localBest, et int64, seq []byte, retraction bool, row any) (bool, error) {
 	m.tie.Reset()
-	switch {
-	case !b.c.Has || et < b.c.TS:
+	if !b.c.Has {
 		return true, nil
-	case et > b.c.TS:
-		return false, nil
+	}
+	if c := compareOrder(candidate{Seq: seq, TS: et, Retract: retraction}, candidate{Seq: b.c.Seq, TS: b.c.TS, Retract: b.c.Retract}); c != 0 {
+		return m.Dir.prefers(c), nil
 	}
 	if b.c.Row == nil {
-		c, err := m.rows.candidate(0, b.row)
+		enc, err := m.rows.encode(b.row)
 		if err != nil {
 			return false, err
 		}
-		b.c.Row = c.Row
+		b.c.Row = enc
 	}
 	if err := m.rows.enc.Encode(row, &m.tie); err != nil {
 		return false, fmt.Errorf("dedup: encoding row: %w", err)
 	}
-	return bytes.Compare(m.tie.Bytes(), b.c.Row) < 0, nil
+	return m.Dir.prefers(bytes.Compare(m.tie.Bytes(), b.c.Row)), nil
 }
 
 // drain passes each key's candidate to emit and empties the map.
 func (m *bundleMerge) drain(emit func(key string, b *localBest)) error {
 	for k, b := range m.best {
 		if b.c.Has && b.c.Row == nil {
-			c, err := m.rows.candidate(0, b.row)
+			enc, err := m.rows.encode(b.row)
 			if err != nil {
 				return err
 			}
-			b.c.Row = c.Row
+			b.c.Row = enc
 		}
 		emit(k, b)
 	}
@@ -337,6 +448,7 @@ type keyCandidatesFn struct {
 	Merge bundleMerge // its row encoder serves the per-row path too
 
 	key []byte // the current row's key, reused
+	seq []byte // the current row's SequenceBy value, reused
 }
 
 func (f *keyCandidatesFn) Setup() error {
@@ -358,11 +470,16 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 	if !ok {
 		return nil
 	}
+	var seq []byte
+	if f.Rows.Checks.sf != nil {
+		f.seq, _ = f.Rows.Checks.sf.appendTo(f.seq[:0], reflect.ValueOf(row)) // validated by admit
+		seq = f.seq
+	}
 	if f.Local {
 		f.key = key
-		return f.Merge.add(key, nil, ts, ets, kind.IsRetraction(), row, func() error { return f.flush(emit) })
+		return f.Merge.add(key, nil, ts, ets, seq, kind.IsRetraction(), row, func() error { return f.flush(emit) })
 	}
-	c, err := f.Merge.rows.single(ets, kind.IsRetraction(), row)
+	c, err := f.Merge.single(ets, seq, kind.IsRetraction(), row)
 	if err == nil {
 		emit(ts, key, c)
 	}
@@ -391,7 +508,7 @@ func (f *mergeGroupFn) Setup() error { return f.From.Setup() }
 func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(*candidate) bool, emit func(beam.EventTime, beam.V)) error {
 	var c, next candidate
 	for cands(&next) {
-		c = mergeCandidates(c, next)
+		c = mergeCandidates(f.From.Dir, c, next)
 	}
 	row, ok, err := f.From.kept(ctx, c)
 	if ok {
@@ -402,18 +519,24 @@ func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(
 
 // boundedRows is the whole bounded expansion of KeepFirst: key (and merge
 // within the bundle), then a combine per key, or a GroupByKey and a merge.
-func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (kept, dead beam.PCollection) {
+func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config, dir direction) (kept, dead beam.PCollection) {
 	local := localMerge(c, rows)
-	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local}, rows)
-	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol}
+	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local, Merge: bundleMerge{Dir: dir}}, rows)
+	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol, Dir: dir}
 	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
 	if local {
 		s = s.Scope("Merge")
 		return beam.ParDo(s, &mergeGroupFn{From: from}, beam.GroupByKey(s, cands), out), dead
 	}
+	return combineRows(s, cands, from), dead
+}
+
+// combineRows keeps one row per key (and window) of cands, keyed
+// candidates, with a combine the runner lifts, and emits it alone.
+func combineRows(s beam.Scope, cands beam.PCollection, from fromCandidateFn) beam.PCollection {
 	s = s.Scope("Combine")
-	best := beam.CombinePerKey(s, mergeCandidates, cands)
-	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, out), dead
+	best := beam.CombinePerKey(s, candidateMerge{Dir: from.Dir}, cands)
+	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, beam.TypeDefinition{Var: beam.VType, T: from.ValueType.T})
 }
 
 // mergeGroupKVFn is mergeGroupFn for KeepFirstPerKey: it emits the key too.
@@ -426,26 +549,26 @@ func (f *mergeGroupKVFn) Setup() error { return f.From.Setup() }
 func (f *mergeGroupKVFn) ProcessElement(ctx context.Context, key beam.T, cands func(*candidate) bool, emit func(beam.EventTime, beam.T, beam.V)) error {
 	var c, next candidate
 	for cands(&next) {
-		c = mergeCandidates(c, next)
+		c = mergeCandidates(f.From.Dir, c, next)
 	}
 	return f.From.ProcessElement(ctx, key, c, emit)
 }
 
 // boundedStep is the state-free expansion of the keyed step: as
 // boundedRows, for KV input.
-func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type) beam.PCollection {
+func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, dir direction) beam.PCollection {
 	local := localMerge(c, keyed)
 	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
-	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, Local: local}, keyed)
-	from := fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol}
+	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, SeqCol: c.sequenceBy, Local: local, Merge: bundleMerge{Dir: dir}}, keyed)
+	from := fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol, Dir: dir}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	if local {
 		s = s.Scope("Merge")
 		return beam.ParDo(s, &mergeGroupKVFn{From: from}, beam.GroupByKey(s, cands), out)
 	}
 	s = s.Scope("Combine")
-	best := beam.CombinePerKey(s, mergeCandidates, cands)
+	best := beam.CombinePerKey(s, candidateMerge{Dir: dir}, cands)
 	return beam.ParDo(s, &from, best, out)
 }
 

@@ -6,11 +6,14 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/coders/ordercoder"
 )
 
 func TestCandidateCoder_RoundTrips(t *testing.T) {
@@ -18,6 +21,8 @@ func TestCandidateCoder_RoundTrips(t *testing.T) {
 		{},
 		{Retractions: 3},
 		{Has: true, TS: -62135596800000, Row: []byte{1, 2, 3}, Rows: 7, Retractions: 2},
+		{Has: true, Retract: true, TS: 5, Seq: []byte{}, Row: []byte{9}, Retractions: 1},
+		{Has: true, TS: 5, Seq: []byte{0x80, 0, 1}, Row: []byte{9}, Rows: 2},
 	} {
 		got, err := decodeCandidate(encodeCandidate(c))
 		require.NoError(t, err)
@@ -35,9 +40,29 @@ func TestMergeCandidates_KeepsEarliestThenSmallestAndIsOrderIndependent(t *testi
 	c := candidate{Has: true, TS: 9, Row: []byte("0"), Rows: 1}
 	r := candidate{Retractions: 1}
 	want := candidate{Has: true, TS: 5, Row: []byte("a"), Rows: 3, Retractions: 1}
-	assert.Equal(t, want, mergeCandidates(mergeCandidates(a, b), mergeCandidates(c, r)))
-	assert.Equal(t, want, mergeCandidates(mergeCandidates(r, c), mergeCandidates(b, a)))
-	assert.Equal(t, want, mergeCandidates(a, mergeCandidates(r, mergeCandidates(c, b))))
+	assert.Equal(t, want, mergeCandidates(dirFirst, mergeCandidates(dirFirst, a, b), mergeCandidates(dirFirst, c, r)))
+	assert.Equal(t, want, mergeCandidates(dirFirst, mergeCandidates(dirFirst, r, c), mergeCandidates(dirFirst, b, a)))
+	assert.Equal(t, want, mergeCandidates(dirFirst, a, mergeCandidates(dirFirst, r, mergeCandidates(dirFirst, c, b))))
+}
+
+// The same merge with dirLast keeps the largest (seq, time, row), and the
+// sequence value comes before the time.
+func TestMergeCandidates_LastKeepsLargestSeqThenTimeThenRowInAnyOrder(t *testing.T) {
+	a := candidate{Has: true, TS: 9, Seq: []byte{1}, Row: []byte("z"), Rows: 1}
+	b := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("a"), Rows: 1}
+	c := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("b"), Rows: 1}
+	r := candidate{Has: true, Retract: true, TS: 1, Seq: []byte{2}, Row: []byte("c"), Retractions: 1}
+	want := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("b"), Rows: 3, Retractions: 1}
+	cands := []candidate{a, b, c, r}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+		got := mergeCandidates(dirLast, mergeCandidates(dirLast, cands[0], cands[1]), mergeCandidates(dirLast, cands[2], cands[3]))
+		assert.Equal(t, want, got, "the +U beats the -U of the same instant; the larger row wins the tie")
+		got = mergeCandidates(dirLast, cands[0], mergeCandidates(dirLast, cands[1], mergeCandidates(dirLast, cands[2], cands[3])))
+		assert.Equal(t, want, got)
+	}
+	assert.Equal(t, a.Row, mergeCandidates(dirFirst, mergeCandidates(dirFirst, a, b), c).Row, "First: the smallest seq wins over an earlier time")
 }
 
 // keyCandidatesFn's in-bundle merge (Local) must give the combine what the
@@ -45,25 +70,36 @@ func TestMergeCandidates_KeepsEarliestThenSmallestAndIsOrderIndependent(t *testi
 // map flushes at the end of the bundle or keeps flushing because it is full.
 // Many rows tie on time, so the encoding tie-break is exercised.
 func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  direction
+		seq  string
+	}{{"first", dirFirst, ""}, {"last", dirLast, ""}, {"first by sequence", dirFirst, "seq"}, {"last by sequence", dirLast, "seq"}} {
+		t.Run(tc.name, func(t *testing.T) { testKeyCandidatesInBundleMerge(t, tc.dir, tc.seq) })
+	}
+}
+
+func testKeyCandidatesInBundleMerge(t *testing.T, dir direction, seqCol string) {
 	type row struct {
-		User string `beam:"user"`
-		Op   string `beam:"op"`
-		Val  int64  `beam:"val"`
+		User string  `beam:"user"`
+		Op   string  `beam:"op"`
+		Val  int64   `beam:"val"`
+		Seq  float64 `beam:"seq"`
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []row
 	var times []beam.EventTime
 	for range 2000 {
-		rows = append(rows, row{User: fmt.Sprint(rng.IntN(50)), Op: []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)], Val: rng.Int64N(5)})
+		rows = append(rows, row{User: fmt.Sprint(rng.IntN(50)), Op: []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)], Val: rng.Int64N(5), Seq: float64(rng.IntN(3)) - 1})
 		times = append(times, beam.EventTime(rng.Int64N(4))) // many ties
 	}
 	merged := func(local bool, maxKeys int) map[string]candidate {
-		f := &keyCandidatesFn{Rows: keyRowsFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}, Columns: []string{"user"}, Checks: rowChecks{KindCol: "op"}}, Local: local, Merge: bundleMerge{MaxKeys: maxKeys}}
+		f := &keyCandidatesFn{Rows: keyRowsFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}, Columns: []string{"user"}, Checks: rowChecks{KindCol: "op", SeqCol: seqCol}}, Local: local, Merge: bundleMerge{MaxKeys: maxKeys, Dir: dir}}
 		require.NoError(t, f.Setup())
 		got := map[string]candidate{}
 		emit := func(_ beam.EventTime, k []byte, c candidate) {
 			if old, ok := got[string(k)]; ok {
-				c = mergeCandidates(old, c)
+				c = mergeCandidates(dir, old, c)
 			}
 			got[string(k)] = c
 		}
@@ -78,6 +114,9 @@ func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	}
 	want := merged(false, 0)
 	require.Len(t, want, 50)
+	for _, c := range want {
+		require.Equal(t, seqCol != "", c.Seq != nil, "a candidate carries its sequence value")
+	}
 	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
 	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
 }
@@ -106,7 +145,7 @@ func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 		emit := func(_ beam.EventTime, k beam.T, c candidate) {
 			key := k.(int64)
 			if old, ok := got[key]; ok {
-				c = mergeCandidates(old, c)
+				c = mergeCandidates(dirFirst, old, c)
 			}
 			got[key] = c
 		}
@@ -121,4 +160,39 @@ func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	require.Len(t, want, 40)
 	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
 	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
+}
+
+func TestSeqField_ReadsEachSupportedTypeAndRejectsOthers(t *testing.T) {
+	type row struct {
+		I   int32      `beam:"i"`
+		U   uint16     `beam:"u"`
+		F   float32    `beam:"f"`
+		S   string     `beam:"s"`
+		T   time.Time  `beam:"t"`
+		P   *int64     `beam:"p"`
+		Bad []byte     `beam:"bad"`
+		PT  *time.Time `beam:"pt"`
+	}
+	rt := reflect.TypeFor[row]()
+	v := reflect.ValueOf(row{I: -3, U: 7, F: -0.5, S: "ab", T: time.Unix(5, 6)})
+	for col, want := range map[string][]byte{
+		"i": ordercoder.Int(nil, -3), "u": ordercoder.Uint(nil, 7), "f": ordercoder.Float(nil, -0.5),
+		"s": ordercoder.String(nil, "ab"), "t": ordercoder.Time(nil, time.Unix(5, 6)),
+	} {
+		f, err := newSeqField(rt, col)
+		require.NoError(t, err, col)
+		got, reason := f.appendTo(nil, v)
+		assert.Empty(t, reason, col)
+		assert.Equal(t, want, got, col)
+	}
+	for _, col := range []string{"p", "pt"} {
+		f, err := newSeqField(rt, col)
+		require.NoError(t, err)
+		_, reason := f.appendTo(nil, v)
+		assert.Equal(t, "NULL sequence value", reason, "nil pointer %s", col)
+	}
+	_, err := newSeqField(rt, "bad")
+	assert.ErrorContains(t, err, "must be a signed or unsigned integer")
+	_, err = newSeqField(rt, "nope")
+	assert.ErrorContains(t, err, "nope")
 }

@@ -53,7 +53,7 @@ func init() {
 	register.Emitter3[beam.EventTime, beam.U, beam.V]()
 	register.Emitter3[beam.EventTime, beam.T, beam.V]()
 	register.Emitter1[DeadLetter]()
-	register.Function2x1[candidate, candidate, candidate](mergeCandidates)
+	register.Combiner1[candidate](&candidateMerge{})
 	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.EventTime, beam.T, candidate), error](&toCandidateFn{})
 	register.DoFn4x1[context.Context, beam.T, func(*candidate) bool, func(beam.EventTime, beam.T, beam.V), error](&mergeGroupKVFn{})
 	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
@@ -146,8 +146,8 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 	default:
 		return fail(keyTypeError(kt))
 	}
-	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
-	if c.onTime != "" || c.changelogCol != "" {
+	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol, SeqCol: c.sequenceBy}
+	if c.onTime != "" || c.changelogCol != "" || c.sequenceBy != "" {
 		if err := checks.setup(vt); err != nil {
 			return fail(err)
 		}
@@ -159,9 +159,25 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 		// (notes/beam-defects.md #7). A GroupByKey groups them fine.
 		c.forceStateful = true
 	}
+	if err := c.firstSequenceBy(isBounded(kvs)); err != nil {
+		return fail(err)
+	}
 	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
 	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, "KeepFirstPerKey")}, kvs)
 	return keyedStep(s, keyed, &c, vt, isBounded(kvs)), nil
+}
+
+// firstSequenceBy checks that KeepFirst's SequenceBy applies: the smallest
+// value is known only once a key's rows are all seen, which the bounded
+// expansion does and a stream does not.
+func (c *config) firstSequenceBy(bounded bool) error {
+	if c.sequenceBy == "" || useBounded(c, bounded) {
+		return nil
+	}
+	if !bounded {
+		return fmt.Errorf("SequenceBy(%q) needs all of a key's rows before the first is known, which a stream never has; use OnTime(%q) for the event-time first row (emitted when the watermark passes it), or window dedup", c.sequenceBy, c.sequenceBy)
+	}
+	return fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which ForceStateful and EventTimeTTL turn off", c.sequenceBy)
 }
 
 func keyTypeError(kt reflect.Type) error {
@@ -192,43 +208,19 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	if err := c.validate(); err != nil {
 		return fail(err)
 	}
-	if !rows.IsValid() {
-		return fail(fmt.Errorf("input PCollection is invalid"))
+	t, cols, checks, err := structRows(&c, rows, "use KeepFirstPerKey for KV input")
+	if err != nil {
+		return fail(err)
 	}
-	t := rows.Type().Type()
-	if typex.IsKV(rows.Type()) {
-		return fail(fmt.Errorf("input is %v; use KeepFirstPerKey for KV input", rows.Type()))
-	}
-	if t.Kind() != reflect.Struct {
-		return fail(fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t))
-	}
-	cols := c.partitionBy
-	if c.partitionAll {
-		all, err := keycoder.Columns(t)
-		if err != nil {
-			return fail(err)
-		}
-		cols = nil
-		for _, col := range all {
-			if col.Name == c.changelogCol {
-				continue // the row kind is not part of the row's identity
-			}
-			cols = append(cols, col.Name)
-		}
-	}
-	if _, err := keycoder.New(t, cols); err != nil {
-		return fail(fmt.Errorf("PartitionBy: %w", err))
-	}
-	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol}
-	if err := checks.setup(t); err != nil {
+	bounded := isBounded(rows)
+	if err := c.firstSequenceBy(bounded); err != nil {
 		return fail(err)
 	}
 	uid := scopeName(c.uid, "KeepFirst")
 	s = s.Scope(uid)
-	bounded := isBounded(rows)
 	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
 	if useBounded(&c, bounded) {
-		kept, dead := boundedRows(s, rows, kr, &c)
+		kept, dead := boundedRows(s, rows, kr, &c, dirFirst)
 		return kept, dead, nil
 	}
 	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0
@@ -239,11 +231,49 @@ func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCol
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
 
+// structRows validates rows, a PCollection of a Go struct type, and the
+// options that name its columns; it returns the row type, the key columns
+// and the row checks. kvHint is what the error for KV input advises.
+func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, []string, rowChecks, error) {
+	if !rows.IsValid() {
+		return nil, nil, rowChecks{}, fmt.Errorf("input PCollection is invalid")
+	}
+	t := rows.Type().Type()
+	if typex.IsKV(rows.Type()) {
+		return nil, nil, rowChecks{}, fmt.Errorf("input is %v; %s", rows.Type(), kvHint)
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, nil, rowChecks{}, fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t)
+	}
+	cols := c.partitionBy
+	if c.partitionAll {
+		all, err := keycoder.Columns(t)
+		if err != nil {
+			return nil, nil, rowChecks{}, err
+		}
+		cols = nil
+		for _, col := range all {
+			if col.Name == c.changelogCol {
+				continue // the row kind is not part of the row's identity
+			}
+			cols = append(cols, col.Name)
+		}
+	}
+	if _, err := keycoder.New(t, cols); err != nil {
+		return nil, nil, rowChecks{}, fmt.Errorf("PartitionBy: %w", err)
+	}
+	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol, SeqCol: c.sequenceBy}
+	if err := checks.setup(t); err != nil {
+		return nil, nil, rowChecks{}, err
+	}
+	return t, cols, checks, nil
+}
+
 // keyedStep keeps one row per key: the state-free expansion on bounded input,
 // else the stateful one.
 func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	if useBounded(c, bounded) {
-		return boundedStep(s, keyed, c, vt)
+		return boundedStep(s, keyed, c, vt, dirFirst)
 	}
 	return statefulStep(s, keyed, c, vt, bounded)
 }

@@ -35,8 +35,11 @@ func deadLetter(uid string, row any, reason string) DeadLetter {
 type rowChecks struct {
 	TimeCol string
 	KindCol string
+	SeqCol  string
 	tf      *timeField
 	kf      *kindField
+	sf      *seqField
+	seq     []byte // scratch for the NULL check
 }
 
 func (c *rowChecks) setup(t reflect.Type) error {
@@ -54,7 +57,9 @@ func (c *rowChecks) setup(t reflect.Type) error {
 		}
 		c.kf = &kf
 	}
-	return nil
+	var err error
+	c.sf, err = optionalSeqField(t, c.SeqCol)
+	return err
 }
 
 // check returns the row's event time (ts unless OnTime is set) and kind
@@ -71,6 +76,12 @@ func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, c
 	if c.kf != nil {
 		var reason string
 		if kind, reason = c.kf.kind(v); reason != "" {
+			return 0, 0, reason
+		}
+	}
+	if c.sf != nil {
+		var reason string
+		if c.seq, reason = c.sf.appendTo(c.seq[:0], v); reason != "" {
 			return 0, 0, reason
 		}
 	}
@@ -216,7 +227,7 @@ type keyPairsFn struct {
 }
 
 func (f *keyPairsFn) Setup() error {
-	if f.Checks.TimeCol == "" && f.Checks.KindCol == "" {
+	if f.Checks.TimeCol == "" && f.Checks.KindCol == "" && f.Checks.SeqCol == "" {
 		return nil
 	}
 	return f.Checks.setup(f.ValueType.T)
@@ -224,7 +235,7 @@ func (f *keyPairsFn) Setup() error {
 
 func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k beam.U, v beam.V, emit func(beam.EventTime, beam.U, beam.V), dead func(DeadLetter)) {
 	cRowsIn.Inc(ctx, 1)
-	if f.Checks.tf != nil || f.Checks.kf != nil {
+	if f.Checks.tf != nil || f.Checks.kf != nil || f.Checks.sf != nil {
 		var reason string
 		if ts, _, reason = f.Checks.check(ts, reflect.ValueOf(v)); reason != "" {
 			cDeadLettered.Inc(ctx, 1)

@@ -14,6 +14,7 @@ type config struct {
 	partitionSet  bool
 	partitionAll  bool
 	onTime        string
+	sequenceBy    string
 	stateTTL      time.Duration
 	eventTTL      time.Duration
 	resetOnDup    bool
@@ -24,6 +25,9 @@ type config struct {
 	noMiniBatch   bool
 	noCleanup     bool
 	errs          []error
+	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
+	// them whatever their value
+	stateTTLSet, eventTTLSet, cleanupSet bool
 }
 
 func defaultConfig() config { return config{resetOnDup: true} }
@@ -54,17 +58,32 @@ func PartitionByAll() Option {
 // the row's Beam timestamp is set from it.
 func OnTime(column string) Option { return func(c *config) { c.onTime = column } }
 
+// SequenceBy orders a key's rows by column instead of arrival or event
+// time: the largest value is the last, the smallest the first. The column
+// is a signed or unsigned integer, a float (-0 equals 0; NaN is larger than
+// every number), a time.Time or a string (byte order), or a pointer to one;
+// a nil pointer is NULL, and such a row is dead-lettered with the reason
+// "NULL sequence value". Ties fall back to the event time, then to the
+// encoded row, so a rerun keeps the same rows. KeepFirst accepts it only
+// where a key's rows are all seen before output (bounded input); on a
+// stream use OnTime.
+func SequenceBy(column string) Option { return func(c *config) { c.sequenceBy = column } }
+
 // StateTTL is the processing-time retention of a key's state. After it
 // expires the next row of the key starts a new period and is emitted again.
 // 0 (the default) keeps state forever: a key is emitted at most once.
-func StateTTL(d time.Duration) Option { return func(c *config) { c.stateTTL = d } }
+func StateTTL(d time.Duration) Option {
+	return func(c *config) { c.stateTTL, c.stateTTLSet = d, true }
+}
 
 // EventTimeTTL is an event-time retention: a key's period ends once the
 // watermark passes its largest event time seen plus d, and a row whose event
 // time is more than d after it starts a new period. It works on every
 // runner, Flink included (no processing-time timers). With StateTTL too, a
 // period ends when either retention ends.
-func EventTimeTTL(d time.Duration) Option { return func(c *config) { c.eventTTL = d } }
+func EventTimeTTL(d time.Duration) Option {
+	return func(c *config) { c.eventTTL, c.eventTTLSet = d, true }
+}
 
 // ResetTTLOnDuplicate sets whether a dropped +I/+U duplicate of an emitted
 // key refreshes its retention (default true). False measures retention from
@@ -102,7 +121,9 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // Prism (which keeps a job alive until its processing-time timers fire) or
 // on a runner without processing-time timers (Flink, for Go pipelines) when
 // using StateTTL in watermarkless mode.
-func CleanupTimers(on bool) Option { return func(c *config) { c.noCleanup = !on } }
+func CleanupTimers(on bool) Option {
+	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
+}
 
 // UseClock reads processing time from a clock registered under name with
 // RegisterClock, instead of the wall clock. For tests only.

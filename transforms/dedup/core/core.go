@@ -10,6 +10,8 @@
 // the caller; event time is the row's Beam timestamp.
 package core
 
+import "github.com/beamdedup/beamdedup/coders/statecoder"
+
 // Kind is the change kind of an arriving row.
 type Kind uint8
 
@@ -25,42 +27,20 @@ const (
 // mark a key as seen and never refresh its retention.
 func (k Kind) IsRetraction() bool { return k == UpdateBefore || k == Delete }
 
-// Phase is where a key is in its deduplication period.
-type Phase uint8
+// Phase is where a key is in its deduplication period (defined beside the
+// state's persisted form, so that coders import no transform).
+type Phase = statecoder.Phase
 
 // Phases of a key.
 const (
-	// None: no state (never seen, expired or cleaned up).
-	None Phase = iota
-	// Pending: event-time mode only; a candidate waits for the watermark.
-	Pending
-	// Emitted: the key's row was emitted; later rows are dropped until expiry.
-	Emitted
+	None    = statecoder.None
+	Pending = statecoder.Pending
+	Emitted = statecoder.Emitted
 )
 
-// State is one key's deduplication state. Its persisted form is
-// coders/statecoder; keep both in step.
-type State struct {
-	Phase Phase
-	// ExpireAt is the processing time at which an emitted key expires
-	// (StateTTL); 0 when no StateTTL applies.
-	ExpireAt int64
-	// MaxEvent is the largest event time that set or refreshed the
-	// key's retention (EventTimeTTL base).
-	MaxEvent int64
-	// CandTime is the event time of the pending candidate, or of the
-	// emitted row in event-time mode.
-	CandTime int64
-	// CleanupAt is the event time at which the self-re-arming cleanup
-	// timer is set (event-time mode with StateTTL only).
-	CleanupAt int64
-	// Rearms counts how often that cleanup timer re-armed itself; each
-	// re-arm doubles its step so an end-of-input watermark ends it fast.
-	Rearms uint8
-	// Cand is the pending candidate row, encoded by the adapter. The core
-	// never looks inside.
-	Cand []byte
-}
+// State is one key's deduplication state; its type and persisted form are
+// coders/statecoder's.
+type State = statecoder.State
 
 // Outcome is what happened to an arriving row. Each row has exactly one,
 // and each maps to one metric.
