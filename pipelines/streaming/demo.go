@@ -46,6 +46,11 @@ type DemoConfig struct {
 	Runner string
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
+	// StallLimit: when nothing moves for this long (job metrics, acks)
+	// while messages remain unacked, the job is cancelled and RunDemo fails
+	// with a *watchdog.Stall error saying so (default DefaultStallLimit;
+	// negative: no watchdog).
+	StallLimit time.Duration
 	// StateTTL is the key retention; 0 (default) remembers keys for the
 	// whole run. The demo sets no cleanup timers (dedup.CleanupTimers(false)):
 	// processing-time ones would keep Prism's job alive for StateTTL after
@@ -194,7 +199,19 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	pr, err := beam.Run(rctx, cfg.Runner, p)
+	pr, err := watched(rctx, cfg.Runner, p, cfg.StallLimit, func(c map[string]int64) bool {
+		acked, unacked := 0, 0
+		for _, m := range srv.MessagesOn("orders") {
+			if m.Acks > 0 {
+				acked++
+			} else {
+				unacked++
+			}
+		}
+		c["pubsub/acked"] = int64(acked)
+		c["pubsub/output"] = int64(len(srv.MessagesOn("orders-deduped")))
+		return unacked > 0
+	})
 	if err != nil {
 		return DemoResult{}, fmt.Errorf("streaming demo: %w", err)
 	}
