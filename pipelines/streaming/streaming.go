@@ -101,6 +101,10 @@ type Config struct {
 	// the source holds messages it has not acked (0: DefaultStallLimit;
 	// negative: no watchdog). Build ignores it.
 	StallLimit time.Duration
+
+	// fusedSink drops the Reshuffle before the publish: only the
+	// reproduction of the Prism stall uses it.
+	fusedSink bool
 }
 
 // Outputs are the pipeline's collections.
@@ -184,7 +188,16 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 			return Outputs{}, err
 		}
 	}
-	out.Published = beam.ParDo(s, &encodeFn[T]{}, out.Kept)
+	// The Reshuffle keeps KeepFirst's stage from being the last of its
+	// fused chain: on Prism a stage with no output and no timers busy-waits
+	// in every running bundle, and 8 such bundles starve the state round
+	// trips until the job stalls (notes/beam-defects.md, "A streaming job
+	// stalls"). The publish stage after it has short bundles.
+	kept := out.Kept
+	if !cfg.fusedSink {
+		kept = beam.Reshuffle(s, kept)
+	}
+	out.Published = beam.ParDo(s, &encodeFn[T]{}, kept)
 
 	write := func(topic string, col beam.PCollection) error {
 		if cfg.Native {

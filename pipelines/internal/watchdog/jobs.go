@@ -14,8 +14,10 @@ import (
 
 // Jobs observes and cancels the running jobs of a portable job server
 // (Prism's in-process one included: its address is in jobopts.Endpoint
-// once beam.Run has started it). It reads the live ("attempted") metrics,
-// which Prism updates from bundle progress reports while bundles run.
+// once beam.Run has started it). It reads the committed metrics, those of
+// finished bundles: a job whose bundles crawl (a row a second) makes no
+// progress that counts, while its in-flight ("attempted") counters would
+// still creep.
 type Jobs struct {
 	// Endpoint returns the job server's address; "" while unknown.
 	Endpoint func() string
@@ -75,7 +77,7 @@ func (j *Jobs) running(ctx context.Context) (jobpb.JobServiceClient, []string, e
 	return c, ids, nil
 }
 
-// Counters sums the attempted user counters (by namespace/name) and element
+// Counters sums the committed user counters (by namespace/name) and element
 // counts (as "elements") of the running jobs.
 func (j *Jobs) Counters(ctx context.Context) (map[string]int64, error) {
 	c, ids, err := j.running(ctx)
@@ -88,7 +90,7 @@ func (j *Jobs) Counters(ctx context.Context) (map[string]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, mi := range resp.GetMetrics().GetAttempted() {
+		for _, mi := range resp.GetMetrics().GetCommitted() {
 			name, ok := counterName(mi)
 			if !ok {
 				continue
