@@ -36,7 +36,10 @@ func assertDemoHeld(t testing.TB, res DemoResult) {
 	assert.Zero(t, res.Unacked, "every input message acked")
 	assert.Equal(t, res.Undecodable, res.DeadLettered, "undecodable messages dead-lettered")
 	c := res.Dedup
-	assert.Equal(t, int64(res.RowsDelivered), c.RowsIn, "every decodable delivery entered KeepFirst")
+	// The fake counts a delivery when it hands a message to a Pull; a Pull
+	// the client gave up on loses its messages until their lease ends, so
+	// on a slow machine some deliveries never reach the job.
+	assert.LessOrEqual(t, c.RowsIn, int64(res.RowsDelivered), "no row KeepFirst saw was not delivered")
 	assert.Equal(t, c.RowsIn, c.Emitted+c.DuplicatesDropped, "every row emitted or dropped as a duplicate")
 	assert.Equal(t, int64(res.Keys), c.Emitted)
 }
@@ -62,7 +65,8 @@ func BenchmarkSoak(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Log("\n" + res.String())
-		if !res.OK() || res.Dedup.RowsIn != res.Dedup.Emitted+res.Dedup.DuplicatesDropped || res.Dedup.RowsIn != int64(res.RowsDelivered) {
+		// RowsIn ≤ deliveries: see assertDemoHeld.
+		if !res.OK() || res.Dedup.RowsIn != res.Dedup.Emitted+res.Dedup.DuplicatesDropped || res.Dedup.RowsIn > int64(res.RowsDelivered) {
 			b.Fatalf("checks failed: %+v", res)
 		}
 		rate += float64(res.Delivered) / res.Elapsed.Seconds()
