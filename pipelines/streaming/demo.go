@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,11 +47,18 @@ type DemoConfig struct {
 	Runner string
 	// Timeout bounds the whole run (default 2 minutes).
 	Timeout time.Duration
+	// StallLimit: when nothing moves for this long (job metrics, acks)
+	// while messages remain unacked, the job is cancelled and RunDemo fails
+	// with a *watchdog.Stall error saying so (default DefaultStallLimit;
+	// negative: no watchdog).
+	StallLimit time.Duration
 	// StateTTL is the key retention; 0 (default) remembers keys for the
 	// whole run. The demo sets no cleanup timers (dedup.CleanupTimers(false)):
 	// processing-time ones would keep Prism's job alive for StateTTL after
 	// the idle stop, and expiry is checked when a row arrives anyway.
 	StateTTL time.Duration
+
+	fusedSink bool // see Config.fusedSink
 }
 
 // DemoResult is what RunDemo observed. Counts of messages come from the
@@ -72,6 +80,9 @@ type DemoResult struct {
 	RowsDelivered int
 	Dedup         dedup.Counters
 	Elapsed       time.Duration
+	// LatencyP50 and LatencyP99: for each output message, its publish time
+	// minus the first publish time of its order's input message.
+	LatencyP50, LatencyP99 time.Duration
 }
 
 // String is a short report.
@@ -82,6 +93,7 @@ func (r DemoResult) String() string {
 	fmt.Fprintf(&b, "dedup: %d rows in, %d emitted, %d duplicates dropped\n",
 		r.Dedup.RowsIn, r.Dedup.Emitted, r.Dedup.DuplicatesDropped)
 	fmt.Fprintf(&b, "output topic: %d messages for %d distinct orders; dead-letter topic: %d\n", r.Emitted, r.OutputKeys, r.DeadLettered)
+	fmt.Fprintf(&b, "latency (input publish to output publish) p50 %v, p99 %v\n", r.LatencyP50.Round(time.Millisecond), r.LatencyP99.Round(time.Millisecond))
 	fmt.Fprintf(&b, "acked %d of %d input messages (%d unacked) in %v", r.Acked, r.Published, r.Unacked, r.Elapsed.Round(time.Millisecond))
 	return b.String()
 }
@@ -168,6 +180,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		DeadLetterTopic: srv.TopicName("orders-dlq"),
 		Endpoint:        srv.Addr,
 		StateTTL:        ttl,
+		fusedSink:       cfg.fusedSink,
 		Dedup:           []dedup.Option{dedup.CleanupTimers(false)}, // the job ends at the idle stop
 		Read: []pubsubio.ReadOption{
 			pubsubio.IdleStop(cfg.IdleStop),
@@ -194,12 +207,26 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	pr, err := beam.Run(rctx, cfg.Runner, p)
+	total := len(first) + len(later)
+	pr, err := watched(rctx, cfg.Runner, p, cfg.StallLimit, func(c map[string]int64) bool {
+		// Cheap on purpose: MessagesOn copies every message under the
+		// fake's lock, which slows its Pulls enough to trip the IdleStop.
+		acked := srv.AckedMessages()
+		c["pubsub/acked"] = int64(acked)
+		return acked < total
+	})
 	if err != nil {
 		return DemoResult{}, fmt.Errorf("streaming demo: %w", err)
 	}
 	res := DemoResult{Keys: keys, Elapsed: time.Since(start), AcksLost: len(lost), Dedup: dedup.ReadCounters(pr)}
+	published := map[string]time.Time{} // order id -> first input publish time
 	for _, m := range srv.MessagesOn("orders") {
+		var o orders.Order
+		if json.Unmarshal(m.Data, &o) == nil {
+			if t, ok := published[o.OrderID]; !ok || m.PublishTime.Before(t) {
+				published[o.OrderID] = m.PublishTime
+			}
+		}
 		res.Published++
 		res.Delivered += m.Deliveries
 		if m.Deliveries > 1 {
@@ -217,14 +244,22 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		}
 	}
 	outKeys := map[string]bool{}
+	var lat []time.Duration
 	for _, m := range srv.MessagesOn("orders-deduped") {
 		res.Emitted++
 		var o orders.Order
 		if json.Unmarshal(m.Data, &o) == nil {
 			outKeys[o.OrderID] = true
+			if t, ok := published[o.OrderID]; ok {
+				lat = append(lat, m.PublishTime.Sub(t))
+			}
 		}
 	}
 	res.OutputKeys = len(outKeys)
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.LatencyP50, res.LatencyP99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	}
 	res.DeadLettered = len(srv.MessagesOn("orders-dlq"))
 	return res, nil
 }

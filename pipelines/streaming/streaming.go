@@ -96,6 +96,15 @@ type Config struct {
 	Read []pubsubio.ReadOption
 	// Dedup adds KeepFirst options after the ones above.
 	Dedup []dedup.Option
+
+	// StallLimit is Run's watchdog: how long no job counter may move while
+	// the source holds messages it has not acked (0: DefaultStallLimit;
+	// negative: no watchdog). Build ignores it.
+	StallLimit time.Duration
+
+	// fusedSink drops the Reshuffle before the publish: only the
+	// reproduction of the Prism stall uses it.
+	fusedSink bool
 }
 
 // Outputs are the pipeline's collections.
@@ -179,7 +188,16 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 			return Outputs{}, err
 		}
 	}
-	out.Published = beam.ParDo(s, &encodeFn[T]{}, out.Kept)
+	// The Reshuffle keeps KeepFirst's stage from being the last of its
+	// fused chain: on Prism a stage with no output and no timers busy-waits
+	// in every running bundle, and 8 such bundles starve the state round
+	// trips until the job stalls (notes/beam-defects.md, "A streaming job
+	// stalls"). The publish stage after it has short bundles.
+	kept := out.Kept
+	if !cfg.fusedSink {
+		kept = beam.Reshuffle(s, kept)
+	}
+	out.Published = beam.ParDo(s, &encodeFn[T]{}, kept)
 
 	write := func(topic string, col beam.PCollection) error {
 		if cfg.Native {
@@ -294,12 +312,17 @@ func (*encodeFn[T]) ProcessElement(row T) pubsubio.Message {
 // Run builds the pipeline for the orders rows and runs it on runner until it
 // ends (IdleStop on Prism; savepoint/cancel on Flink; drain on Dataflow),
 // returning KeepFirst's counters. beam.Init must have been called.
+//
+// On Prism and other portable runners a watchdog reads the job's metrics:
+// when the source has read messages it has not acked and no counter moves
+// for cfg.StallLimit, it cancels the job and Run returns a
+// *watchdog.Stall error that says so.
 func Run(ctx context.Context, runner string, cfg Config) (dedup.Counters, error) {
 	p, s := beam.NewPipelineWithRoot()
 	if _, err := Build(s, cfg); err != nil {
 		return dedup.Counters{}, err
 	}
-	pr, err := beam.Run(ctx, runner, p)
+	pr, err := watched(ctx, runner, p, cfg.StallLimit, nil)
 	if err != nil {
 		return dedup.Counters{}, err
 	}

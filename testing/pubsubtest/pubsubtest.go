@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ type Server struct {
 	mu       sync.Mutex
 	acks     []AckCall
 	dropAcks func(ackID string) bool
+	acked    map[string]struct{} // message ids with an ack that was not dropped
 }
 
 // AckCall is one observed Acknowledge request.
@@ -209,6 +211,15 @@ func (s *Server) AckCalls() []AckCall {
 	return append([]AckCall(nil), s.acks...)
 }
 
+// AckedMessages is the number of distinct messages acked so far (dropped
+// acks not counted), cheap enough to poll while a job runs (MessagesOn
+// copies every message).
+func (s *Server) AckedMessages() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.acked)
+}
+
 // DropAcks makes the server discard acks whose ack id satisfies drop (nil
 // restores normal acking). A dropped ack leaves the message outstanding, so
 // it is redelivered when its deadline expires: a lost ack.
@@ -232,14 +243,19 @@ func (r ackReactor) React(req any) (bool, any, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	r.s.acks = append(r.s.acks, AckCall{Time: time.Now(), Subscription: ar.Subscription, AckIDs: append([]string(nil), ar.AckIds...)})
-	if r.s.dropAcks == nil {
-		return false, nil, nil
+	if r.s.acked == nil {
+		r.s.acked = map[string]struct{}{}
 	}
 	kept := ar.AckIds[:0:0]
 	for _, id := range ar.AckIds {
-		if !r.s.dropAcks(id) {
+		if r.s.dropAcks == nil || !r.s.dropAcks(id) {
 			kept = append(kept, id)
+			msgID, _, _ := strings.Cut(id, ":")
+			r.s.acked[msgID] = struct{}{}
 		}
+	}
+	if r.s.dropAcks == nil {
+		return false, nil, nil
 	}
 	if len(kept) == 0 {
 		return true, &emptypb.Empty{}, nil

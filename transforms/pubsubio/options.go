@@ -114,7 +114,8 @@ func PullBatch(n int) ReadOption {
 
 // IdleStop makes each reader finish after d without any message: it acks
 // what it carries and returns StopProcessing, which ends the pipeline once
-// all readers have stopped. 0 (the default) reads forever.
+// all readers have stopped. 0 (the default) reads forever. Only polls the
+// server answered (empty) count as idle: a Pull that times out does not.
 func IdleStop(d time.Duration) ReadOption {
 	return func(c *readConfig) error {
 		if d < 0 {

@@ -168,6 +168,11 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	claimed := 0
 	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) && !fn.stopRequested(ctx) {
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
+		if errors.Is(err, errNoAnswer) {
+			// Not evidence of an empty subscription (a loaded server or
+			// fake can be that slow with a backlog): no IdleStop on it.
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -238,12 +243,15 @@ func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsu
 			return nil, ctx.Err()
 		}
 		if pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
-			return nil, nil // an empty long poll
+			return nil, errNoAnswer
 		}
 		return nil, fmt.Errorf("pubsubio: pull %s: %w", fn.Subscription, err)
 	}
 	return resp.GetReceivedMessages(), nil
 }
+
+// errNoAnswer: a Pull ran out of time without the server answering.
+var errNoAnswer = errors.New("pubsubio: pull not answered in time")
 
 // pullGrace is how long a Pull may outlast the bundle deadline.
 const pullGrace = 10 * time.Second

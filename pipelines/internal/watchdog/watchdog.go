@@ -1,0 +1,155 @@
+// Package watchdog turns a silent pipeline stall into an error. It samples
+// progress counters (job metrics, acks) at an interval and, when none of
+// them has moved for a bounded time while input remains, reports a Stall
+// naming what stopped moving. The caller cancels the job with it.
+//
+// Why: a Prism job can stop making progress without failing (notes/
+// beam-defects.md, "A streaming job stalls"), and then beam.Run never
+// returns. A stalled job must fail with a diagnosis, not hang.
+package watchdog
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sample is one observation of a job. Any change in Counters counts as
+// progress. Pending says that input remains (say unacked messages); while it
+// is false no stall is reported, since an idle job with nothing to do is
+// not stalled.
+type Sample struct {
+	Counters map[string]int64
+	Pending  bool
+}
+
+// Config configures Watch. Limit and Sample are required.
+type Config struct {
+	// Limit is how long nothing may move while input remains.
+	Limit time.Duration
+	// Every is the sampling interval (default Limit/10, at least 10ms).
+	Every time.Duration
+	// Sample observes the job. An error is kept as the last observation's
+	// note and counts as no progress.
+	Sample func(context.Context) (Sample, error)
+	// What names the job in the Stall message (default "job").
+	What string
+	// Hint is appended to the Stall message (where to read more).
+	Hint string
+
+	// Ticker and Now replace the clock in tests. Ticker returns a channel
+	// that delivers ticks and a stop function.
+	Ticker func(time.Duration) (<-chan time.Time, func())
+	Now    func() time.Time
+}
+
+// Stall is the error Watch returns when the job stopped moving.
+type Stall struct {
+	What     string
+	For      time.Duration // how long nothing moved
+	Counters map[string]int64
+	LastErr  error // the last sampling error, if any
+	Hint     string
+}
+
+func (e *Stall) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s stalled: no progress for %v while input remains", e.What, e.For.Round(time.Second))
+	if len(e.Counters) > 0 {
+		b.WriteString(" (")
+		for i, k := range slices.Sorted(maps.Keys(e.Counters)) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s=%d", k, e.Counters[k])
+		}
+		b.WriteString(")")
+	}
+	if e.LastErr != nil {
+		fmt.Fprintf(&b, "; last sample failed: %v", e.LastErr)
+	}
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+// Watch samples until ctx is done (it then returns nil) or the job stalls
+// (it returns a *Stall). Run it next to the job and cancel the job with
+// its result.
+func Watch(ctx context.Context, cfg Config) error {
+	if cfg.Limit <= 0 || cfg.Sample == nil {
+		return fmt.Errorf("watchdog: Limit and Sample are required")
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = max(cfg.Limit/10, 10*time.Millisecond)
+	}
+	if cfg.What == "" {
+		cfg.What = "job"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Ticker == nil {
+		cfg.Ticker = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		}
+	}
+	ticks, stop := cfg.Ticker(cfg.Every)
+	defer stop()
+
+	var last map[string]int64
+	var lastErr error
+	moved := cfg.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticks:
+		}
+		s, err := cfg.Sample(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		now := cfg.Now()
+		lastErr = err
+		if err == nil {
+			if !maps.Equal(s.Counters, last) || !s.Pending {
+				moved = now
+			}
+			last = s.Counters
+		}
+		if idle := now.Sub(moved); idle >= cfg.Limit {
+			return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint}
+		}
+	}
+}
+
+// Run runs job under a watchdog: job gets a context that is cancelled
+// when the watchdog reports a stall, and Run then returns the *Stall
+// (wrapping nothing of the job's own error, which is only the
+// cancellation). Otherwise it returns job's error.
+func Run(ctx context.Context, cfg Config, job func(context.Context) error) error {
+	jctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wctx, stopWatch := context.WithCancel(ctx)
+	stalled := make(chan error, 1)
+	go func() {
+		err := Watch(wctx, cfg)
+		if err != nil {
+			cancel(err)
+		}
+		stalled <- err
+	}()
+	err := job(jctx)
+	stopWatch()
+	if werr := <-stalled; werr != nil {
+		return werr
+	}
+	return err
+}

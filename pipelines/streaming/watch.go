@@ -1,0 +1,123 @@
+package streaming
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
+
+	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
+)
+
+// DefaultStallLimit is how long a job may make no progress while input
+// remains before Run and RunDemo cancel it.
+const DefaultStallLimit = 60 * time.Second
+
+// stallHint ends a stall error: where the known cause is written down.
+const stallHint = "a known Prism defect stalls streaming jobs, see notes/beam-defects.md (\"A streaming job stalls\") and docs/streaming-reliability.md"
+
+var prismServer sync.Mutex
+
+// ensureJobServer starts Prism's job server in this process before the job,
+// as beam.Run("prism") would inside, so that the watchdog knows its address
+// without racing the runner for the endpoint flag. Other runners are
+// watched through their --endpoint; "" means no job server to watch.
+func ensureJobServer(runner string) (string, error) {
+	prismServer.Lock()
+	defer prismServer.Unlock()
+	switch strings.ToLower(runner) {
+	case "prism", "prismrunner":
+		if *jobopts.Endpoint == "" {
+			port, err := freePort()
+			if err != nil {
+				return "", err
+			}
+			if _, err := prism.CreateJobServer(context.Background(), prism.Options{Port: port}); err != nil {
+				return "", fmt.Errorf("starting Prism: %w", err)
+			}
+			*jobopts.Endpoint = fmt.Sprintf("localhost:%d", port)
+			if *jobopts.EnvironmentType == "" {
+				*jobopts.EnvironmentType = "loopback"
+			}
+		}
+	case "universal", "portable", "flink", "spark":
+	default:
+		return "", nil // Dataflow and others: no portable job service to watch
+	}
+	return *jobopts.Endpoint, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// watched runs p on runner under a watchdog. extra adds observations the
+// caller has (say a Pub/Sub fake's acks); it may be nil. When nothing moved
+// for limit while input remained, the job is cancelled in the runner and
+// the error is a *watchdog.Stall.
+func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Duration,
+	extra func(map[string]int64) (pending bool)) (beam.PipelineResult, error) {
+	endpoint, err := ensureJobServer(runner)
+	if err != nil {
+		return nil, err
+	}
+	if endpoint == "" || limit < 0 {
+		return beam.Run(ctx, runner, p)
+	}
+	if limit == 0 {
+		limit = DefaultStallLimit
+	}
+	jobs := &watchdog.Jobs{Endpoint: func() string { return endpoint }}
+	defer jobs.Close()
+	cfg := watchdog.Config{
+		Limit: limit,
+		Every: min(limit/10, 2*time.Second),
+		What:  "streaming job on " + runner,
+		Hint:  stallHint,
+		Sample: func(ctx context.Context) (watchdog.Sample, error) {
+			c, err := jobs.Counters(ctx)
+			if err != nil {
+				return watchdog.Sample{}, err
+			}
+			pending := inputPending(c)
+			if extra != nil && extra(c) {
+				pending = true
+			}
+			return watchdog.Sample{Counters: c, Pending: pending}, nil
+		},
+	}
+	var pr beam.PipelineResult
+	err = watchdog.Run(ctx, cfg, func(ctx context.Context) error {
+		var err error
+		pr, err = beam.Run(ctx, runner, p)
+		return err
+	})
+	if _, ok := err.(*watchdog.Stall); ok {
+		// beam.Run returned when its context was cancelled, but the job
+		// itself still runs inside the runner: stop it there.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if cerr := jobs.CancelRunning(cctx); cerr != nil {
+			err = fmt.Errorf("%w (and cancelling the job failed: %v)", err, cerr)
+		}
+	}
+	return pr, err
+}
+
+// inputPending: the source read messages it has not acked yet, i.e. work
+// is in flight in the job (the source acks a message only after the bundle
+// that read it committed).
+func inputPending(c map[string]int64) bool {
+	return c["pubsubio/messages_read"] > c["pubsubio/messages_acked"]
+}
