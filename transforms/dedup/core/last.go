@@ -10,6 +10,11 @@ import "bytes"
 // State.Seq its SequenceBy value. Config.EventTime is false for KeepLast:
 // its output is immediate, never held for the watermark, so only cleanup
 // timers exist.
+//
+// In ordered mode a retraction leaves a tombstone: Phase Emitted with no
+// row (Cand empty) and the retraction's ordering value, so that a row older
+// than the deletion, arriving after it, stays deleted, as the bounded
+// merge decides. Tombstones expire with the key's retention.
 
 // LastRow is a row arriving at KeepLast.
 type LastRow struct {
@@ -98,16 +103,25 @@ func LastReplaces(seq []byte, t int64, storedSeq []byte, storedT int64) bool {
 func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	var d LastDecision
 	if c.expired(st, r.Time, now) {
-		if c.RetractOnExpiry {
+		if c.RetractOnExpiry && len(st.Cand) > 0 {
 			d.emit(Delete, true)
 		}
 		*st = State{}
 		d.Expired = true
 		d.Write = true // at least clear the expired state
 	}
-	if st.Phase != Emitted {
+	if c.Ordered && st.Phase == Emitted && !LastReplaces(r.Seq, r.Time, st.Seq, st.CandTime) {
+		d.Outcome = OutOfOrder // below the stored row or the tombstone
+		return d
+	}
+	if st.Phase != Emitted || len(st.Cand) == 0 {
 		if r.Kind.IsRetraction() {
 			d.Outcome = IgnoredRetraction
+			if c.Ordered {
+				c.tombstone(st, r, now)
+				d.Write = true
+				d.Timer = c.cleanupAfterEmit(st)
+			}
 			return d
 		}
 		c.store(st, r, now)
@@ -117,16 +131,16 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		d.Timer = c.cleanupAfterEmit(st)
 		return d
 	}
-	if c.Ordered && !LastReplaces(r.Seq, r.Time, st.Seq, st.CandTime) {
-		d.Outcome = OutOfOrder
-		return d
-	}
 	if r.Kind.IsRetraction() {
 		d.emit(Delete, true)
 		*st = State{}
 		d.Outcome = DeletedIn
 		d.Write = true
-		return d // the key's cleanup timer, when it fires, finds no state
+		if c.Ordered {
+			c.tombstone(st, r, now)
+			d.Timer = c.cleanupAfterEmit(st)
+		}
+		return d // without a tombstone, the key's cleanup timer finds no state
 	}
 	if bytes.Equal(r.Row, st.Cand) {
 		d.Outcome = Duplicate
@@ -144,6 +158,12 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	d.Write = true
 	d.Timer = c.cleanupAfterEmit(st)
 	return d
+}
+
+// tombstone records a retraction's ordering value in place of a row.
+func (c Config) tombstone(st *State, r LastRow, now int64) {
+	r.Row = nil
+	c.store(st, r, now)
 }
 
 // store makes r the key's stored row, its retention starting now: every

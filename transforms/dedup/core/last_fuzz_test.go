@@ -48,23 +48,29 @@ func (m *lastModel) store(k *lastKey, row, seq string, et int64) {
 func (m *lastModel) arrive(key string, kind core.Kind, et int64, seq, row string) {
 	k := m.key(key)
 	if k.has && (m.cfg.StateTTL > 0 && m.now >= k.retainFrom+m.cfg.StateTTL || m.cfg.EventTTL > 0 && et > k.maxEvent+m.cfg.EventTTL) {
-		if m.cfg.RetractOnExpiry {
+		if m.cfg.RetractOnExpiry && k.row != "" {
 			m.emit(key, "-D", k.row, et)
 		}
 		*k = lastKey{}
 	}
 	retraction := kind == core.UpdateBefore || kind == core.Delete
 	switch {
-	case !k.has:
-		if !retraction {
+	case k.has && m.cfg.Ordered && (seq < k.seq || seq == k.seq && et < k.time):
+		// out of order (below the stored row or a deletion): dropped
+	case !k.has || k.row == "":
+		switch {
+		case !retraction:
 			m.emit(key, "+I", row, et)
 			m.store(k, row, seq, et)
+		case m.cfg.Ordered: // a deletion remembers its order
+			m.store(k, "", seq, et)
 		}
-	case m.cfg.Ordered && (seq < k.seq || seq == k.seq && et < k.time):
-		// out of order: dropped
 	case retraction:
 		m.emit(key, "-D", k.row, et)
 		*k = lastKey{}
+		if m.cfg.Ordered {
+			m.store(k, "", seq, et)
+		}
 	case row == k.row:
 		if m.cfg.ResetOnDuplicate {
 			k.retainFrom = m.now
@@ -97,7 +103,7 @@ func (m *lastModel) advance() {
 		}
 		if m.cfg.Family() == core.ProcessingTimeFamily && m.now >= k.retainFrom+m.cfg.StateTTL ||
 			m.cfg.EventTTL > 0 && m.wm > k.maxEvent+m.cfg.EventTTL {
-			if m.cfg.RetractOnExpiry {
+			if m.cfg.RetractOnExpiry && k.row != "" {
 				m.out = append(m.out, emission{Row: "-D " + k.row, Key: key, ProcTime: m.now})
 			}
 			*k = lastKey{}

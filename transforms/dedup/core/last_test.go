@@ -97,6 +97,20 @@ func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
 	assert.Equal(t, []string{"+I a"}, s.Rows())
 }
 
+// Ordered mode: a deletion is remembered with its value, so a row older than
+// it that arrives later stays deleted (as the bounded merge decides), and a
+// newer one inserts.
+func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Delete, at(10, 5), "", "unseen-delete", core.IgnoredRetraction},
+		{core.Insert, at(10, 3), "", "older", core.OutOfOrder},
+		{core.Insert, at(10, 6), "", "newer", core.Inserted},
+		{core.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
+		{core.UpdateAfter, at(10, 7), "", "same-instant", core.Inserted},
+	})
+	assert.Equal(t, []string{"+I newer", "-D newer", "+I same-instant"}, s.Rows())
+}
+
 func TestLast_Rule4_StateTTLFromTheLastAcceptedRowInclusiveThenInsertsAgain(t *testing.T) {
 	cfg := core.Config{StateTTL: 5 * minute, CleanupTimers: false}
 	s := newSim(t, cfg, at(12, 0))
