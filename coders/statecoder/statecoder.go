@@ -19,6 +19,14 @@
 //
 // Zero fields are omitted, so a watermarkless seen-marker without TTL is
 // 3 bytes.
+//
+// Version 2 (KeepLast with SequenceBy) is version 1 with one more flag:
+//
+//	flags   64 Seq
+//	uvarint length, then the bytes of Seq, if flagged (after Cand)
+//
+// Encode writes version 1 whenever Seq is empty, so KeepFirst's state and
+// KeepLast's without SequenceBy keep the version-1 bytes.
 package statecoder
 
 import (
@@ -59,13 +67,16 @@ type State struct {
 	// Rearms counts how often that cleanup timer re-armed itself; each
 	// re-arm doubles its step so an end-of-input watermark ends it fast.
 	Rearms uint8
-	// Cand is the pending candidate row, encoded by the adapter. The core
-	// never looks inside.
+	// Cand is the pending candidate row (KeepFirst) or the stored last row
+	// (KeepLast), encoded by the adapter. The core never looks inside.
 	Cand []byte
+	// Seq is the stored row's SequenceBy value (coders/ordercoder), KeepLast
+	// only; nil without SequenceBy.
+	Seq []byte
 }
 
-// Version is the format written by Encode.
-const Version byte = 1
+// Version is the newest format Encode writes (version 1 when it suffices).
+const Version byte = 2
 
 const (
 	fExpireAt = 1 << iota
@@ -74,7 +85,9 @@ const (
 	fCleanupAt
 	fRearms
 	fCand
-	fAll = fExpireAt | fMaxEvent | fCandTime | fCleanupAt | fRearms | fCand
+	fSeq
+	fAllV1 = fExpireAt | fMaxEvent | fCandTime | fCleanupAt | fRearms | fCand
+	fAllV2 = fAllV1 | fSeq
 )
 
 // Append appends the encoding of st to dst.
@@ -98,7 +111,12 @@ func Append(dst []byte, st *State) []byte {
 	if len(st.Cand) != 0 {
 		flags |= fCand
 	}
-	dst = append(dst, Version, byte(st.Phase), flags)
+	version := byte(1)
+	if len(st.Seq) != 0 {
+		flags |= fSeq
+		version = 2
+	}
+	dst = append(dst, version, byte(st.Phase), flags)
 	for _, f := range [...]struct {
 		bit byte
 		v   int64
@@ -114,6 +132,10 @@ func Append(dst []byte, st *State) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(st.Cand)))
 		dst = append(dst, st.Cand...)
 	}
+	if flags&fSeq != 0 {
+		dst = binary.AppendUvarint(dst, uint64(len(st.Seq)))
+		dst = append(dst, st.Seq...)
+	}
 	return dst
 }
 
@@ -124,7 +146,7 @@ func Encode(st *State) []byte { return Append(nil, st) }
 var ErrCorrupt = errors.New("statecoder: corrupt state")
 
 // Decode reads state bytes of any known version into st. Empty input is
-// the absent state (core.None). Cand aliases b.
+// the absent state (None). Cand and Seq alias b.
 func Decode(b []byte, st *State) error {
 	*st = State{}
 	if len(b) == 0 {
@@ -132,17 +154,20 @@ func Decode(b []byte, st *State) error {
 	}
 	switch b[0] {
 	case 1:
-		return decodeV1(b[1:], st)
+		return decode(b[1:], fAllV1, st)
+	case 2:
+		return decode(b[1:], fAllV2, st)
 	}
 	return fmt.Errorf("%w: unknown version %d (written by a newer beamdedup?)", ErrCorrupt, b[0])
 }
 
-func decodeV1(b []byte, st *State) error {
+// decode reads the body of a version whose flags are allowed.
+func decode(b []byte, allowed byte, st *State) error {
 	if len(b) < 2 {
 		return fmt.Errorf("%w: %d bytes after version", ErrCorrupt, len(b))
 	}
 	phase, flags := Phase(b[0]), b[1]
-	if phase > Emitted || flags&^fAll != 0 {
+	if phase > Emitted || flags&^allowed != 0 {
 		return fmt.Errorf("%w: phase %d flags %#x", ErrCorrupt, phase, flags)
 	}
 	st.Phase = phase
@@ -166,12 +191,18 @@ func decodeV1(b []byte, st *State) error {
 		}
 		st.Rearms, b = b[0], b[1:]
 	}
-	if flags&fCand != 0 {
+	for _, f := range [...]struct {
+		bit byte
+		p   *[]byte
+	}{{fCand, &st.Cand}, {fSeq, &st.Seq}} {
+		if flags&f.bit == 0 {
+			continue
+		}
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
-			return fmt.Errorf("%w: bad candidate length", ErrCorrupt)
+			return fmt.Errorf("%w: bad length", ErrCorrupt)
 		}
-		st.Cand, b = b[n:n+int(l)], b[n+int(l):]
+		*f.p, b = b[n:n+int(l)], b[n+int(l):]
 	}
 	if len(b) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(b))

@@ -36,9 +36,40 @@ func TestGoldenBytesOfVersion1(t *testing.T) {
 	}
 }
 
+// Golden bytes of version 2 (KeepLast with SequenceBy): a stored row, its
+// SequenceBy value and its expiry. Never edit these either.
+var goldenV2 = []struct {
+	name string
+	st   State
+	hex  string
+}{
+	{"last row with sequence", State{Phase: Emitted, CandTime: 60_000, Cand: []byte("row"), Seq: []byte{0x80, 0, 7}}, "020264c0a90703726f7703800007"},
+	{"last row with sequence and expiry", State{Phase: Emitted, ExpireAt: 5, MaxEvent: 1, CandTime: 1, Cand: []byte("r"), Seq: []byte("s")}, "0202670a020201720173"},
+}
+
+func TestGoldenBytesOfVersion2(t *testing.T) {
+	for _, g := range goldenV2 {
+		t.Run(g.name, func(t *testing.T) {
+			assert.Equal(t, g.hex, hex.EncodeToString(Encode(&g.st)))
+			b, err := hex.DecodeString(g.hex)
+			require.NoError(t, err)
+			var st State
+			require.NoError(t, Decode(b, &st))
+			assert.Equal(t, g.st, st)
+		})
+	}
+}
+
+// KeepLast without SequenceBy stores its last row in version 1.
+func TestStateWithoutSequenceIsWrittenAsVersion1(t *testing.T) {
+	st := State{Phase: Emitted, CandTime: 3, Cand: []byte("row")}
+	assert.Equal(t, byte(1), Encode(&st)[0])
+}
+
 func TestDecodeRejectsCorruptState(t *testing.T) {
 	for _, tc := range []struct{ name, hex string }{
-		{"unknown version", "020200"},
+		{"unknown version", "030200"},
+		{"sequence flag in version 1", "010240017a"},
 		{"truncated header", "0102"},
 		{"unknown phase", "010900"},
 		{"unknown flag", "010280"},
@@ -62,16 +93,22 @@ func TestEmptyBytesDecodeToAbsentState(t *testing.T) {
 }
 
 func FuzzRoundTrip(f *testing.F) {
-	f.Add(uint8(2), int64(1), int64(2), int64(3), int64(4), uint8(5), []byte("x"))
-	f.Fuzz(func(t *testing.T, phase uint8, exp, maxEv, cand, clean int64, rearms uint8, row []byte) {
-		st := State{Phase: Phase(phase % 3), ExpireAt: exp, MaxEvent: maxEv, CandTime: cand, CleanupAt: clean, Rearms: rearms, Cand: row}
+	f.Add(uint8(2), int64(1), int64(2), int64(3), int64(4), uint8(5), []byte("x"), []byte("s"))
+	f.Fuzz(func(t *testing.T, phase uint8, exp, maxEv, cand, clean int64, rearms uint8, row, seq []byte) {
+		st := State{Phase: Phase(phase % 3), ExpireAt: exp, MaxEvent: maxEv, CandTime: cand, CleanupAt: clean, Rearms: rearms, Cand: row, Seq: seq}
 		if len(st.Cand) == 0 {
 			st.Cand = nil
+		}
+		if len(st.Seq) == 0 {
+			st.Seq = nil
 		}
 		var got State
 		require.NoError(t, Decode(Encode(&st), &got))
 		if len(got.Cand) == 0 {
 			got.Cand = nil
+		}
+		if len(got.Seq) == 0 {
+			got.Seq = nil
 		}
 		assert.Equal(t, st, got)
 	})

@@ -277,6 +277,9 @@ func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, c cand
 // kept decodes a key's kept row and counts every row merged into it; ok is
 // false for a key that had only retractions.
 func (f *fromCandidateFn) kept(ctx context.Context, c candidate) (any, bool, error) {
+	if f.Dir == dirLast {
+		return f.keptLast(ctx, c)
+	}
 	if !c.Has {
 		// Only retractions for this key: ignored, the key is not seen.
 		cOutcome[core.IgnoreRetraction].Inc(ctx, c.Retractions)
@@ -292,6 +295,29 @@ func (f *fromCandidateFn) kept(ctx context.Context, c candidate) (any, bool, err
 		row = f.kf.asInsert(row)
 	}
 	cOutcome[core.Emit].Inc(ctx, 1)
+	return row, true, nil
+}
+
+// keptLast is kept for KeepLast: the key's last row, emitted as +I (the
+// changelog collapsed to its final state), or nothing when the last row is a
+// retraction. Every other row merged into it was superseded.
+func (f *fromCandidateFn) keptLast(ctx context.Context, c candidate) (any, bool, error) {
+	if !c.Has {
+		return nil, false, nil
+	}
+	cSuperseded.Inc(ctx, c.Rows+c.Retractions-1)
+	if c.Retract {
+		cOutcome[core.IgnoreRetraction].Inc(ctx, 1) // it deletes a row never emitted
+		return nil, false, nil
+	}
+	row, err := f.dec.Decode(bytes.NewReader(c.Row))
+	if err != nil {
+		return nil, false, fmt.Errorf("dedup: decoding kept row: %w", err)
+	}
+	if f.kf != nil {
+		row = f.kf.asInsert(row)
+	}
+	cLastOutcome[core.Inserted].Inc(ctx, 1)
 	return row, true, nil
 }
 
@@ -522,7 +548,7 @@ func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(
 func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config, dir direction) (kept, dead beam.PCollection) {
 	local := localMerge(c, rows)
 	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local, Merge: bundleMerge{Dir: dir}}, rows)
-	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.changelogCol, Dir: dir}
+	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.kindColumn(), Dir: dir}
 	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
 	if local {
 		s = s.Scope("Merge")
@@ -561,7 +587,7 @@ func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Typ
 	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
 	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, SeqCol: c.sequenceBy, Local: local, Merge: bundleMerge{Dir: dir}}, keyed)
-	from := fromCandidateFn{ValueType: vtE, KindCol: c.changelogCol, Dir: dir}
+	from := fromCandidateFn{ValueType: vtE, KindCol: c.kindColumn(), Dir: dir}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	if local {
 		s = s.Scope("Merge")

@@ -1,6 +1,7 @@
-// Package dedup is keep-first deduplication for Apache Beam Go pipelines:
-// the DEDUPLICATE_KEEP_FIRST function of Flink SQL as a Beam transform that
-// works on streams and on every runner.
+// Package dedup is deduplication for Apache Beam Go pipelines: KeepFirst
+// (Flink SQL's DEDUPLICATE_KEEP_FIRST, insert-only output) and KeepLast
+// (keep-last, a changelog of each key's current row) as Beam transforms that
+// work on streams and on every runner.
 //
 //	out := dedup.KeepFirst(s, rows,
 //	    dedup.PartitionBy("user_id"),   // key columns; omitted = one global partition
@@ -25,6 +26,14 @@
 // needed: the keying DoFn merges each key's rows within the bundle, and a
 // GroupByKey and a merge (a combine per key with non-global windows) keep
 // the earliest row per key.
+//
+// KeepLast has the same options and expansion, with its own rules in core
+// (last.go): it stores each key's last row and emits +I for a key's first
+// row, -U/+U for a replacement and -D for a deletion into the OutputKind
+// column (or only +I/+U with Upsert). Rows are ordered by arrival, by OnTime
+// or by SequenceBy; on bounded input the shared merge keeps each key's last
+// row, emitted once as +I. docs/keeplast.md has the semantics and where they
+// differ from Flink's.
 package dedup
 
 import (
@@ -77,7 +86,7 @@ func init() {
 // unknown changelog kind, a NULL event time) are counted as dead_lettered
 // and dropped; use KeepFirstWithErrors to keep them.
 func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryKeepFirst(s, rows, opts)
+	out, _, err := tryKeep(s, rows, opts, false)
 	if err != nil {
 		panic(err)
 	}
@@ -87,7 +96,7 @@ func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollec
 // TryKeepFirst is KeepFirst returning construction errors instead of
 // panicking.
 func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryKeepFirst(s, rows, opts)
+	out, _, err := tryKeep(s, rows, opts, false)
 	return out, err
 }
 
@@ -95,7 +104,7 @@ func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCo
 // process, as a PCollection of DeadLetter with the reason. It panics on a
 // construction error.
 func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryKeepFirst(s, rows, opts)
+	out, dead, err := tryKeep(s, rows, opts, false)
 	if err != nil {
 		panic(err)
 	}
@@ -118,12 +127,25 @@ func KeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) beam.PC
 
 // TryKeepFirstPerKey is KeepFirstPerKey returning construction errors.
 func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	return tryKeepPerKey(s, kvs, opts, false)
+}
+
+// newConfig applies opts to the defaults of KeepFirst (last false) or
+// KeepLast.
+func newConfig(opts []Option, last bool) config {
 	c := defaultConfig()
+	c.last = last
 	for _, o := range opts {
 		o(&c)
 	}
+	return c
+}
+
+func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool) (beam.PCollection, error) {
+	c := newConfig(opts, last)
+	name := c.name(true)
 	fail := func(err error) (beam.PCollection, error) {
-		return beam.PCollection{}, fmt.Errorf("dedup.KeepFirstPerKey: %w", err)
+		return beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
 	}
 	if err := c.validate(); err != nil {
 		return fail(err)
@@ -132,7 +154,7 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 		return fail(fmt.Errorf("PartitionBy/PartitionByAll is not allowed: the key of each KV is the partition key; use KeepFirst on a struct PCollection to key by columns"))
 	}
 	if !typex.IsKV(kvs.Type()) {
-		return fail(fmt.Errorf("input must be a PCollection of KV<K,V>, got %v; use KeepFirst for a PCollection of structs", kvs.Type()))
+		return fail(fmt.Errorf("input must be a PCollection of KV<K,V>, got %v; use %s for a PCollection of structs", kvs.Type(), c.name(false)))
 	}
 	kt := kvs.Type().Components()[0].Type()
 	vt := kvs.Type().Components()[1].Type()
@@ -147,9 +169,12 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 		return fail(keyTypeError(kt))
 	}
 	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol, SeqCol: c.sequenceBy}
-	if c.onTime != "" || c.changelogCol != "" || c.sequenceBy != "" {
+	if c.onTime != "" || c.changelogCol != "" || c.sequenceBy != "" || c.kindColumn() != "" {
 		if err := checks.setup(vt); err != nil {
 			return fail(err)
+		}
+		if _, err := optionalKindField(vt, c.kindColumn()); err != nil {
+			return fail(fmt.Errorf("OutputKind: %w", err))
 		}
 	}
 	if (kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64) && !localMerge(&c, kvs) {
@@ -162,8 +187,8 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 	if err := c.firstSequenceBy(isBounded(kvs)); err != nil {
 		return fail(err)
 	}
-	s = s.Scope(scopeName(c.uid, "KeepFirstPerKey"))
-	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, "KeepFirstPerKey")}, kvs)
+	s = s.Scope(scopeName(c.uid, name))
+	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, name)}, kvs)
 	return keyedStep(s, keyed, &c, vt, isBounded(kvs)), nil
 }
 
@@ -171,7 +196,7 @@ func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (bea
 // value is known only once a key's rows are all seen, which the bounded
 // expansion does and a stream does not.
 func (c *config) firstSequenceBy(bounded bool) error {
-	if c.sequenceBy == "" || useBounded(c, bounded) {
+	if c.last || c.sequenceBy == "" || useBounded(c, bounded) {
 		return nil
 	}
 	if !bounded {
@@ -197,33 +222,35 @@ func isBounded(col beam.PCollection) bool {
 	return !strings.HasSuffix(col.String(), ":unbounded}")
 }
 
-func tryKeepFirst(s beam.Scope, rows beam.PCollection, opts []Option) (beam.PCollection, beam.PCollection, error) {
-	c := defaultConfig()
-	for _, o := range opts {
-		o(&c)
-	}
+// tryKeep is the construction of KeepFirst (last false) and KeepLast.
+func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (beam.PCollection, beam.PCollection, error) {
+	c := newConfig(opts, last)
+	name := c.name(false)
 	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
-		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.KeepFirst: %w", err)
+		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
 	}
 	if err := c.validate(); err != nil {
 		return fail(err)
 	}
-	t, cols, checks, err := structRows(&c, rows, "use KeepFirstPerKey for KV input")
+	t, cols, checks, err := structRows(&c, rows, "use "+c.name(true)+" for KV input")
 	if err != nil {
 		return fail(err)
+	}
+	if _, err := optionalKindField(t, c.kindColumn()); err != nil {
+		return fail(fmt.Errorf("OutputKind: %w", err))
 	}
 	bounded := isBounded(rows)
 	if err := c.firstSequenceBy(bounded); err != nil {
 		return fail(err)
 	}
-	uid := scopeName(c.uid, "KeepFirst")
+	uid := scopeName(c.uid, name)
 	s = s.Scope(uid)
 	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
 	if useBounded(&c, bounded) {
-		kept, dead := boundedRows(s, rows, kr, &c, dirFirst)
+		kept, dead := boundedRows(s, rows, kr, &c, c.dir())
 		return kept, dead, nil
 	}
-	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0
+	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0 && !c.last
 	kr.EventTime = c.onTime != ""
 	kr.StateTTLMs = c.stateTTL.Milliseconds()
 	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
@@ -273,7 +300,7 @@ func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, 
 // else the stateful one.
 func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	if useBounded(c, bounded) {
-		return boundedStep(s, keyed, c, vt, dirFirst)
+		return boundedStep(s, keyed, c, vt, c.dir())
 	}
 	return statefulStep(s, keyed, c, vt, bounded)
 }
@@ -282,6 +309,12 @@ func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type,
 // configuration needs.
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	p := params{
+		Last:       c.last,
+		Ordered:    c.onTime != "" || c.sequenceBy != "",
+		Upsert:     c.upsert,
+		Retract:    c.retract,
+		OutKindCol: c.kindColumn(),
+		SeqCol:     c.sequenceBy,
 		EventTime:  c.onTime != "",
 		StateTTLMs: c.stateTTL.Milliseconds(),
 		EventTTLMs: c.eventTTL.Milliseconds(),
@@ -293,14 +326,17 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Ty
 		KindCol:   c.changelogCol,
 		Clock:     c.clock,
 	}
-	cfg := core.Config{EventTime: p.EventTime, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs, ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup}
 	s = s.Scope("Dedup")
-	st := state.MakeValueState[[]byte](stateID)
-	switch cfg.Family() {
+	names := firstNames
+	if c.last {
+		names = lastNames
+	}
+	st := state.MakeValueState[[]byte](names.state)
+	switch p.coreConfig().Family() {
 	case core.EventTimeFamily:
-		return beam.ParDo(s, &keepFirstEventFn{State: st, Timer: timers.InEventTime(eventFamily), P: p}, keyed)
+		return beam.ParDo(s, &keepFirstEventFn{State: st, Timer: timers.InEventTime(names.event), P: p}, keyed)
 	case core.ProcessingTimeFamily:
-		return beam.ParDo(s, &keepFirstProcFn{State: st, Timer: timers.InProcessingTime(procFamily), P: p}, keyed)
+		return beam.ParDo(s, &keepFirstProcFn{State: st, Timer: timers.InProcessingTime(names.proc), P: p}, keyed)
 	}
 	return beam.ParDo(s, &keepFirstFn{State: st, P: p}, keyed)
 }

@@ -87,14 +87,20 @@ func newKindField(t reflect.Type, col string) (kindField, error) {
 
 // optionalKindField is newKindField for a column that may be unset ("").
 func optionalKindField(t reflect.Type, col string) (*kindField, error) {
+	return optionalField(t, col, newKindField)
+}
+
+// optionalField is a field accessor constructor for a column that may be
+// unset (""): nil then.
+func optionalField[F any](t reflect.Type, col string, newField func(reflect.Type, string) (F, error)) (*F, error) {
 	if col == "" {
 		return nil, nil
 	}
-	kf, err := newKindField(t, col)
+	f, err := newField(t, col)
 	if err != nil {
 		return nil, err
 	}
-	return &kf, nil
+	return &f, nil
 }
 
 // kind returns the row's kind, or a reason it has none.
@@ -129,16 +135,32 @@ func coreKind(k changelog.Kind) core.Kind {
 
 // asInsert returns a copy of row with its kind set to +I: the output of
 // KeepFirst is insert-only.
-func (f kindField) asInsert(row any) any {
+func (f kindField) asInsert(row any) any { return f.withKind(row, changelog.Insert) }
+
+// withKind returns a copy of row with its kind set to k.
+func (f kindField) withKind(row any, k changelog.Kind) any {
 	src := reflect.ValueOf(row)
 	cp := reflect.New(src.Type()).Elem()
 	cp.Set(src)
 	if f.isKind {
-		cp.Field(f.index).SetInt(int64(changelog.Insert))
+		cp.Field(f.index).SetInt(int64(k))
 	} else {
-		cp.Field(f.index).SetString(changelog.Insert.String())
+		cp.Field(f.index).SetString(k.String())
 	}
 	return cp.Interface()
+}
+
+// changelogKind is the inverse of coreKind.
+func changelogKind(k core.Kind) changelog.Kind {
+	switch k {
+	case core.UpdateBefore:
+		return changelog.UpdateBefore
+	case core.UpdateAfter:
+		return changelog.UpdateAfter
+	case core.Delete:
+		return changelog.Delete
+	}
+	return changelog.Insert
 }
 
 // seqField reads the SequenceBy column of a row as order-preserving bytes
@@ -179,14 +201,7 @@ func newSeqField(t reflect.Type, col string) (seqField, error) {
 
 // optionalSeqField is newSeqField for a column that may be unset ("").
 func optionalSeqField(t reflect.Type, col string) (*seqField, error) {
-	if col == "" {
-		return nil, nil
-	}
-	f, err := newSeqField(t, col)
-	if err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return optionalField(t, col, newSeqField)
 }
 
 // reasonNullSeq is the dead-letter reason of a row whose SequenceBy column

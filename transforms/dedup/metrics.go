@@ -34,12 +34,38 @@ const (
 	MetricMiniBatchDropped = "minibatch_dropped"
 )
 
+// KeepLast's counters. Every input row of KeepLast lands in exactly one of
+// Inserts, Updates, DeletesIn, DuplicatesDropped, OutOfOrderDropped,
+// RetractionsIgnored, DeadLettered and Superseded (see
+// Counters.LastUnaccounted). The Emitted* counters count output rows by
+// kind (+I rows are Inserts).
+const (
+	MetricInserts             = "inserts"               // rows that became a key's first row (+I)
+	MetricUpdates             = "updates"               // rows that replaced a key's stored row
+	MetricDeletesIn           = "deletes_in"            // -U/-D rows that deleted a key's stored row
+	MetricOutOfOrderDropped   = "out_of_order_dropped"  // ordered rows below the stored value
+	MetricSuperseded          = "superseded"            // rows merged away before the state (bounded input)
+	MetricEmittedUpdateBefore = "emitted_update_before" // -U rows emitted
+	MetricEmittedUpdateAfter  = "emitted_update_after"  // +U rows emitted
+	MetricEmittedDelete       = "emitted_delete"        // -D rows emitted
+)
+
 // Counters are the totals of this package's counters over all KeepFirst
 // steps of a pipeline run.
 type Counters struct {
 	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
 	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
 	TTLRefreshes, StateReads, StateWrites, TimerSets, MiniBatchDropped int64
+	// KeepLast.
+	Inserts, Updates, DeletesIn, OutOfOrderDropped, Superseded,
+	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
+}
+
+// LastUnaccounted is the number of KeepLast input rows in no outcome
+// counter; it is 0 after any run (KeepLast holds no row back).
+func (c Counters) LastUnaccounted() int64 {
+	return c.RowsIn - c.Inserts - c.Updates - c.DeletesIn - c.DuplicatesDropped - c.OutOfOrderDropped -
+		c.RetractionsIgnored - c.DeadLettered - c.Superseded
 }
 
 // Pending is the number of input rows not yet accounted for: candidates
@@ -110,6 +136,22 @@ func (c *Counters) field(name string) *int64 {
 		return &c.TimerSets
 	case MetricMiniBatchDropped:
 		return &c.MiniBatchDropped
+	case MetricInserts:
+		return &c.Inserts
+	case MetricUpdates:
+		return &c.Updates
+	case MetricDeletesIn:
+		return &c.DeletesIn
+	case MetricOutOfOrderDropped:
+		return &c.OutOfOrderDropped
+	case MetricSuperseded:
+		return &c.Superseded
+	case MetricEmittedUpdateBefore:
+		return &c.EmittedUpdateBefore
+	case MetricEmittedUpdateAfter:
+		return &c.EmittedUpdateAfter
+	case MetricEmittedDelete:
+		return &c.EmittedDelete
 	}
 	return nil
 }
@@ -131,6 +173,26 @@ var (
 		core.DropLate:         beam.NewCounter(Namespace, MetricLateDropped),
 		core.Swallow:          beam.NewCounter(Namespace, MetricChangelogSwallowed),
 		core.IgnoreRetraction: beam.NewCounter(Namespace, MetricRetractionsIgnored),
+	}
+)
+
+var (
+	cSuperseded  = beam.NewCounter(Namespace, MetricSuperseded)
+	cLastOutcome = [...]beam.Counter{
+		core.Inserted:          beam.NewCounter(Namespace, MetricInserts),
+		core.Updated:           beam.NewCounter(Namespace, MetricUpdates),
+		core.DeletedIn:         beam.NewCounter(Namespace, MetricDeletesIn),
+		core.Duplicate:         cOutcome[core.DropDuplicate],
+		core.OutOfOrder:        beam.NewCounter(Namespace, MetricOutOfOrderDropped),
+		core.IgnoredRetraction: cOutcome[core.IgnoreRetraction],
+	}
+	// cEmittedKind counts KeepLast's output rows by kind; +I rows are
+	// counted by their outcome (inserts), so Insert has no counter here.
+	cEmittedKind = [...]beam.Counter{
+		core.Insert:       {},
+		core.UpdateBefore: beam.NewCounter(Namespace, MetricEmittedUpdateBefore),
+		core.UpdateAfter:  beam.NewCounter(Namespace, MetricEmittedUpdateAfter),
+		core.Delete:       beam.NewCounter(Namespace, MetricEmittedDelete),
 	}
 )
 

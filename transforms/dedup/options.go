@@ -24,10 +24,43 @@ type config struct {
 	forceStateful bool
 	noMiniBatch   bool
 	noCleanup     bool
+	outputKind    string // KeepLast
+	upsert        bool   // KeepLast
+	retract       bool   // KeepLast: RetractOnExpiry
+	last          bool   // set by KeepLast, not an option
 	errs          []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
 	stateTTLSet, eventTTLSet, cleanupSet bool
+}
+
+// kindColumn is the column KeepLast writes output kinds into: OutputKind,
+// else the Changelog column, else none.
+func (c *config) kindColumn() string {
+	if c.outputKind != "" {
+		return c.outputKind
+	}
+	return c.changelogCol
+}
+
+// dir is the direction of the bounded merge.
+func (c *config) dir() direction {
+	if c.last {
+		return dirLast
+	}
+	return dirFirst
+}
+
+// name is the transform's default name.
+func (c *config) name(perKey bool) string {
+	n := "KeepFirst"
+	if c.last {
+		n = "KeepLast"
+	}
+	if perKey {
+		n += "PerKey"
+	}
+	return n
 }
 
 func defaultConfig() config { return config{resetOnDup: true} }
@@ -125,9 +158,55 @@ func CleanupTimers(on bool) Option {
 	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
 }
 
+// OutputKind names the column (a string or a changelog.Kind) into which
+// KeepLast writes each output row's kind: +I, -U, +U or -D. It defaults to
+// the Changelog column. KeepLast needs one of them, or Upsert. KeepLast only.
+func OutputKind(column string) Option { return func(c *config) { c.outputKind = column } }
+
+// Upsert makes KeepLast emit no -U rows: each change is only the new last
+// row (+I for a key's first, +U after), for sinks that upsert by the
+// partition key. Deletes (-D) still need a kind column. KeepLast only.
+func Upsert() Option { return func(c *config) { c.upsert = true } }
+
+// RetractOnExpiry sets whether KeepLast emits a -D of a key's last row when
+// the key expires (StateTTL or EventTimeTTL; default false), so a
+// downstream aggregate never keeps an expired row: from the cleanup timer,
+// or when the key's next row arrives and finds it expired (then -D old, +I
+// new). On a runner without processing-time timers (or with
+// CleanupTimers(false)) only the on-arrival form happens. KeepLast only.
+func RetractOnExpiry(on bool) Option { return func(c *config) { c.retract = on } }
+
 // UseClock reads processing time from a clock registered under name with
 // RegisterClock, instead of the wall clock. For tests only.
 func UseClock(name string) Option { return func(c *config) { c.clock = name } }
+
+// validateLast checks the KeepLast-only options.
+func (c *config) validateLast() error {
+	if !c.last {
+		switch {
+		case c.outputKind != "":
+			return fmt.Errorf("OutputKind(%q) is a KeepLast option: KeepFirst's output is insert-only", c.outputKind)
+		case c.upsert:
+			return fmt.Errorf("Upsert is a KeepLast option: KeepFirst's output is insert-only")
+		case c.retract:
+			return fmt.Errorf("RetractOnExpiry is a KeepLast option: KeepFirst emits nothing to retract")
+		}
+		return nil
+	}
+	if c.outputKind != "" && c.changelogCol != "" && c.outputKind != c.changelogCol {
+		return fmt.Errorf("OutputKind(%q) differs from Changelog(%q): the output kind is written into the input's kind column; drop OutputKind", c.outputKind, c.changelogCol)
+	}
+	if c.kindColumn() == "" && !c.upsert {
+		return fmt.Errorf("KeepLast emits -U/+U rows and needs a column to write their kind into: set OutputKind(column) (or Changelog), or Upsert() for only the new rows")
+	}
+	if c.retract && c.kindColumn() == "" {
+		return fmt.Errorf("RetractOnExpiry emits -D rows, which need a kind column: set OutputKind(column)")
+	}
+	if c.retract && c.stateTTL == 0 && c.eventTTL == 0 {
+		return fmt.Errorf("RetractOnExpiry needs StateTTL or EventTimeTTL: without retention no key expires")
+	}
+	return nil
+}
 
 func (c *config) validate() error {
 	if len(c.errs) > 0 {
@@ -145,7 +224,10 @@ func (c *config) validate() error {
 	if c.eventTTL > 0 && c.eventTTL < time.Millisecond {
 		return fmt.Errorf("EventTimeTTL below 1ms (%v) cannot be represented; use at least 1ms", c.eventTTL)
 	}
-	if c.onTime != "" && c.changelogCol != "" {
+	if err := c.validateLast(); err != nil {
+		return err
+	}
+	if c.onTime != "" && c.changelogCol != "" && !c.last {
 		return fmt.Errorf("OnTime(%q) cannot be combined with Changelog(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.changelogCol)
 	}
 	seen := map[string]bool{}

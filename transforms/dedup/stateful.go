@@ -16,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"github.com/beamdedup/beamdedup/coders/statecoder"
+	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
@@ -23,18 +24,26 @@ import (
 // state, ask the core, write back, set the one timer, emit. There is one
 // DoFn type per timer family, because Beam Go 2.77 hangs any DoFn that
 // declares two timer fields (notes/beam-defects.md), so each configuration
-// gets the variant with only the family it needs.
+// gets the variant with only the family it needs. KeepFirst and KeepLast
+// share the variants and the adapter; params.Last picks the core's rules.
 
-// Names of the state and timers. They are part of the persisted state's
-// identity: never rename them.
-const (
-	stateID     = "keepfirst"
-	eventFamily = "keepfirst-event"
-	procFamily  = "keepfirst-cleanup"
+// stepNames are the names of a step's state and timer families. They are
+// part of the persisted state's identity: never rename them.
+type stepNames struct{ state, event, proc string }
+
+var (
+	firstNames = stepNames{"keepfirst", "keepfirst-event", "keepfirst-cleanup"}
+	lastNames  = stepNames{"keeplast", "keeplast-event", "keeplast-cleanup"}
 )
 
 // params is the serialized configuration shared by the DoFn variants.
 type params struct {
+	Last       bool   // KeepLast's rules (core/last.go)
+	Ordered    bool   // KeepLast: OnTime or SequenceBy orders rows
+	Upsert     bool   // KeepLast: no -U rows
+	Retract    bool   // KeepLast: RetractOnExpiry
+	OutKindCol string // KeepLast: the column output kinds are written into
+	SeqCol     string // KeepLast: SequenceBy
 	EventTime  bool
 	StateTTLMs int64
 	EventTTLMs int64
@@ -45,22 +54,36 @@ type params struct {
 	Clock      string
 }
 
+// coreConfig is the core's configuration of the step. KeepLast's output is
+// immediate, so it has no event-time finalization: OnTime only orders.
+func (p *params) coreConfig() core.Config {
+	return core.Config{
+		EventTime: p.EventTime && !p.Last, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs,
+		ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup,
+		Ordered: p.Last && p.Ordered, Upsert: p.Upsert, RetractOnExpiry: p.Retract,
+	}
+}
+
 // adapter is the per-instance runtime of a DoFn variant.
 type adapter struct {
-	cfg core.Config
-	now func(time.Time) time.Time
-	kf  *kindField
-	enc beam.ElementEncoder
-	dec beam.ElementDecoder
-	buf bytes.Buffer
-	st  core.State
+	cfg  core.Config
+	last bool
+	now  func(time.Time) time.Time
+	kf   *kindField // the input's kind column (Changelog)
+	okf  *kindField // KeepLast: the output's kind column
+	sf   *seqField  // KeepLast: SequenceBy
+	seq  []byte
+	enc  beam.ElementEncoder
+	dec  beam.ElementDecoder
+	buf  bytes.Buffer
+	st   core.State
 	// Event-time timer tags decided by process for armEvent: the pending
 	// candidate's tag and the tag of the candidate it replaced.
 	tag, replaced string
 }
 
 func (a *adapter) setup(p *params) error {
-	a.cfg = core.Config{EventTime: p.EventTime, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs, ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup}
+	a.cfg, a.last = p.coreConfig(), p.Last
 	var err error
 	if a.now, err = resolveClock(p.Clock); err != nil {
 		return err
@@ -68,7 +91,15 @@ func (a *adapter) setup(p *params) error {
 	if a.kf, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
 		return err
 	}
-	if p.EventTime {
+	if p.Last {
+		if a.okf, err = optionalKindField(p.ValueType.T, p.OutKindCol); err != nil {
+			return err
+		}
+		if a.sf, err = optionalSeqField(p.ValueType.T, p.SeqCol); err != nil {
+			return err
+		}
+	}
+	if p.EventTime || p.Last {
 		a.enc = beam.NewElementEncoder(p.ValueType.T)
 		a.dec = beam.NewElementDecoder(p.ValueType.T)
 	}
@@ -171,6 +202,9 @@ func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provi
 		}
 		kind = k
 	}
+	if a.last {
+		return a.processLast(ctx, ts, sp, sv, key, kind, row, emit)
+	}
 	if err := a.read(ctx, sp, sv); err != nil {
 		return core.Timer{}, 0, err
 	}
@@ -238,9 +272,16 @@ func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime,
 		clockIn = ts.ToTime() // the candidate's time, for a row-driven test clock
 	}
 	now := a.now(clockIn).UnixMilli()
+	candTime := a.st.CandTime
 	d := a.cfg.OnTimer(&a.st, finalize, int64(ts), now, int64(w.MaxTimestamp()))
 	if d.Expired {
 		cKeysExpired.Inc(ctx, 1)
+	}
+	if d.Retract {
+		// KeepLast: the expired row, retracted at its own time.
+		if err := a.emitLast(ctx, mtime.Time(candTime), key, core.Emission{Kind: core.Delete, Old: true}, cand, nil, emit); err != nil {
+			return core.Timer{}, 0, err
+		}
 	}
 	if d.Emit {
 		row, err := a.dec.Decode(bytes.NewReader(cand))
@@ -316,4 +357,69 @@ func (f *keepFirstProcFn) OnTimer(ctx context.Context, w beam.Window, ts beam.Ev
 	t, now, err := f.a.onTimer(ctx, w, ts, sp, &f.State, true, key, "", emit)
 	armProc(ctx, f.Timer, tp, t, now)
 	return err
+}
+
+// processLast decides on one KeepLast row: it encodes the row with its kind
+// normalized to +I (so rows equal but for the kind are identical, and the
+// stored row is ready to emit with any kind), asks the core and emits.
+func (a *adapter) processLast(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, kind core.Kind, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
+	norm := row
+	if a.okf != nil {
+		norm = a.okf.withKind(row, changelog.Insert)
+	}
+	a.buf.Reset()
+	if err := a.enc.Encode(norm, &a.buf); err != nil {
+		return core.Timer{}, 0, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	var seq []byte
+	if a.sf != nil {
+		var reason string
+		if a.seq, reason = a.sf.appendTo(a.seq[:0], reflect.ValueOf(row)); reason != "" { // validated upstream
+			return core.Timer{}, 0, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+		}
+		seq = bytes.Clone(a.seq) // stored in state
+	}
+	if err := a.read(ctx, sp, sv); err != nil {
+		return core.Timer{}, 0, err
+	}
+	old := a.st.Cand // the state's own bytes, not reused by the read
+	now := a.now(ts.ToTime()).UnixMilli()
+	d := a.cfg.OnLastRow(&a.st, core.LastRow{Kind: kind, Time: int64(ts), Seq: seq, Row: bytes.Clone(a.buf.Bytes())}, now)
+	if d.Expired {
+		cKeysExpired.Inc(ctx, 1)
+	}
+	if d.Refreshed {
+		cRefreshes.Inc(ctx, 1)
+	}
+	cLastOutcome[d.Outcome].Inc(ctx, 1)
+	for _, e := range d.Emissions() {
+		if err := a.emitLast(ctx, ts, key, e, old, norm, emit); err != nil {
+			return core.Timer{}, 0, err
+		}
+	}
+	if d.Write {
+		if err := a.write(ctx, sp, sv); err != nil {
+			return core.Timer{}, 0, err
+		}
+	}
+	return d.Timer, now, nil
+}
+
+// emitLast emits one KeepLast output row at ts: the stored row old
+// (decoded) or the arriving row, with the emission's kind.
+func (a *adapter) emitLast(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit func(beam.EventTime, beam.T, beam.V)) error {
+	if e.Old {
+		var err error
+		if row, err = a.dec.Decode(bytes.NewReader(old)); err != nil {
+			return fmt.Errorf("dedup: decoding the stored row: %w", err)
+		}
+	}
+	if a.okf != nil {
+		row = a.okf.withKind(row, changelogKind(e.Kind))
+	}
+	if e.Kind != core.Insert { // a +I is counted as its row's outcome
+		cEmittedKind[e.Kind].Inc(ctx, 1)
+	}
+	emit(ts, key, row)
+	return nil
 }

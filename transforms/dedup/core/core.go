@@ -136,6 +136,10 @@ type Config struct {
 	// input, where state ends with the input and a processing-time timer
 	// would keep the job alive until it fires.
 	CleanupTimers bool
+	// KeepLast only (last.go). Ordered: OnTime or SequenceBy orders rows
+	// (else arrival order). Upsert: no -U rows. RetractOnExpiry: emit a -D
+	// of a key's stored row when the key expires.
+	Ordered, Upsert, RetractOnExpiry bool
 }
 
 // RefreshFraction throttles refresh writes: a duplicate that extends a
@@ -227,7 +231,7 @@ func (c Config) OnRow(st *State, k Kind, et, now int64) Decision {
 		default:
 			d.Outcome = DropDuplicate
 			if c.ResetOnDuplicate {
-				c.refresh(st, et, now, &d)
+				c.refresh(st, et, now, &d.Refreshed, &d.Write, &d.Timer)
 			}
 		}
 		return d
@@ -259,28 +263,28 @@ func (c Config) cleanupAfterEmit(st *State) Timer {
 // refresh extends an emitted key's retention for a duplicate (watermarkless
 // mode only). State is rewritten only when the extension is worth at least
 // TTL/RefreshFraction; the cleanup timer moves on every refresh.
-func (c Config) refresh(st *State, et, now int64, d *Decision) {
+func (c Config) refresh(st *State, et, now int64, refreshed, write *bool, timer *Timer) {
 	if c.StateTTL > 0 {
 		exp := now + c.StateTTL
 		if exp > st.ExpireAt {
-			d.Refreshed = true
+			*refreshed = true
 			if exp-st.ExpireAt >= max(c.StateTTL/RefreshFraction, 1) {
 				st.ExpireAt = exp
-				d.Write = true
+				*write = true
 			}
 			if c.CleanupTimers && c.Family() == ProcessingTimeFamily {
-				d.Timer = Timer{Kind: Cleanup, At: exp}
+				*timer = Timer{Kind: Cleanup, At: exp}
 			}
 		}
 	}
 	if c.EventTTL > 0 && et > st.MaxEvent {
-		d.Refreshed = true
+		*refreshed = true
 		if et-st.MaxEvent >= max(c.EventTTL/RefreshFraction, 1) {
 			st.MaxEvent = et
-			d.Write = true
+			*write = true
 		}
 		if c.CleanupTimers {
-			d.Timer = Timer{Kind: Cleanup, At: et + c.EventTTL + 1}
+			*timer = Timer{Kind: Cleanup, At: et + c.EventTTL + 1}
 		}
 	}
 }
@@ -308,7 +312,10 @@ type TimerDecision struct {
 	Expired bool
 	// Stale: the firing matched nothing in the state and was ignored.
 	Stale bool
-	Timer Timer
+	// Retract: KeepLast with RetractOnExpiry; emit a -D of the stored row
+	// (State.Cand before the call), which the expiry deleted.
+	Retract bool
+	Timer   Timer
 }
 
 // OnTimer decides on the firing of the key's timer. finalize is true for a
@@ -367,6 +374,7 @@ func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64
 		}
 		// A cleanup timer fires only at the latest time it was set to
 		// (timers are overwritten, never cleared), so the key expired.
+		d.Retract = c.RetractOnExpiry && len(st.Cand) > 0
 		*st = State{}
 		d.Write, d.Expired = true, true
 		return d

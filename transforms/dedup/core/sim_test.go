@@ -132,6 +132,37 @@ func (s *sim) Arrive(key string, kind core.Kind, eventTime int64, row string) co
 	return d
 }
 
+// ArriveLast processes one KeepLast row of key at the current processing
+// time (row is its encoding; seq its SequenceBy value or "") and records
+// each emission as "<kind> <row>".
+func (s *sim) ArriveLast(key string, kind core.Kind, eventTime int64, seq, row string) core.LastDecision {
+	s.t.Helper()
+	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the stored bytes")
+	sk := s.key(key)
+	st := s.State(key)
+	old := string(st.Cand)
+	var sq []byte
+	if seq != "" {
+		sq = []byte(seq)
+	}
+	d := s.cfg.OnLastRow(&st, core.LastRow{Kind: kind, Time: eventTime, Seq: sq, Row: []byte(row)}, s.now)
+	for _, e := range d.Emissions() {
+		r := row
+		if e.Old {
+			require.NotEmpty(s.t, old, "an emission of the old row without one")
+			r = old
+		}
+		s.out = append(s.out, emission{Row: kindNames[e.Kind] + " " + r, Key: key, EventTime: eventTime, ProcTime: s.now})
+	}
+	if d.Write {
+		s.write(sk, &st)
+	}
+	s.arm(sk, d.Timer)
+	return d
+}
+
+var kindNames = map[core.Kind]string{core.Insert: "+I", core.UpdateBefore: "-U", core.UpdateAfter: "+U", core.Delete: "-D"}
+
 // AdvanceClock moves processing time to now and fires the due timers.
 func (s *sim) AdvanceClock(now int64) {
 	s.t.Helper()
@@ -193,6 +224,10 @@ func (s *sim) fire(key string) {
 	st := s.State(key)
 	cand := string(st.Cand)
 	d := s.cfg.OnTimer(&st, timer.Kind == core.Finalize, timer.At, s.now, s.windowEnd)
+	if d.Retract {
+		require.NotEmpty(s.t, cand, "retracting a row that was never stored")
+		s.out = append(s.out, emission{Row: "-D " + cand, Key: key, ProcTime: s.now})
+	}
 	if d.Emit {
 		require.NotEmpty(s.t, cand, "emitting a candidate that was never stored")
 		s.out = append(s.out, emission{Row: cand, Key: key, EventTime: d.EmitTime, ProcTime: s.now})

@@ -1,0 +1,210 @@
+package core_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// The rules of KeepLast (issue 10, "Semantics" 1-4 and 7), one by one,
+// through the core and the runner model with a fake clock.
+
+type lastIn struct {
+	kind core.Kind
+	et   int64
+	seq  string
+	row  string
+	want core.LastOutcome
+}
+
+func runLast(t *testing.T, cfg core.Config, ins []lastIn) *sim {
+	t.Helper()
+	s := newSim(t, cfg, at(12, 0))
+	for i, in := range ins {
+		d := s.ArriveLast("k", in.kind, in.et, in.seq, in.row)
+		require.Equal(t, in.want, d.Outcome, "row %d (%s)", i, in.row)
+	}
+	return s
+}
+
+// Seed 003's order o0018: created, paid, a resend of paid.
+func TestLast_Rule2_FirstRowInsertsAReplacementIsAPairAnIdenticalRowNothing(t *testing.T) {
+	s := runLast(t, core.Config{}, []lastIn{
+		{core.Insert, at(10, 0), "", "created", core.Inserted},
+		{core.Insert, at(10, 5), "", "paid", core.Updated},
+		{core.Insert, at(10, 5), "", "paid", core.Duplicate},
+	})
+	assert.Equal(t, []string{"+I created", "-U created", "+U paid"}, s.Rows())
+	assert.Equal(t, []byte("paid"), s.State("k").Cand)
+}
+
+func TestLast_Rule2_UpsertEmitsOnlyTheNewRow(t *testing.T) {
+	s := runLast(t, core.Config{Upsert: true}, []lastIn{
+		{core.Insert, at(10, 0), "", "a", core.Inserted},
+		{core.Insert, at(10, 1), "", "b", core.Updated},
+	})
+	assert.Equal(t, []string{"+I a", "+U b"}, s.Rows())
+}
+
+func TestLast_Rule1_ArrivalOrderWithoutOrderingEveryRowReplaces(t *testing.T) {
+	s := runLast(t, core.Config{}, []lastIn{
+		{core.Insert, at(10, 5), "", "late-time", core.Inserted},
+		{core.Insert, at(10, 1), "", "early-time", core.Updated},
+	})
+	assert.Equal(t, []string{"+I late-time", "-U late-time", "+U early-time"}, s.Rows())
+}
+
+func TestLast_Rule1_OrderedARowBelowTheStoredValueIsOutOfOrderATieReplaces(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Insert, at(10, 5), "", "t5", core.Inserted},
+		{core.Insert, at(10, 1), "", "t1", core.OutOfOrder},
+		{core.Insert, at(10, 5), "", "t5-tie", core.Updated},
+		{core.Insert, at(10, 9), "", "t9", core.Updated},
+	})
+	assert.Equal(t, []string{"+I t5", "-U t5", "+U t5-tie", "-U t5-tie", "+U t9"}, s.Rows())
+}
+
+func TestLast_Rule1_SequenceValueComesBeforeTheEventTime(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Insert, at(10, 5), "b", "seq-b", core.Inserted},
+		{core.Insert, at(10, 9), "a", "seq-a-later-time", core.OutOfOrder},
+		{core.Insert, at(10, 1), "c", "seq-c-earlier-time", core.Updated},
+	})
+	assert.Equal(t, []string{"+I seq-b", "-U seq-b", "+U seq-c-earlier-time"}, s.Rows())
+	assert.Equal(t, []byte("c"), s.State("k").Seq)
+}
+
+func TestLast_Rule3_ARetractionOfAStoredKeyDeletesItAndTheNextRowInserts(t *testing.T) {
+	for _, kind := range []core.Kind{core.UpdateBefore, core.Delete} {
+		s := runLast(t, core.Config{}, []lastIn{
+			{core.Delete, at(10, 0), "", "ghost", core.IgnoredRetraction},
+			{core.Insert, at(10, 1), "", "a", core.Inserted},
+			{kind, at(10, 2), "", "a-retracted", core.DeletedIn},
+			{core.UpdateAfter, at(10, 3), "", "b", core.Inserted},
+		})
+		assert.Equal(t, []string{"+I a", "-D a", "+I b"}, s.Rows(), "-D carries the stored row, not the retraction's")
+	}
+}
+
+func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Insert, at(10, 5), "", "a", core.Inserted},
+		{core.Delete, at(10, 1), "", "old-delete", core.OutOfOrder},
+	})
+	assert.Equal(t, []string{"+I a"}, s.Rows())
+}
+
+// Ordered mode: a deletion is remembered with its value, so a row older than
+// it that arrives later stays deleted (as the bounded merge decides), and a
+// newer one inserts.
+func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Delete, at(10, 5), "", "unseen-delete", core.IgnoredRetraction},
+		{core.Insert, at(10, 3), "", "older", core.OutOfOrder},
+		{core.Insert, at(10, 6), "", "newer", core.Inserted},
+		{core.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
+		{core.UpdateAfter, at(10, 7), "", "same-instant", core.Inserted},
+	})
+	assert.Equal(t, []string{"+I newer", "-D newer", "+I same-instant"}, s.Rows())
+}
+
+func TestLast_Rule4_StateTTLFromTheLastAcceptedRowInclusiveThenInsertsAgain(t *testing.T) {
+	cfg := core.Config{StateTTL: 5 * minute, CleanupTimers: false}
+	s := newSim(t, cfg, at(12, 0))
+	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.AdvanceClock(at(12, 4))
+	require.Equal(t, core.Updated, s.ArriveLast("k", core.Insert, at(10, 1), "", "b").Outcome, "within TTL")
+	s.AdvanceClock(at(12, 8))
+	require.Equal(t, core.Updated, s.ArriveLast("k", core.Insert, at(10, 2), "", "c").Outcome, "the update at 12:04 refreshed retention")
+	s.AdvanceClock(at(12, 13))
+	d := s.ArriveLast("k", core.Insert, at(10, 3), "", "d")
+	assert.Equal(t, core.Inserted, d.Outcome, "expired at exactly 12:08 + 5 min")
+	assert.True(t, d.Expired)
+	assert.Equal(t, []string{"+I a", "-U a", "+U b", "-U b", "+U c", "+I d"}, s.Rows())
+}
+
+func TestLast_Rule4_DuplicateRefreshesRetentionOnlyWithResetOnDuplicate(t *testing.T) {
+	for _, reset := range []bool{true, false} {
+		s := newSim(t, core.Config{StateTTL: 5 * minute, ResetOnDuplicate: reset}, at(12, 0))
+		s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+		s.AdvanceClock(at(12, 4))
+		require.Equal(t, core.Duplicate, s.ArriveLast("k", core.Insert, at(10, 0), "", "a").Outcome)
+		s.AdvanceClock(at(12, 6))
+		want := core.Duplicate
+		if !reset {
+			want = core.Inserted
+		}
+		assert.Equal(t, want, s.ArriveLast("k", core.Insert, at(10, 0), "", "a").Outcome, "reset=%v", reset)
+	}
+}
+
+func TestLast_Rule4_RetractOnExpiryOnArrivalEmitsDeleteThenInsert(t *testing.T) {
+	s := newSim(t, core.Config{StateTTL: 5 * minute, RetractOnExpiry: true}, at(12, 0))
+	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.AdvanceClock(at(12, 5))
+	d := s.ArriveLast("k", core.Insert, at(10, 1), "", "b")
+	assert.Equal(t, core.Inserted, d.Outcome)
+	assert.Equal(t, []string{"+I a", "-D a", "+I b"}, s.Rows())
+}
+
+func TestLast_Rule4_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  core.Config
+		tick func(s *sim)
+	}{
+		{"processing time", core.Config{StateTTL: 5 * minute, CleanupTimers: true, RetractOnExpiry: true}, func(s *sim) { s.AdvanceClock(at(12, 6)) }},
+		{"event time", core.Config{EventTTL: 5 * minute, CleanupTimers: true, RetractOnExpiry: true}, func(s *sim) { s.AdvanceWatermark(at(10, 6)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, tc.cfg, at(12, 0))
+			s.AdvanceWatermark(at(9, 0))
+			s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+			tc.tick(s)
+			assert.Equal(t, []string{"+I a", "-D a"}, s.Rows())
+			assert.Equal(t, core.None, s.State("k").Phase)
+			assert.Equal(t, core.Inserted, s.ArriveLast("k", core.Insert, at(10, 7), "", "b").Outcome)
+		})
+	}
+}
+
+func TestLast_Rule4_WithoutRetractOnExpiryTheTimerDeletesSilently(t *testing.T) {
+	s := newSim(t, core.Config{StateTTL: 5 * minute, CleanupTimers: true}, at(12, 0))
+	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.AdvanceClock(at(12, 6))
+	assert.Equal(t, []string{"+I a"}, s.Rows())
+	assert.Equal(t, core.None, s.State("k").Phase)
+}
+
+// A deleted key's cleanup timer still fires (timers are never cleared) and
+// must find nothing to retract.
+func TestLast_Rule4_TheTimerOfADeletedKeyIsStale(t *testing.T) {
+	s := newSim(t, core.Config{StateTTL: 5 * minute, CleanupTimers: true, RetractOnExpiry: true}, at(12, 0))
+	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.ArriveLast("k", core.Delete, at(10, 1), "", "a")
+	s.AdvanceClock(at(12, 6))
+	assert.Equal(t, []string{"+I a", "-D a"}, s.Rows())
+}
+
+func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
+	for _, cfg := range []core.Config{
+		{Ordered: true, StateTTL: minute, CleanupTimers: true},
+		{EventTTL: minute, StateTTL: minute, CleanupTimers: true},
+		{Ordered: true},
+	} {
+		s := newSim(t, cfg, at(12, 0)) // sim.arm checks the family of every timer
+		s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+		d := s.ArriveLast("k", core.Insert, at(10, 1), "", "b")
+		assert.NotEqual(t, core.Finalize, d.Timer.Kind)
+	}
+}
+
+func TestLastReplaces_IsTheOrderedRule(t *testing.T) {
+	assert.True(t, core.LastReplaces(nil, 5, nil, 5), "a tie replaces")
+	assert.False(t, core.LastReplaces(nil, 4, nil, 5))
+	assert.True(t, core.LastReplaces([]byte{2}, 1, []byte{1}, 9))
+	assert.False(t, core.LastReplaces([]byte{1}, 9, []byte{2}, 1))
+}

@@ -1,0 +1,388 @@
+package dedup_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// orderEvent is seed 003's order-status event.
+type orderEvent struct {
+	Op      string    `beam:"op"`
+	OrderID string    `beam:"order_id"`
+	Status  string    `beam:"status"`
+	TS      time.Time `beam:"ts"`
+	Seq     int64     `beam:"seq"`
+}
+
+func init() {
+	beam.RegisterType(reflectType[orderEvent]())
+	register.Function1x1(formatOrder)
+	register.Function1x1(formatChange)
+	register.Function2x0(netChange)
+	register.Emitter2[string, int]()
+	register.Function3x0(formatNet)
+	register.Emitter1[string]()
+	register.Function2x1(formatTimedOrder)
+}
+
+func formatOrder(e orderEvent) string { return e.Op + " " + e.OrderID + "/" + e.Status }
+
+func formatTimedOrder(ts beam.EventTime, e orderEvent) string {
+	return fmt.Sprintf("%s %s/%s@%s", e.Op, e.OrderID, e.Status, ts.ToTime().UTC().Format("15:04"))
+}
+
+func formatChange(r changeRow) string { return r.Op + " " + r.UserName + "/" + r.Event }
+
+// netChange turns a changelog row into (row without its kind, +1 or -1):
+// summed per row, a changelog's final state is the rows at +1, whatever
+// order the runner delivers the changes in.
+func netChange(e orderEvent, emit func(string, int)) {
+	d := 1
+	if e.Op == "-U" || e.Op == "-D" {
+		d = -1
+	}
+	emit(fmt.Sprintf("%s/%s#%d", e.OrderID, e.Status, e.Seq), d)
+}
+
+// formatNet renders a row the changelog left (net count not 0).
+func formatNet(row string, n int, emit func(string)) {
+	if n != 0 {
+		emit(fmt.Sprintf("%s x%d", row, n))
+	}
+}
+
+// finalState applies a changelog of orderEvents: the rows it leaves.
+func finalState(s beam.Scope, changes beam.PCollection) beam.PCollection {
+	net := stats.SumPerKey(s, beam.ParDo(s, netChange, changes))
+	return beam.ParDo(s, formatNet, net)
+}
+
+func order(op, id, status string, ts time.Time, seq int64) orderEvent {
+	return orderEvent{Op: op, OrderID: id, Status: status, TS: ts, Seq: seq}
+}
+
+// Seed 003: o0018 is created, paid, and the paid row is resent. KeepLast
+// emits +I created, then -U created / +U paid, then nothing for the resend
+// (Flink emits a -U paid / +U paid pair for it).
+func TestKeepLast_Seed003OrderO0018GivesInsertThenOnePairThenNothing(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s,
+		order("", "o0018", "created", at(10, 0), 1),
+		order("", "o0018", "paid", at(10, 5), 2),
+		order("", "o0018", "paid", at(10, 5), 2))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"))
+	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o0018/created", "-U o0018/created", "+U o0018/paid")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, c.RowCounts())
+	assert.Zero(t, c.LastUnaccounted())
+}
+
+// The same out-of-order input (arrival: t5/seq1, t1/seq3, t3/seq2) in each
+// ordering mode.
+func TestKeepLast_ArrivalVersusEventTimeVersusSequenceBy(t *testing.T) {
+	rows := []any{
+		order("", "o1", "a", at(10, 5), 1),
+		order("", "o1", "b", at(10, 1), 3),
+		order("", "o1", "c", at(10, 3), 2),
+	}
+	for _, tc := range []struct {
+		name string
+		opt  []dedup.Option
+		want []string
+		ooo  int64
+	}{
+		{"arrival", nil, []string{"+I o1/a", "-U o1/a", "+U o1/b", "-U o1/b", "+U o1/c"}, 0},
+		{"event time", []dedup.Option{dedup.OnTime("ts")}, []string{"+I o1/a"}, 2},
+		{"sequence", []dedup.Option{dedup.SequenceBy("seq")}, []string{"+I o1/a", "-U o1/a", "+U o1/b"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OutputKind("op")}, tc.opt...)
+			out := dedup.KeepLast(s, streamOf(t, s, rows...), opts...)
+			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
+			c := run(t, p)
+			assert.Equal(t, tc.ooo, c.OutOfOrderDropped)
+			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+		})
+	}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// Ties in the ordering value go to the later arrival, as in Flink.
+func TestKeepLast_TiesGoToTheLaterArrival(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s, order("", "o1", "first", at(10, 5), 7), order("", "o1", "second", at(10, 5), 7))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.OutputKind("op"))
+	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/first", "-U o1/first", "+U o1/second")
+	run(t, p)
+}
+
+// A changelog input: -U/-D of a stored key emit -D of the stored row and
+// clear it (the +U after a -U is then +I); a retraction of an unseen key is
+// ignored; an unknown kind is a dead letter.
+func TestKeepLast_ChangelogInputDeletesAndReinserts(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s,
+		changeRow{"-D", "Bob", "x"},
+		changeRow{"+I", "Vas", "login"},
+		changeRow{"-U", "Vas", "login"},
+		changeRow{"+U", "Vas", "click"},
+		changeRow{"-D", "Vas", "click"},
+		changeRow{"upsert", "Vas", "?"})
+	out, dead := dedup.KeepLastWithErrors(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"))
+	passert.Equals(s, beam.ParDo(s, formatChange, out), "+I Vas/login", "-D Vas/login", "+I Vas/click", "-D Vas/click")
+	passert.Count(s, dead, "dead", 1)
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 6, Inserts: 2, DeletesIn: 2, RetractionsIgnored: 1, DeadLettered: 1, EmittedDelete: 2}, c.RowCounts())
+}
+
+func TestKeepLast_UpsertEmitsNoUpdateBefore(t *testing.T) {
+	rows := []any{order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2)}
+	t.Run("with a kind column", func(t *testing.T) {
+		p, s := beam.NewPipelineWithRoot()
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.OutputKind("op"), dedup.Upsert())
+		passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/created", "+U o1/paid")
+		c := run(t, p)
+		assert.Zero(t, c.EmittedUpdateBefore)
+	})
+	t.Run("without one the rows are emitted as they are", func(t *testing.T) {
+		p, s := beam.NewPipelineWithRoot()
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.Upsert())
+		passert.Equals(s, beam.ParDo(s, formatOrder, out), " o1/created", " o1/paid")
+		run(t, p)
+	})
+}
+
+// stream adds each row at its own processing-free event time and moves
+// the watermark behind it, so rows arrive in order.
+func timedStream(t *testing.T, s beam.Scope, rows ...orderEvent) beam.PCollection {
+	t.Helper()
+	ts := teststream.NewConfig()
+	wm := int64(math.MinInt64)
+	for _, r := range rows {
+		require.NoError(t, ts.AddElements(ms(r.TS), r))
+		if ms(r.TS) > wm {
+			wm = ms(r.TS)
+			require.NoError(t, ts.AdvanceWatermark(wm))
+		}
+	}
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	return teststream.Create(s, ts)
+}
+
+// StateTTL measured from the key's last accepted row, checked on arrival
+// (the clock reads the row's time); with RetractOnExpiry the expired row is
+// retracted before the new one is inserted.
+func TestKeepLast_StateTTLAndRetractOnExpiryOnArrival(t *testing.T) {
+	rows := []orderEvent{
+		order("", "o1", "a", at(10, 0), 1),
+		order("", "o1", "b", at(10, 4), 2),  // within 5 min of a
+		order("", "o1", "c", at(10, 10), 3), // 6 min after b: expired
+	}
+	for _, tc := range []struct {
+		retract bool
+		want    []string
+	}{
+		{false, []string{"+I o1/a", "-U o1/a", "+U o1/b", "+I o1/c"}},
+		{true, []string{"+I o1/a", "-U o1/a", "+U o1/b", "-D o1/b", "+I o1/c"}},
+	} {
+		t.Run(fmt.Sprintf("RetractOnExpiry=%v", tc.retract), func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			out := dedup.KeepLast(s, timedStream(t, s, rows...), dedup.PartitionBy("order_id"), dedup.OutputKind("op"),
+				dedup.StateTTL(5*time.Minute), dedup.UseClock("rowtime"), dedup.CleanupTimers(false), dedup.RetractOnExpiry(tc.retract))
+			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
+			c := run(t, p)
+			assert.Equal(t, int64(1), c.KeysExpired)
+			assert.Zero(t, c.LastUnaccounted())
+		})
+	}
+}
+
+// The cleanup timer retracts an expired key's row: here the event-time
+// timer of EventTimeTTL, when the watermark passes. The -D carries the
+// retracted row's own time. (The processing-time timer of StateTTL takes the
+// same core path, core TestLast_Rule4_RetractOnExpiryFromTheCleanupTimer; on
+// Prism a TestStream job ends at the infinite watermark before a
+// processing-time timer fires, so it is not run here.)
+func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ttl  dedup.Option
+	}{
+		{"event time", dedup.EventTimeTTL(time.Minute)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			in := timedStream(t, s, order("", "o1", "a", at(10, 0), 1), order("", "o2", "b", at(10, 0), 1))
+			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OutputKind("op"), tc.ttl, dedup.RetractOnExpiry(true))
+			passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "+I o2/b@10:00", "-D o1/a@10:00", "-D o2/b@10:00")
+			c := run(t, p)
+			assert.Equal(t, int64(2), c.EmittedDelete)
+			assert.Equal(t, int64(2), c.KeysExpired)
+		})
+	}
+}
+
+// Per key and window: each window has its own last row.
+func TestKeepLast_PerKeyAndWindow(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := timedStream(t, s,
+		order("", "o1", "a", at(10, 0), 1), order("", "o1", "b", at(10, 5), 2),
+		order("", "o1", "c", at(10, 12), 3))
+	w := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), in)
+	out := dedup.KeepLast(s, w, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"))
+	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatOrder, out))
+	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b", "+I o1/c")
+	run(t, p)
+}
+
+// On bounded input KeepLast emits each key's final row once as +I (largest
+// SequenceBy value, then time, then encoding); a key whose last row is a
+// deletion emits nothing; the counts add up.
+func TestKeepLast_BoundedInputEmitsTheFinalRowPerKeyAsInsert(t *testing.T) {
+	for _, mb := range []bool{true, false} {
+		t.Run(fmt.Sprintf("MiniBatch=%v", mb), func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s,
+				order("+I", "o1", "created", at(10, 0), 1), order("+U", "o1", "shipped", at(10, 9), 3), order("+U", "o1", "paid", at(10, 5), 2),
+				order("+I", "o2", "created", at(10, 0), 1), order("-D", "o2", "created", at(10, 1), 2))
+			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Changelog("op"), dedup.MiniBatch(mb))
+			passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/shipped")
+			c := run(t, p)
+			assert.Equal(t, dedup.Counters{RowsIn: 5, Inserts: 1, RetractionsIgnored: 1, Superseded: 3}, c.RowCounts())
+		})
+	}
+}
+
+// Bounded (merge) and stateful expansions reach the same final state on
+// random inputs with a changelog and SequenceBy (distinct values per key,
+// so the result does not depend on arrival order).
+func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 3))
+	var rows []any
+	seqs := map[string][]int64{}
+	for k := range 30 {
+		id := fmt.Sprintf("o%d", k)
+		for _, sq := range rng.Perm(1 + rng.IntN(6)) {
+			seqs[id] = append(seqs[id], int64(sq))
+		}
+	}
+	final := map[string]string{}
+	last := map[string]int64{}
+	for id, ss := range seqs {
+		for _, sq := range ss {
+			op := []string{"+I", "+U", "+U", "-D"}[rng.IntN(4)]
+			r := order(op, id, fmt.Sprintf("s%d", rng.IntN(3)), at(10, rng.IntN(50)), sq)
+			rows = append(rows, r)
+			if v, ok := last[id]; !ok || sq > v {
+				last[id] = sq
+				final[id] = ""
+				if op != "-D" {
+					final[id] = fmt.Sprintf("%s/%s#%d x1", id, r.Status, sq)
+				}
+			}
+		}
+	}
+	var want []any
+	for _, f := range final {
+		if f != "" {
+			want = append(want, f)
+		}
+	}
+	require.NotEmpty(t, want)
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+	}{
+		{"bounded merge", nil},
+		{"stateful", []dedup.Option{dedup.ForceStateful()}},
+		{"bounded without in-bundle merge", []dedup.Option{dedup.MiniBatch(false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Changelog("op")}, tc.opts...)
+			out := dedup.KeepLast(s, beam.Create(s, rows...), opts...)
+			passert.Equals(s, finalState(s, out), want...)
+			c := run(t, p)
+			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+		})
+	}
+}
+
+func TestKeepLast_NullSequenceValueIsDeadLettered(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s, seqRow{"a", ver(1), "x"}, seqRow{"a", nil, "null"})
+	out, dead := dedup.KeepLastWithErrors(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.Upsert())
+	passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/x")
+	passert.Equals(s, dead, dedup.DeadLetter{Row: `{"ID":"a","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepLast"})
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, c.RowCounts())
+}
+
+func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+		want string
+	}{
+		{"no kind column and no Upsert", nil, "OutputKind"},
+		{"OutputKind other than the Changelog column", []dedup.Option{dedup.OutputKind("op"), dedup.Changelog("status")}, "differs from Changelog"},
+		{"RetractOnExpiry without retention", []dedup.Option{dedup.OutputKind("op"), dedup.RetractOnExpiry(true)}, "needs StateTTL or EventTimeTTL"},
+		{"RetractOnExpiry without a kind column", []dedup.Option{dedup.Upsert(), dedup.StateTTL(time.Minute), dedup.RetractOnExpiry(true)}, "kind column"},
+		{"OutputKind of the wrong type", []dedup.Option{dedup.OutputKind("seq")}, "must be a string"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			_, err := dedup.TryKeepLast(s, beam.Create(s, orderEvent{}), tc.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "dedup.KeepLast: "), err.Error())
+		})
+	}
+	for _, o := range []dedup.Option{dedup.OutputKind("op"), dedup.Upsert(), dedup.RetractOnExpiry(true)} {
+		_, s := beam.NewPipelineWithRoot()
+		_, err := dedup.TryKeepFirst(s, beam.Create(s, orderEvent{}), o)
+		assert.ErrorContains(t, err, "is a KeepLast option")
+	}
+}
+
+// KeepLastPerKey: the key is K; V carries the kind column.
+func TestKeepLastPerKey_KeepsTheLastValuePerKey(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := streamOf(t, s, order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2))
+	kvs := beam.ParDo(s, keyByOrder, in)
+	out := dedup.KeepLastPerKey(s, kvs, dedup.OutputKind("op"))
+	passert.Equals(s, beam.ParDo(s, formatOrderKV, out), "o1: +I created", "o1: -U created", "o1: +U paid")
+	run(t, p)
+}
+
+func keyByOrder(e orderEvent) (string, orderEvent) { return e.OrderID, e }
+
+func formatOrderKV(k string, e orderEvent) string { return k + ": " + e.Op + " " + e.Status }
+
+func init() {
+	register.Function1x2(keyByOrder)
+	register.Function2x1(formatOrderKV)
+}
