@@ -25,6 +25,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -57,6 +58,7 @@ func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(DeadLetter)](&parseFn{})
 	register.DoFn1x2[beam.X, string, error](&formatFn{})
 	register.Function1x1(fromDedup)
+	register.Function1x1(fromChangelog)
 	register.Emitter1[beam.Y]()
 	register.Emitter1[DeadLetter]()
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
@@ -172,4 +174,14 @@ func ReadMalformed(pr beam.PipelineResult) int64 {
 		}
 	}
 	return n
+}
+
+// FromChangelog turns changelog.CountPerKey's dead letters into
+// DeadLetters (with Stage set to the CountPerKey's UID).
+func FromChangelog(s beam.Scope, dead beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("FromChangelog"), fromChangelog, dead)
+}
+
+func fromChangelog(d changelog.DeadLetter) DeadLetter {
+	return DeadLetter{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
 }
