@@ -35,6 +35,8 @@ Examples:
   go run ./cmd/runjob --graph=orders.dot && dot -Tpng orders.dot > orders.png
   # the Pub/Sub streaming demo (in-process Pub/Sub fake)
   go run ./cmd/runjob --pipeline=streaming --count=200
+  # keep-last by order, then a count per status, beside the naive count
+  go run ./cmd/runjob --pipeline=orderstatus
 `
 
 // beamFlags are the Beam flags --help lists; every other Beam flag is
