@@ -11,10 +11,13 @@
 package jsonl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -184,4 +187,29 @@ func FromChangelog(s beam.Scope, dead beam.PCollection) beam.PCollection {
 
 func fromChangelog(d changelog.DeadLetter) DeadLetter {
 	return DeadLetter{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
+}
+
+// WriteFile writes rows to path as JSON Lines, one JSON object a line,
+// creating its directory: how the sample generators write their input.
+func WriteFile[T any](path string, rows []T) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	enc := json.NewEncoder(bw)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,16 +1,13 @@
 package orderstatus
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 )
 
 // The statuses an order goes through: created → paid → shipped, or
@@ -137,18 +134,6 @@ func Generate(cfg GenConfig) ([]Event, error) {
 	return events, nil
 }
 
-// WriteJSONL writes events to w, one JSON object a line.
-func WriteJSONL(w io.Writer, events []Event) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, e := range events {
-		if err := enc.Encode(e); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
-
 // WriteSample writes Generate(cfg) to path as JSON Lines, creating its
 // directory.
 func WriteSample(path string, cfg GenConfig) error {
@@ -156,16 +141,5 @@ func WriteSample(path string, cfg GenConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := WriteJSONL(f, events); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return jsonl.WriteFile(path, events)
 }
