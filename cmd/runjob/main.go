@@ -91,7 +91,7 @@ type options struct {
 	live         liveOptions     // --pipeline=streaming against a subscription
 }
 
-var pipelineNames = []string{"orders", "userevents", "cdc", "streaming"}
+var pipelineNames = []string{"orders", "userevents", "cdc", "streaming", "orderstatus"}
 
 // newFlagSet defines runjob's flags on a new FlagSet and shares Beam's
 // global flags (flag.CommandLine) into it, so that parsing sets Beam's
@@ -190,6 +190,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.pipeline == "streaming" {
 		return runStreaming(ctx, &o, stdout, stderr)
+	}
+	if o.pipeline == "orderstatus" {
+		return runOrderStatus(ctx, &o, stdout, stderr)
 	}
 	if err := prepareFiles(&o); err != nil {
 		return fail("%v", err)
@@ -312,6 +315,9 @@ func prepareFiles(o *options) error {
 		}
 		o.distinctRows = o.count
 		o.inputNote = fmt.Sprintf("generated: %d orders, seed %d, every order priced under %v duplicated", o.count, o.seed, orders.DuplicateBelow)
+	case "orderstatus":
+		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
+		return orderStatusInput(o)
 	default:
 		o.input = filepath.Join("testing", "testdata", o.pipeline, "input.jsonl")
 		if _, err := os.Stat(o.input); err != nil {

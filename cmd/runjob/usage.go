@@ -39,6 +39,8 @@ Examples:
   # on an emulator when PUBSUB_EMULATOR_HOST is set (docs/streaming-pubsub.md)
   go run ./cmd/runjob --pipeline=streaming --subscription=projects/P/subscriptions/orders-sub \
       --output_topic=projects/P/topics/orders-deduped --dead_letter_topic=projects/P/topics/orders-dlq
+  # keep-last by order, then a count per status, beside the naive count
+  go run ./cmd/runjob --pipeline=orderstatus
 `
 
 // beamFlags are the Beam flags --help lists; every other Beam flag is

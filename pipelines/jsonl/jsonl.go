@@ -11,10 +11,13 @@
 package jsonl
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -57,6 +61,7 @@ func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(DeadLetter)](&parseFn{})
 	register.DoFn1x2[beam.X, string, error](&formatFn{})
 	register.Function1x1(fromDedup)
+	register.Function1x1(fromChangelog)
 	register.Emitter1[beam.Y]()
 	register.Emitter1[DeadLetter]()
 	beam.RegisterType(reflect.TypeFor[DeadLetter]())
@@ -172,4 +177,39 @@ func ReadMalformed(pr beam.PipelineResult) int64 {
 		}
 	}
 	return n
+}
+
+// FromChangelog turns changelog.CountPerKey's dead letters into
+// DeadLetters (with Stage set to the CountPerKey's UID).
+func FromChangelog(s beam.Scope, dead beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("FromChangelog"), fromChangelog, dead)
+}
+
+func fromChangelog(d changelog.DeadLetter) DeadLetter {
+	return DeadLetter{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
+}
+
+// WriteFile writes rows to path as JSON Lines, one JSON object a line,
+// creating its directory: how the sample generators write their input.
+func WriteFile[T any](path string, rows []T) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	enc := json.NewEncoder(bw)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -1,14 +1,11 @@
 package orders
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 )
 
 // GenStart is the created_at of the first generated order; one order a
@@ -72,31 +69,8 @@ func uuid(r *rand.Rand) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// WriteJSONL writes orders to w, one JSON object a line.
-func WriteJSONL(w io.Writer, orders []Order) error {
-	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	for _, o := range orders {
-		if err := enc.Encode(o); err != nil {
-			return err
-		}
-	}
-	return bw.Flush()
-}
-
 // WriteSample writes Generate(count, seed) to path as JSON Lines, creating
 // its directory.
 func WriteSample(path string, count int, seed uint64) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := WriteJSONL(f, Generate(count, seed)); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return jsonl.WriteFile(path, Generate(count, seed))
 }

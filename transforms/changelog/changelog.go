@@ -1,6 +1,10 @@
 // Package changelog defines the row kinds of an updating input: +I, -U, +U
 // and -D, as in Flink's RowKind. A row's kind column may be a string holding
-// one of those forms or a Kind.
+// one of those forms or a Kind (Column reads and writes it).
+//
+// CountPerKey applies a changelog to a count per group: the downstream half
+// of keep-last deduplication, where a GROUP BY over dedup.KeepLast's -U/+U
+// pairs counts each key once.
 package changelog
 
 import "fmt"

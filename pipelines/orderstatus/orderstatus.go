@@ -1,0 +1,178 @@
+// Package orderstatus is the keep-last sample: order events (created →
+// paid → shipped or cancelled) with identical resends and out-of-order
+// delivery, counted per status. Counting the events per status counts one
+// order in several statuses; keep-last by order_id in event time, then a
+// count per status applied from its changelog (+1 on +I/+U, −1 on -U/-D,
+// changelog.CountPerKey), counts each order once, in its current status.
+//
+// Build reads JSON Lines events and writes the count per status, the naive
+// count per status (every event counted), and optionally the changelog.
+package orderstatus
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
+	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// Event is one status event of an order. Op is empty on input; the
+// keep-last step writes each output row's changelog kind into it.
+type Event struct {
+	Op      string    `json:"op,omitempty" beam:"op"`
+	OrderID string    `json:"order_id" beam:"order_id"`
+	Status  string    `json:"status" beam:"status"`
+	TS      time.Time `json:"ts" beam:"ts"`
+}
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[Event]())
+	register.Function1x1(asInsert)
+}
+
+// Validate rejects events without the columns the pipeline needs.
+func (e *Event) Validate() error {
+	switch {
+	case e.OrderID == "":
+		return errors.New("missing order_id")
+	case e.Status == "":
+		return errors.New("missing status")
+	case e.TS.IsZero():
+		return errors.New("missing ts")
+	}
+	return nil
+}
+
+// UIDs of the pipeline's steps.
+const (
+	UID      = "order-status-keeplast" // the keep-last step
+	CountUID = "status-counts"         // the count per status from the changelog
+	NaiveUID = "naive-status-counts"   // the count per status of every event
+)
+
+// KeepLastFunc is the keep-last step: it keeps the last event per order_id
+// in event time (ts) and returns its changelog, each row's kind in Op
+// (+I, -U, +U, -D), and its dead letters as jsonl.DeadLetter. opts are
+// Config.Dedup.
+type KeepLastFunc func(s beam.Scope, events beam.PCollection, opts []dedup.Option) (changes, dead beam.PCollection, err error)
+
+// Config configures Build.
+type Config struct {
+	// Input is a file or glob of JSON Lines events (local or gs://).
+	Input string
+	// Output is the JSON Lines file of the count per status
+	// (changelog.GroupCount, one row per status); empty writes nothing.
+	Output string
+	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
+	Errors string
+	// Naive is the JSON Lines file of the naive count per status, every
+	// event counted; empty writes nothing.
+	Naive string
+	// Changes is the JSON Lines file of the keep-last changelog; empty
+	// writes nothing.
+	Changes string
+	// Stateful uses the streaming (stateful) expansions of keep-last and
+	// of the count on a file too, as a stream gets them: the changelog
+	// then has a -U/+U pair for every change, not only each order's final
+	// row.
+	Stateful bool
+	// Dedup options are passed to the keep-last step after its defaults.
+	Dedup []dedup.Option
+	// KeepLast replaces the keep-last step (dedup.KeepLast by order_id in
+	// event time, Op as its output kind column) when set; for tests.
+	KeepLast KeepLastFunc
+}
+
+// Result holds the pipeline's collections.
+type Result struct {
+	Events      beam.PCollection // parsed input events (Event)
+	Changes     beam.PCollection // the keep-last changelog (Event, Op set)
+	Counts      beam.PCollection // the count's upsert stream (changelog.GroupCount)
+	Final       beam.PCollection // the count per status: Counts' latest row per status
+	Naive       beam.PCollection // the naive count per status (changelog.GroupCount)
+	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.DeadLetter)
+}
+
+// Build adds the order-status pipeline to s.
+func Build(s beam.Scope, cfg Config) (Result, error) {
+	r, err := build(s.Scope("OrderStatus"), cfg)
+	if err != nil {
+		return Result{}, fmt.Errorf("orderstatus: %w", err)
+	}
+	return r, nil
+}
+
+func build(s beam.Scope, cfg Config) (Result, error) {
+	var r Result
+	if cfg.Input == "" {
+		return r, errors.New("Input is required")
+	}
+	keepLast := cfg.KeepLast
+	if keepLast == nil {
+		keepLast = defaultKeepLast
+	}
+	events, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Event]())
+	if err != nil {
+		return r, fmt.Errorf("input: %w", err)
+	}
+	opts := cfg.Dedup
+	var countOpts []changelog.Option
+	if cfg.Stateful {
+		opts = append(opts, dedup.ForceStateful())
+		countOpts = append(countOpts, changelog.ForceStateful())
+	}
+	changes, rejected, err := keepLast(s, events, opts)
+	if err != nil {
+		return r, err
+	}
+	counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(countOpts,
+		changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID(CountUID))...)
+	if err != nil {
+		return r, err
+	}
+	// The naive count: every event an insert, nothing deduplicated.
+	inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
+	naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(countOpts,
+		changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID(NaiveUID))...)
+	if err != nil {
+		return r, err
+	}
+	r = Result{
+		Events:  events,
+		Changes: changes,
+		Counts:  counts,
+		Final:   changelog.Latest(s.Scope("Final"), counts),
+		Naive:   changelog.Latest(s.Scope("Naive"), naiveCounts),
+		DeadLetters: beam.Flatten(s, bad, rejected,
+			jsonl.FromChangelog(s, beam.Flatten(s, badCounts, badNaive))),
+	}
+	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, r.Final, r.DeadLetters); err != nil {
+		return r, fmt.Errorf("output: %w", err)
+	}
+	for _, o := range []struct {
+		path string
+		col  beam.PCollection
+	}{{cfg.Naive, r.Naive}, {cfg.Changes, r.Changes}} {
+		if o.path == "" {
+			continue
+		}
+		if err := jsonl.CheckPath(o.path); err != nil {
+			return r, fmt.Errorf("output: %w", err)
+		}
+		jsonl.Write(s.Scope("Write"), o.path, o.col)
+	}
+	return r, nil
+}
+
+func asInsert(e Event) Event {
+	e.Op = changelog.Insert.String()
+	return e
+}

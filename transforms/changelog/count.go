@@ -1,0 +1,400 @@
+package changelog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+)
+
+// Apply is the rule of CountPerKey for one change of a group whose count
+// is n: +I and +U add one, -U and -D subtract one. A change that would take
+// the count below zero is refused with the reason (a retraction of a row
+// the count never saw); n is then returned unchanged.
+func Apply(n int64, k Kind) (int64, error) {
+	switch k {
+	case Insert, UpdateAfter:
+		return n + 1, nil
+	case UpdateBefore, Delete:
+		if n <= 0 {
+			return n, fmt.Errorf("%v would take the count below zero (it is %d): a retraction of a row this count never added", k, n)
+		}
+		return n - 1, nil
+	}
+	return n, fmt.Errorf("unknown row kind %v: want one of +I, -U, +U, -D", k)
+}
+
+// GroupCount is one output row of CountPerKey: a group and its count.
+type GroupCount struct {
+	// Group is the group's values: the value of a single GroupBy column as
+	// text (NULL for a nil pointer), or a JSON array of the values of
+	// several; "" without GroupBy.
+	Group string `json:"group" beam:"group"`
+	Count int64  `json:"count" beam:"count"`
+	// Version is the number of changes applied to the group so far: an
+	// upsert sink keeps the row with the highest Version, so a reordered
+	// write cannot replace a newer count with an older one. Unless a
+	// retraction was dead-lettered, a group's final row is the same in both
+	// expansions.
+	Version int64 `json:"version" beam:"version"`
+}
+
+// DeadLetter is a row CountPerKey did not apply, with the reason. It has
+// the shape of dedup.DeadLetter.
+type DeadLetter struct {
+	Row       string `beam:"row" json:"row"`             // the row as JSON (on bounded input, the group)
+	Reason    string `beam:"reason" json:"reason"`       // why it was not applied
+	Transform string `beam:"transform" json:"transform"` // the UID of the CountPerKey
+}
+
+// Beam metrics of CountPerKey, in namespace Namespace. Every input row is
+// counted once in rows_in and once in exactly one of added, subtracted and
+// dead_lettered.
+const (
+	Namespace = "beamdedup.changelog"
+
+	RowsIn          = "rows_in"           // rows entering CountPerKey
+	Added           = "added"             // +I/+U rows applied
+	Subtracted      = "subtracted"        // -U/-D rows applied
+	DeadLettered    = "dead_lettered"     // rows not applied: unknown kind, or below zero on a stream
+	CountsEmitted   = "counts_emitted"    // GroupCount rows emitted
+	GroupsBelowZero = "groups_below_zero" // bounded input: groups whose total is negative (dead-lettered, not emitted)
+)
+
+var (
+	cRowsIn       = beam.NewCounter(Namespace, RowsIn)
+	cAdded        = beam.NewCounter(Namespace, Added)
+	cSubtracted   = beam.NewCounter(Namespace, Subtracted)
+	cDead         = beam.NewCounter(Namespace, DeadLettered)
+	cEmitted      = beam.NewCounter(Namespace, CountsEmitted)
+	cGroupsBelow0 = beam.NewCounter(Namespace, GroupsBelowZero)
+)
+
+// Counters are CountPerKey's metrics summed over a job's steps.
+type Counters struct {
+	RowsIn, Added, Subtracted, DeadLettered, CountsEmitted, GroupsBelowZero int64
+}
+
+// ReadCounters sums CountPerKey's counters in a pipeline result.
+func ReadCounters(pr beam.PipelineResult) Counters {
+	var c Counters
+	if pr == nil {
+		return c
+	}
+	fields := map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
+		DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero}
+	for _, r := range pr.Metrics().AllMetrics().Counters() {
+		if p := fields[r.Name()]; p != nil && r.Namespace() == Namespace {
+			*p += r.Result()
+		}
+	}
+	return c
+}
+
+// Option configures CountPerKey.
+type Option func(*countConfig)
+
+type countConfig struct {
+	kindCol  string
+	groupBy  []string
+	uid      string
+	stateful bool
+}
+
+// KindColumn names the row's kind column: a string (+I, -U, +U, -D) or a
+// Kind. Required.
+func KindColumn(col string) Option { return func(c *countConfig) { c.kindCol = col } }
+
+// GroupBy names the columns whose values form the group (types as for
+// dedup.PartitionBy). Without it every row counts towards one group, "".
+func GroupBy(cols ...string) Option {
+	return func(c *countConfig) { c.groupBy = append([]string(nil), cols...) }
+}
+
+// UID names the transform's scope, and with it its state (default
+// "CountPerKey").
+func UID(uid string) Option { return func(c *countConfig) { c.uid = uid } }
+
+// ForceStateful uses the streaming (stateful) expansion on bounded input
+// too; for tests and benchmarks.
+func ForceStateful() Option { return func(c *countConfig) { c.stateful = true } }
+
+func init() {
+	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(DeadLetter)](&keyChangeFn{})
+	register.DoFn6x1[context.Context, state.Provider, string, delta, func(GroupCount), func(DeadLetter), error](&countFn{})
+	register.DoFn5x0[context.Context, string, delta, func(GroupCount), func(DeadLetter)](&finalCountFn{})
+	register.Function2x1(mergeDeltas)
+	register.Function1x2(groupOf)
+	register.Function2x1(laterCount)
+	register.Emitter2[string, GroupCount]()
+	register.Emitter2[string, delta]()
+	register.Emitter1[GroupCount]()
+	register.Emitter1[DeadLetter]()
+	beam.RegisterType(reflect.TypeFor[delta]())
+	beam.RegisterType(reflect.TypeFor[counter]())
+	beam.RegisterType(reflect.TypeFor[GroupCount]())
+	beam.RegisterType(reflect.TypeFor[DeadLetter]())
+}
+
+// CountPerKey applies a changelog of rows (a PCollection of a struct type
+// with a kind column) to a count per group: +I and +U add one to the row's
+// group, -U and -D subtract one (Apply).
+//
+// On a stream (unbounded input) it keeps one count per group (and window)
+// in value state, no timers, and emits the group's new count after every
+// change: an upsert stream of GroupCount by Group, whose last row per group
+// is its current count. A -U/-D that would take a count below zero is not
+// applied and goes to the dead letters with the reason. On bounded input it
+// is a combine per group: one GroupCount per group with its total, and a
+// group whose total is negative is one dead letter instead.
+//
+// Rows with an unknown kind are dead letters too. Construction errors panic;
+// TryCountPerKey returns them.
+func CountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts, dead beam.PCollection) {
+	counts, dead, err := TryCountPerKey(s, rows, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return counts, dead
+}
+
+// TryCountPerKey is CountPerKey returning construction errors: no
+// KindColumn, an unknown column, a kind column of the wrong type, a group
+// column that cannot be a key, a row type that is not a struct.
+func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts, dead beam.PCollection, err error) {
+	c := countConfig{uid: "CountPerKey"}
+	for _, o := range opts {
+		o(&c)
+	}
+	t := rows.Type().Type()
+	if _, err := newCountParams(t, c.kindCol, c.groupBy); err != nil {
+		return counts, dead, fmt.Errorf("changelog.CountPerKey: %w", err)
+	}
+	s = s.Scope(c.uid)
+	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
+	bounded := isBounded(rows) && !c.stateful
+	p.Bounded = bounded
+	keyed, bad := beam.ParDo2(s.Scope("Key"), &keyChangeFn{P: p}, rows)
+	var late beam.PCollection
+	if bounded {
+		totals := beam.CombinePerKey(s.Scope("Sum"), mergeDeltas, keyed)
+		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
+	} else {
+		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
+	}
+	return counts, beam.Flatten(s, bad, late), nil
+}
+
+// isBounded reports whether col is bounded; Beam Go has no public accessor,
+// the node's String form marks unbounded collections.
+func isBounded(col beam.PCollection) bool {
+	return !strings.HasSuffix(col.String(), ":unbounded}")
+}
+
+// countParams is the serialized configuration of the keying step.
+type countParams struct {
+	RowType beam.EncodedType
+	KindCol string
+	GroupBy []string
+	UID     string
+	Bounded bool
+}
+
+// columns reads a row's kind and group.
+type columns struct {
+	kind   Column
+	enc    *keycoder.Encoder
+	groups []int // field indexes of the GroupBy columns
+}
+
+func newCountParams(t reflect.Type, kindCol string, groupBy []string) (*columns, error) {
+	if kindCol == "" {
+		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
+	}
+	kc, err := NewColumn(t, kindCol)
+	if err != nil {
+		return nil, fmt.Errorf("KindColumn: %w", err)
+	}
+	enc, err := keycoder.New(t, groupBy)
+	if err != nil {
+		return nil, fmt.Errorf("GroupBy: %w", err)
+	}
+	c := &columns{kind: kc, enc: enc}
+	for _, g := range groupBy {
+		col, err := keycoder.Lookup(t, g)
+		if err != nil {
+			return nil, fmt.Errorf("GroupBy: %w", err)
+		}
+		c.groups = append(c.groups, col.Index)
+	}
+	return c, nil
+}
+
+// group formats the row's group for GroupCount.Group.
+func (c *columns) group(row reflect.Value) string {
+	vals := make([]any, len(c.groups))
+	for i, idx := range c.groups {
+		v := row.Field(idx)
+		if v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				vals[i] = nil
+				continue
+			}
+			v = v.Elem()
+		}
+		vals[i] = v.Interface()
+	}
+	switch len(vals) {
+	case 0:
+		return ""
+	case 1:
+		if vals[0] == nil {
+			return "NULL"
+		}
+		if t, ok := vals[0].(time.Time); ok {
+			return t.UTC().Format(time.RFC3339Nano)
+		}
+		return fmt.Sprint(vals[0])
+	}
+	b, _ := json.Marshal(vals)
+	return string(b)
+}
+
+// delta is one change of a group on its way to the count: Kind is the
+// row's, N is +1 or -1 and Rows 1 for a row, the sums for a combined group.
+// Row is the row as JSON, kept for retractions only (the rows that can be
+// dead-lettered on a stream).
+type delta struct {
+	Group string
+	Kind  Kind
+	N     int64
+	Rows  int64
+	Row   string
+}
+
+// counter is a group's state on a stream.
+type counter struct {
+	Count, Version int64
+}
+
+type keyChangeFn struct {
+	P countParams
+	c *columns
+}
+
+func (f *keyChangeFn) Setup() error {
+	var err error
+	f.c, err = newCountParams(f.P.RowType.T, f.P.KindCol, f.P.GroupBy)
+	return err
+}
+
+func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(string, delta), dead func(DeadLetter)) {
+	cRowsIn.Inc(ctx, 1)
+	v := reflect.ValueOf(row)
+	k, err := f.c.kind.Kind(v)
+	if err != nil {
+		cDead.Inc(ctx, 1)
+		dead(DeadLetter{Row: asJSON(row), Reason: err.Error(), Transform: f.P.UID})
+		return
+	}
+	d := delta{Group: f.c.group(v), Kind: k, N: 1, Rows: 1}
+	if k == UpdateBefore || k == Delete {
+		d.N = -1
+		if !f.P.Bounded {
+			d.Row = asJSON(row)
+		}
+	}
+	if f.P.Bounded {
+		// A combine has no order: every row is applied, and a negative
+		// total is judged per group at the end.
+		if d.N > 0 {
+			cAdded.Inc(ctx, 1)
+		} else {
+			cSubtracted.Inc(ctx, 1)
+		}
+	}
+	emit(string(f.c.enc.Append(nil, v)), d)
+}
+
+func asJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
+	}
+	return string(b)
+}
+
+func mergeDeltas(a, b delta) delta { return delta{Group: a.Group, N: a.N + b.N, Rows: a.Rows + b.Rows} }
+
+// countFn keeps a group's count in value state (stream expansion).
+type countFn struct {
+	UID   string
+	Count state.Value[counter]
+}
+
+func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(DeadLetter)) error {
+	c, _, err := f.Count.Read(sp)
+	if err != nil {
+		return err
+	}
+	next, err := Apply(c.Count, d.Kind)
+	if err != nil {
+		cDead.Inc(ctx, 1)
+		dead(DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})
+		return nil
+	}
+	c = counter{Count: next, Version: c.Version + 1}
+	if err := f.Count.Write(sp, c); err != nil {
+		return err
+	}
+	if d.N > 0 {
+		cAdded.Inc(ctx, 1)
+	} else {
+		cSubtracted.Inc(ctx, 1)
+	}
+	cEmitted.Inc(ctx, 1)
+	emit(GroupCount{Group: d.Group, Count: next, Version: c.Version})
+	return nil
+}
+
+// finalCountFn emits a bounded group's total (combine expansion).
+type finalCountFn struct{ UID string }
+
+func (f *finalCountFn) ProcessElement(ctx context.Context, _ string, d delta, emit func(GroupCount), dead func(DeadLetter)) {
+	if d.N < 0 {
+		cGroupsBelow0.Inc(ctx, 1)
+		dead(DeadLetter{Row: asJSON(GroupCount{Group: d.Group, Count: d.N, Version: d.Rows}),
+			Reason: fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", d.Group, d.N, -d.N), Transform: f.UID})
+		return
+	}
+	cEmitted.Inc(ctx, 1)
+	emit(GroupCount{Group: d.Group, Count: d.N, Version: d.Rows})
+}
+
+// Latest reduces CountPerKey's upsert stream to each group's current row,
+// the one with the highest Version: what an upsert sink holds. It is a
+// combine per group, so on a stream it emits when the window closes (for
+// the global window, at the end of the input).
+func Latest(s beam.Scope, counts beam.PCollection) beam.PCollection {
+	s = s.Scope("Latest")
+	keyed := beam.ParDo(s, groupOf, counts)
+	return beam.DropKey(s, beam.CombinePerKey(s, laterCount, keyed))
+}
+
+func groupOf(c GroupCount) (string, GroupCount) { return c.Group, c }
+
+func laterCount(a, b GroupCount) GroupCount {
+	if b.Version > a.Version {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,198 @@
+package changelog_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/changelog"
+)
+
+func TestMain(m *testing.M) { ptest.MainWithDefault(m, "prism") }
+
+// change is an order's status change as KeepLast emits it.
+type change struct {
+	Op      string `beam:"op"`
+	OrderID string `beam:"order_id"`
+	Status  string `beam:"status"`
+}
+
+// kindChange has a changelog.Kind column and a nullable group column.
+type kindChange struct {
+	Kind   changelog.Kind `beam:"kind"`
+	Region *string        `beam:"region"`
+	Tier   int64          `beam:"tier"`
+}
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[change]())
+	beam.RegisterType(reflect.TypeFor[kindChange]())
+	register.Function1x1(formatCount)
+	register.Function1x1(formatDead)
+}
+
+func formatCount(c changelog.GroupCount) string {
+	return fmt.Sprintf("%s=%d@%d", c.Group, c.Count, c.Version)
+}
+func formatDead(d changelog.DeadLetter) string { return d.Transform + ": " + d.Reason }
+
+func run(t *testing.T, p *beam.Pipeline) changelog.Counters {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pr, err := beam.Run(ctx, "prism", p)
+	require.NoError(t, err)
+	return changelog.ReadCounters(pr)
+}
+
+func TestApplyAddsOnInsertsAndUpdateAftersAndSubtractsOnRetractions(t *testing.T) {
+	for _, tc := range []struct {
+		n    int64
+		k    changelog.Kind
+		want int64
+		err  string
+	}{
+		{0, changelog.Insert, 1, ""},
+		{3, changelog.UpdateAfter, 4, ""},
+		{1, changelog.UpdateBefore, 0, ""},
+		{2, changelog.Delete, 1, ""},
+		{0, changelog.UpdateBefore, 0, "-U would take the count below zero"},
+		{0, changelog.Delete, 0, "-D would take the count below zero"},
+		{5, changelog.Kind(9), 5, "unknown row kind"},
+	} {
+		t.Run(fmt.Sprintf("%d%v", tc.n, tc.k), func(t *testing.T) {
+			got, err := changelog.Apply(tc.n, tc.k)
+			assert.Equal(t, tc.want, got)
+			if tc.err == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, tc.err)
+			}
+		})
+	}
+}
+
+// The changelog KeepLast gives for three orders: o1 created → paid →
+// shipped, o2 created → paid, o3 created then deleted.
+var orderChanges = []change{
+	{"+I", "o1", "created"}, {"-U", "o1", "created"}, {"+U", "o1", "paid"},
+	{"-U", "o1", "paid"}, {"+U", "o1", "shipped"},
+	{"+I", "o2", "created"}, {"-U", "o2", "created"}, {"+U", "o2", "paid"},
+	{"+I", "o3", "created"}, {"-D", "o3", "created"},
+}
+
+func TestCountPerKeyOnBoundedInputIsTheTotalPerGroup(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	rows := beam.CreateList(s, append(orderChanges, change{"?", "o4", "paid"}))
+	counts, dead := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("status-counts"))
+	passert.Equals(s, beam.ParDo(s, formatCount, counts), "created=0@6", "paid=1@3", "shipped=1@1")
+	passert.Equals(s, beam.ParDo(s, formatDead, dead), `status-counts: unknown row kind "?": want one of +I, -U, +U, -D`)
+	c := run(t, p)
+	assert.Equal(t, changelog.Counters{RowsIn: 11, Added: 6, Subtracted: 4, DeadLettered: 1, CountsEmitted: 3}, c)
+}
+
+// Each change in its own watermark step, so Prism hands them over in order.
+func streamOf[T any](t *testing.T, s beam.Scope, rows []T) beam.PCollection {
+	t.Helper()
+	ts := teststream.NewConfig()
+	for i, r := range rows {
+		require.NoError(t, ts.AdvanceWatermark(int64(i)))
+		require.NoError(t, ts.AddElements(int64(i), r))
+	}
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	return teststream.Create(s, ts)
+}
+
+func TestCountPerKeyOnAStreamEmitsEachGroupsNewCountAfterEveryChange(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	counts, dead := changelog.CountPerKey(s, streamOf(t, s, orderChanges), changelog.KindColumn("op"), changelog.GroupBy("status"))
+	passert.Equals(s, beam.ParDo(s, formatCount, counts),
+		"created=1@1", "created=0@2", "paid=1@1", "paid=0@2", "shipped=1@1", // o1
+		"created=1@3", "created=0@4", "paid=1@3", // o2
+		"created=1@5", "created=0@6") // o3
+	passert.Empty(s, dead)
+	// The upsert stream's latest row per group is the bounded total.
+	passert.Equals(s, beam.ParDo(s, formatCount, changelog.Latest(s, counts)), "created=0@6", "paid=1@3", "shipped=1@1")
+	c := run(t, p)
+	assert.Equal(t, changelog.Counters{RowsIn: 10, Added: 6, Subtracted: 4, CountsEmitted: 10}, c)
+}
+
+func TestCountPerKeyOnAStreamDeadLettersARetractionBelowZero(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	in := []change{{"-U", "o1", "created"}, {"+I", "o1", "created"}, {"-D", "o1", "created"}, {"-D", "o1", "created"}}
+	counts, dead := changelog.CountPerKey(s, streamOf(t, s, in), changelog.KindColumn("op"), changelog.GroupBy("status"))
+	passert.Equals(s, beam.ParDo(s, formatCount, counts), "created=1@1", "created=0@2")
+	passert.Equals(s, beam.ParDo(s, formatDead, dead),
+		`CountPerKey: group "created": -U would take the count below zero (it is 0): a retraction of a row this count never added`,
+		`CountPerKey: group "created": -D would take the count below zero (it is 0): a retraction of a row this count never added`)
+	c := run(t, p)
+	assert.Equal(t, changelog.Counters{RowsIn: 4, Added: 1, Subtracted: 1, DeadLettered: 2, CountsEmitted: 2}, c)
+	assert.Equal(t, c.RowsIn, c.Added+c.Subtracted+c.DeadLettered, "every row counted once")
+}
+
+func TestCountPerKeyOnBoundedInputDeadLettersAGroupEndingBelowZero(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	rows := beam.CreateList(s, []change{{"+I", "o1", "paid"}, {"-U", "o2", "created"}, {"-D", "o3", "created"}})
+	counts, dead := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	passert.Equals(s, beam.ParDo(s, formatCount, counts), "paid=1@1")
+	passert.Equals(s, beam.ParDo(s, formatDead, dead), `CountPerKey: group "created" ends below zero (-2): 2 more -U/-D rows than +I/+U rows`)
+	c := run(t, p)
+	assert.Equal(t, changelog.Counters{RowsIn: 3, Added: 1, Subtracted: 2, CountsEmitted: 1, GroupsBelowZero: 1}, c)
+}
+
+// A group is the value of one column (NULL for a nil pointer), a JSON array
+// of several, or "" without GroupBy; a Kind column works as a string one.
+func TestCountPerKeyGroupsByOneSeveralOrNoColumns(t *testing.T) {
+	eu, us := "eu", "us"
+	in := []kindChange{
+		{changelog.Insert, &eu, 1}, {changelog.Insert, &eu, 1}, {changelog.UpdateBefore, &eu, 1},
+		{changelog.UpdateAfter, &us, 2}, {changelog.Insert, nil, 1}, {changelog.Delete, nil, 1},
+		{changelog.Insert, nil, 1},
+	}
+	p, s := beam.NewPipelineWithRoot()
+	bounded, _ := changelog.CountPerKey(s, beam.CreateList(s, in), changelog.KindColumn("kind"), changelog.GroupBy("region", "tier"))
+	want := []any{`["eu",1]=1@3`, `["us",2]=1@1`, `[null,1]=1@3`}
+	passert.Equals(s, beam.ParDo(s, formatCount, bounded), want...)
+	single, _ := changelog.CountPerKey(s.Scope("single"), beam.CreateList(s, in), changelog.KindColumn("kind"), changelog.GroupBy("region"))
+	passert.Equals(s, beam.ParDo(s, formatCount, single), "eu=1@3", "us=1@1", "NULL=1@3")
+	all, _ := changelog.CountPerKey(s.Scope("all"), beam.CreateList(s, in), changelog.KindColumn("kind"))
+	passert.Equals(s, beam.ParDo(s, formatCount, all), "=3@7")
+	c := run(t, p)
+	assert.Equal(t, int64(3*len(in)), c.RowsIn)
+}
+
+func TestTryCountPerKeyReportsConfigurationErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []changelog.Option
+		want string
+	}{
+		{"no kind column", []changelog.Option{changelog.GroupBy("status")}, "KindColumn is required"},
+		{"unknown kind column", []changelog.Option{changelog.KindColumn("kind")}, `"kind"`},
+		{"unknown group column", []changelog.Option{changelog.KindColumn("op"), changelog.GroupBy("state")}, `"state"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			_, _, err := changelog.TryCountPerKey(s, beam.CreateList(s, orderChanges), tc.opts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestTryCountPerKeyRejectsAKindColumnThatIsNeitherStringNorKind(t *testing.T) {
+	_, s := beam.NewPipelineWithRoot()
+	_, _, err := changelog.TryCountPerKey(s, beam.CreateList(s, []kindChange{{}}), changelog.KindColumn("tier"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `kind column "tier" has type int64`)
+}
