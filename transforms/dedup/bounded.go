@@ -255,8 +255,11 @@ type fromCandidateFn struct {
 	ValueType beam.EncodedType
 	KindCol   string
 	Dir       direction
-	kf        *kindField
-	dec       beam.ElementDecoder
+	// Last accounts as KeepLast (the changelog's final row: inserted, the
+	// rest superseded) rather than as one kept row and its duplicates.
+	Last bool
+	kf   *kindField
+	dec  beam.ElementDecoder
 }
 
 func (f *fromCandidateFn) Setup() error {
@@ -277,7 +280,7 @@ func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, c cand
 // kept decodes a key's kept row and counts every row merged into it; ok is
 // false for a key that had only retractions.
 func (f *fromCandidateFn) kept(ctx context.Context, c candidate) (any, bool, error) {
-	if f.Dir == dirLast {
+	if f.Last {
 		return f.keptLast(ctx, c)
 	}
 	if !c.Has {
@@ -548,7 +551,7 @@ func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(
 func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config, dir direction) (kept, dead beam.PCollection) {
 	local := localMerge(c, rows)
 	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local, Merge: bundleMerge{Dir: dir}}, rows)
-	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.kindColumn(), Dir: dir}
+	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.kindColumn(), Dir: dir, Last: c.last}
 	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
 	if local {
 		s = s.Scope("Merge")
@@ -587,7 +590,7 @@ func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Typ
 	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
 	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, SeqCol: c.sequenceBy, Local: local, Merge: bundleMerge{Dir: dir}}, keyed)
-	from := fromCandidateFn{ValueType: vtE, KindCol: c.kindColumn(), Dir: dir}
+	from := fromCandidateFn{ValueType: vtE, KindCol: c.kindColumn(), Dir: dir, Last: c.last}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	if local {
 		s = s.Scope("Merge")
