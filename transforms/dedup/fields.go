@@ -15,7 +15,6 @@ import (
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()
-	kindType  = reflect.TypeFor[changelog.Kind]()
 	int64Type = reflect.TypeFor[int64]()
 )
 
@@ -65,24 +64,16 @@ func (f timeField) millis(row reflect.Value) (int64, string) {
 	return ms, ""
 }
 
-// kindField reads and rewrites the Changelog column of a row.
-type kindField struct {
-	index  int
-	isKind bool // changelog.Kind, else a string kind
-}
+// kindField reads and rewrites the Changelog column of a row: a
+// changelog.Column, with its kinds in core's terms.
+type kindField struct{ col changelog.Column }
 
 func newKindField(t reflect.Type, col string) (kindField, error) {
-	c, err := keycoder.Lookup(t, col)
+	c, err := changelog.NewColumn(t, col)
 	if err != nil {
 		return kindField{}, fmt.Errorf("Changelog: %w", err)
 	}
-	switch {
-	case c.Type == kindType:
-		return kindField{index: c.Index, isKind: true}, nil
-	case c.Type.Kind() == reflect.String:
-		return kindField{index: c.Index}, nil
-	}
-	return kindField{}, fmt.Errorf("Changelog column %q has type %v; it must be a string (\"+I\", \"-U\", \"+U\", \"-D\") or a changelog.Kind", col, c.Type)
+	return kindField{col: c}, nil
 }
 
 // optionalKindField is newKindField for a column that may be unset ("").
@@ -105,18 +96,9 @@ func optionalField[F any](t reflect.Type, col string, newField func(reflect.Type
 
 // kind returns the row's kind, or a reason it has none.
 func (f kindField) kind(row reflect.Value) (core.Kind, string) {
-	v := row.Field(f.index)
-	var k changelog.Kind
-	if f.isKind {
-		k = changelog.Kind(v.Int())
-		if !k.Valid() {
-			return 0, fmt.Sprintf("unknown row kind %v: want one of +I, -U, +U, -D", k)
-		}
-	} else {
-		var err error
-		if k, err = changelog.Parse(v.String()); err != nil {
-			return 0, err.Error()
-		}
+	k, err := f.col.Kind(row)
+	if err != nil {
+		return 0, err.Error()
 	}
 	return coreKind(k), ""
 }
@@ -138,17 +120,7 @@ func coreKind(k changelog.Kind) core.Kind {
 func (f kindField) asInsert(row any) any { return f.withKind(row, changelog.Insert) }
 
 // withKind returns a copy of row with its kind set to k.
-func (f kindField) withKind(row any, k changelog.Kind) any {
-	src := reflect.ValueOf(row)
-	cp := reflect.New(src.Type()).Elem()
-	cp.Set(src)
-	if f.isKind {
-		cp.Field(f.index).SetInt(int64(k))
-	} else {
-		cp.Field(f.index).SetString(k.String())
-	}
-	return cp.Interface()
-}
+func (f kindField) withKind(row any, k changelog.Kind) any { return f.col.With(row, k) }
 
 // changelogKind is the inverse of coreKind.
 func changelogKind(k core.Kind) changelog.Kind {
