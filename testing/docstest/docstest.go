@@ -1,0 +1,305 @@
+// Package docstest reads the shell commands and links of the project's
+// Markdown pages, so that tests can check that every command a reader
+// pastes still names packages, tests, flags and files that exist.
+package docstest
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode"
+)
+
+// Command is one command of a fenced code block: its environment
+// assignments (VAR=value before the command, or an earlier export in the
+// same block) and its arguments, shell quotes removed.
+type Command struct {
+	File string // relative to the repository root
+	Line int    // 1-based line where the command starts
+	Env  map[string]string
+	Args []string
+}
+
+func (c Command) String() string {
+	return fmt.Sprintf("%s:%d: %s", c.File, c.Line, strings.Join(c.Args, " "))
+}
+
+// Root is the repository root: the nearest directory above the working
+// directory with a go.mod.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = up
+	}
+}
+
+// Pages are the Markdown pages a reader is pointed to: README.md and
+// docs/*.md, relative to root.
+func Pages(root string) ([]string, error) {
+	pages := []string{"README.md"}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range docs {
+		rel, _ := filepath.Rel(root, d)
+		pages = append(pages, filepath.ToSlash(rel))
+	}
+	return pages, nil
+}
+
+// Commands returns the commands in the fenced code blocks of the pages
+// (relative to root). Output lines shown in a block are returned too; the
+// caller picks the commands it checks by their first arguments.
+func Commands(root string, pages []string) ([]Command, error) {
+	var out []Command
+	for _, page := range pages {
+		cmds, err := pageCommands(root, page)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cmds...)
+	}
+	return out, nil
+}
+
+func pageCommands(root, page string) ([]Command, error) {
+	f, err := os.Open(filepath.Join(root, page))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var (
+		out     []Command
+		inBlock bool
+		exports map[string]string
+		pending string // a command continued with a trailing backslash
+		start   int
+	)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inBlock, exports, pending = !inBlock, map[string]string{}, ""
+			continue
+		}
+		if !inBlock {
+			continue
+		}
+		if pending == "" {
+			start = n
+		}
+		text := pending + stripComment(line)
+		if t := strings.TrimRight(text, " \t"); strings.HasSuffix(t, `\`) {
+			pending = strings.TrimSuffix(t, `\`) + " "
+			continue
+		}
+		pending = ""
+		for _, part := range splitList(text) {
+			words := Split(part)
+			if len(words) == 0 {
+				continue
+			}
+			if words[0] == "export" {
+				for _, w := range words[1:] {
+					if k, v, ok := strings.Cut(w, "="); ok {
+						exports[k] = v
+					}
+				}
+				continue
+			}
+			env := map[string]string{}
+			for k, v := range exports {
+				env[k] = v
+			}
+			for len(words) > 0 && isAssignment(words[0]) {
+				k, v, _ := strings.Cut(words[0], "=")
+				env[k] = v
+				words = words[1:]
+			}
+			if len(words) > 0 {
+				out = append(out, Command{File: page, Line: start, Env: env, Args: words})
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+func isAssignment(w string) bool { return assignment.MatchString(w) }
+
+// stripComment removes a # comment that starts a word outside quotes.
+func stripComment(line string) string {
+	var quote rune
+	prev := ' '
+	for i, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '#' && (prev == ' ' || prev == '\t'):
+			return line[:i]
+		}
+		prev = r
+	}
+	return line
+}
+
+// splitList splits a command line at &&, ||, ; and a trailing &, outside
+// quotes.
+func splitList(line string) []string {
+	var (
+		parts []string
+		quote rune
+		cur   strings.Builder
+	)
+	rs := []rune(line)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == ';', r == '&', r == '|':
+			if i+1 < len(rs) && rs[i+1] == r {
+				i++
+			}
+			parts = append(parts, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteRune(r)
+	}
+	return append(parts, cur.String())
+}
+
+// Split splits a command into words as a POSIX shell would for simple
+// words: whitespace separates, single and double quotes group and are
+// removed.
+func Split(s string) []string {
+	var (
+		words []string
+		cur   strings.Builder
+		quote rune
+		word  bool
+	)
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, word = r, true
+		case r == ' ' || r == '\t':
+			if word {
+				words = append(words, cur.String())
+				cur.Reset()
+				word = false
+			}
+		default:
+			cur.WriteRune(r)
+			word = true
+		}
+	}
+	if word {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// Link is a Markdown link [text](target) of a page.
+type Link struct {
+	File, Target string
+	Line         int
+}
+
+var linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// Links returns the links of the pages outside code blocks and code spans.
+func Links(root string, pages []string) ([]Link, error) {
+	var out []Link
+	for _, page := range pages {
+		data, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			return nil, err
+		}
+		inBlock := false
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inBlock = !inBlock
+				continue
+			}
+			if inBlock {
+				continue
+			}
+			for _, m := range linkRE.FindAllStringSubmatch(removeCodeSpans(line), -1) {
+				out = append(out, Link{File: page, Target: m[1], Line: i + 1})
+			}
+		}
+	}
+	return out, nil
+}
+
+var codeSpan = regexp.MustCompile("`[^`]*`")
+
+func removeCodeSpans(line string) string { return codeSpan.ReplaceAllString(line, "") }
+
+// Anchors returns the GitHub heading anchors of a Markdown page.
+func Anchors(path string) (map[string]bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	anchors := map[string]bool{}
+	inBlock := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inBlock = !inBlock
+			continue
+		}
+		if inBlock || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		anchors[Slug(strings.TrimLeft(line, "# "))] = true
+	}
+	return anchors, nil
+}
+
+// Slug is GitHub's anchor for a heading: lower case, spaces to hyphens,
+// punctuation other than hyphens and underscores removed.
+func Slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
