@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -14,6 +13,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
 // Apply is the rule of CountPerKey for one change of a group whose count
@@ -181,7 +181,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts
 	}
 	s = s.Scope(c.uid)
 	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
-	bounded := isBounded(rows) && !c.stateful
+	bounded := pcol.IsBounded(rows) && !c.stateful
 	p.Bounded = bounded
 	keyed, bad := beam.ParDo2(s.Scope("Key"), &keyChangeFn{P: p}, rows)
 	var late beam.PCollection
@@ -192,12 +192,6 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts
 		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
 	}
 	return counts, beam.Flatten(s, bad, late), nil
-}
-
-// isBounded reports whether col is bounded; Beam Go has no public accessor,
-// the node's String form marks unbounded collections.
-func isBounded(col beam.PCollection) bool {
-	return !strings.HasSuffix(col.String(), ":unbounded}")
 }
 
 // countParams is the serialized configuration of the keying step.

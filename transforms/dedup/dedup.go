@@ -40,7 +40,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
 func init() {
@@ -184,12 +184,12 @@ func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool)
 		// (notes/beam-defects.md #7). A GroupByKey groups them fine.
 		c.forceStateful = true
 	}
-	if err := c.firstSequenceBy(isBounded(kvs)); err != nil {
+	if err := c.firstSequenceBy(pcol.IsBounded(kvs)); err != nil {
 		return fail(err)
 	}
 	s = s.Scope(scopeName(c.uid, name))
 	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, name)}, kvs)
-	return keyedStep(s, keyed, &c, vt, isBounded(kvs)), nil
+	return keyedStep(s, keyed, &c, vt, pcol.IsBounded(kvs)), nil
 }
 
 // firstSequenceBy checks that KeepFirst's SequenceBy applies: the smallest
@@ -216,12 +216,6 @@ func scopeName(uid, def string) string {
 	return def
 }
 
-// isBounded reports whether col is bounded. Beam Go has no public accessor;
-// the node's String form marks unbounded collections.
-func isBounded(col beam.PCollection) bool {
-	return !strings.HasSuffix(col.String(), ":unbounded}")
-}
-
 // tryKeep is the construction of KeepFirst (last false) and KeepLast.
 func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (beam.PCollection, beam.PCollection, error) {
 	c := newConfig(opts, last)
@@ -239,7 +233,7 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 	if _, err := optionalKindField(t, c.kindColumn()); err != nil {
 		return fail(fmt.Errorf("OutputKind: %w", err))
 	}
-	bounded := isBounded(rows)
+	bounded := pcol.IsBounded(rows)
 	if err := c.firstSequenceBy(bounded); err != nil {
 		return fail(err)
 	}
