@@ -1,6 +1,7 @@
-// Package bench holds the pipeline benchmarks of dedup.KeepFirst on Prism,
-// side by side with the runner's floor (a bare keyed stateful identity
-// DoFn), and the state-access budget test that runs in CI.
+// Package bench holds the pipeline benchmarks of dedup.KeepFirst and
+// dedup.KeepLast on Prism, side by side with the runner's floor (a bare
+// keyed stateful identity DoFn), and the state-access budget tests that run
+// in CI.
 //
 // Everything runs on input generated inside the pipeline (Impulse and a
 // seeded generator DoFn), so reading input is not measured and every case
