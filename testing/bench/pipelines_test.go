@@ -33,6 +33,9 @@ type pipelineCase struct {
 	// and out (what every row reaching the state gives). KeepLast's fold is
 	// being added; once it is in, one bundle folds to about one row per key.
 	folds bool
+	// vsDistinct: the case is a bounded dedup, reported as a ratio to g
+	// (filter.Distinct) too.
+	vsDistinct bool
 	// terminal: the sink is fused with the last step instead of following
 	// a Reshuffle.
 	terminal bool
@@ -80,6 +83,12 @@ var floorCase = pipelineCase{
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
 var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true}
 
+// distinctCase (g) is filter.Distinct of the key column: the bounded
+// cases also report their ratio to it.
+var distinctCase = pipelineCase{name: "g_filter_distinct_keys", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+	return filter.Distinct(s, beam.ParDo(s, bench.KeyColumn, rows))
+}, out: allKeys}
+
 // terminal is c with the stateful step fused with the sink into a stage
 // that has no data output and no timer: Prism's progress loop then spins on
 // an already-closed channel for the whole bundle (notes/performance.md).
@@ -104,12 +113,10 @@ var gridCases = []pipelineCase{
 	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
 	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
 	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
-	{name: "g_filter_distinct_keys", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return filter.Distinct(s, beam.ParDo(s, bench.KeyColumn, rows))
-	}, out: allKeys},
+	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
-	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true},
-	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true},
+	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
+	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true, vsDistinct: true},
 	// Window deduplication over fixed windows (a combine per key and window),
 	// and what windowing alone costs: the rows windowed, then a GroupByKey
 	// per key and window with an identity step (no transform of ours).
@@ -126,8 +133,8 @@ var gridCases = []pipelineCase{
 	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.ForceStateful(), dedup.OutputKind("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, last: true},
 	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, last: true, folds: true},
 	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.ForceStateful(), dedup.OnTime("ts"), dedup.OutputKind("op")), out: lastOnTime, dedup: true, last: true, folds: true},
-	{name: "o_keeplast_bounded", build: keepLast(dedup.OutputKind("op")), out: allKeys, dedup: true, last: true},
-	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.OutputKind("op")), out: allKeys, dedup: true, last: true},
+	{name: "o_keeplast_bounded", build: keepLast(dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
+	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
 }
 
 // windowSize is the fixed window of the window-dedup cases: the 100 K-row
@@ -163,8 +170,9 @@ func workloadName(w bench.Workload) string {
 	return fmt.Sprintf("rows=%d/keys=%d/dup=%.0f%%", w.Rows, w.Keys, 100*w.DupShare())
 }
 
-// floorRate holds the floor's rows/s per workload of this run.
-var floorRate = map[string]float64{}
+// floorRate and distinctRate hold the floor's and g's rows/s per workload
+// of this run.
+var floorRate, distinctRate = map[string]float64{}, map[string]float64{}
 
 // BenchmarkPipelines is the grid: every case on every workload, the floor
 // first. Rows default to 100,000 (BEAMDEDUP_BENCH_ROWS).
@@ -251,6 +259,11 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		b.ReportMetric(1, "x_floor")
 	} else if f, ok := floorRate[key]; ok {
 		b.ReportMetric(rate/f, "x_floor")
+	}
+	if c.name == distinctCase.name {
+		distinctRate[key] = rate
+	} else if g, ok := distinctRate[key]; ok && c.vsDistinct {
+		b.ReportMetric(rate/g, "x_distinct")
 	}
 	if c.dedup {
 		rows := float64(counters.RowsIn)
