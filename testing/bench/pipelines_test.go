@@ -21,8 +21,21 @@ type pipelineCase struct {
 	build func(s beam.Scope, rows beam.PCollection) beam.PCollection
 	// out is the number of output elements expected.
 	out func(w bench.Workload) int64
-	// dedup: the case is a KeepFirst, so its state counters are reported.
+	// dedup: the case is a KeepFirst or KeepLast, so its state counters
+	// are reported.
 	dedup bool
+	// last: the case is a KeepLast: its output must be what its counters
+	// say it emitted, every row in one outcome, and its updates per row are
+	// reported.
+	last bool
+	// folds: a mini-batch fold may merge a key's rows before the state;
+	// when it did, the output is only known to lie between one row per key
+	// and out (what every row reaching the state gives). KeepLast's fold is
+	// being added; once it is in, one bundle folds to about one row per key.
+	folds bool
+	// vsDistinct: the case is a bounded dedup, reported as a ratio to g
+	// (filter.Distinct) too.
+	vsDistinct bool
 	// terminal: the sink is fused with the last step instead of following
 	// a Reshuffle.
 	terminal bool
@@ -36,6 +49,22 @@ func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCo
 		return dedup.KeepFirst(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...)
 	}
 }
+
+// keepLast is KeepLast by key with a changelog output (-U/+U pairs) in
+// the op column, unless opts ask for Upsert.
+func keepLast(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
+	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		return dedup.KeepLast(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...)
+	}
+}
+
+// The stateful KeepLast cases' output when every row reaches the state:
+// the workload's rows of a key all differ, so every repeat is an update.
+// Prism hands a key's rows to the step in event-time order
+// (notes/beam-defects.md 4), so with OnTime none is out of order.
+func lastChangelog(w bench.Workload) int64 { return bench.KeepLast(w.ByEventTime(), false).Changelog() }
+func lastUpsert(w bench.Workload) int64    { return bench.KeepLast(w.ByEventTime(), false).Upsert() }
+func lastOnTime(w bench.Workload) int64    { return bench.KeepLast(w.ByEventTime(), true).Changelog() }
 
 // ttl is long enough that no key expires within a benchmark, and its
 // refresh threshold (TTL/100 = 36 s) is rarely crossed.
@@ -53,6 +82,12 @@ var floorCase = pipelineCase{
 
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
 var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true}
+
+// distinctCase (g) is filter.Distinct of the key column: the bounded
+// cases also report their ratio to it.
+var distinctCase = pipelineCase{name: "g_filter_distinct_keys", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+	return filter.Distinct(s, beam.ParDo(s, bench.KeyColumn, rows))
+}, out: allKeys}
 
 // terminal is c with the stateful step fused with the sink into a stage
 // that has no data output and no timer: Prism's progress loop then spins on
@@ -78,12 +113,10 @@ var gridCases = []pipelineCase{
 	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
 	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
 	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
-	{name: "g_filter_distinct_keys", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return filter.Distinct(s, beam.ParDo(s, bench.KeyColumn, rows))
-	}, out: allKeys},
+	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
-	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true},
-	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true},
+	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
+	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true, vsDistinct: true},
 	// Window deduplication over fixed windows (a combine per key and window),
 	// and what windowing alone costs: the rows windowed, then a GroupByKey
 	// per key and window with an identity step (no transform of ours).
@@ -93,6 +126,15 @@ var gridCases = []pipelineCase{
 	}, out: keyWindows},
 	{name: "j_windowfirst_fixed_1m", build: windowDedup(dedup.WindowFirst), out: keyWindows, dedup: true},
 	{name: "k_windowlast_fixed_1m", build: windowDedup(dedup.WindowLast), out: keyWindows, dedup: true},
+	// KeepLast: l–n on the stateful expansion (as c, c0, e), o on bounded
+	// input against g. A changelog emits +I per key and a -U/+U pair per
+	// later row of the key.
+	{name: "l_keeplast_stateful", build: keepLast(dedup.ForceStateful(), dedup.OutputKind("op")), out: lastChangelog, dedup: true, last: true, folds: true},
+	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.ForceStateful(), dedup.OutputKind("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, last: true},
+	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, last: true, folds: true},
+	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.ForceStateful(), dedup.OnTime("ts"), dedup.OutputKind("op")), out: lastOnTime, dedup: true, last: true, folds: true},
+	{name: "o_keeplast_bounded", build: keepLast(dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
+	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
 }
 
 // windowSize is the fixed window of the window-dedup cases: the 100 K-row
@@ -128,8 +170,9 @@ func workloadName(w bench.Workload) string {
 	return fmt.Sprintf("rows=%d/keys=%d/dup=%.0f%%", w.Rows, w.Keys, 100*w.DupShare())
 }
 
-// floorRate holds the floor's rows/s per workload of this run.
-var floorRate = map[string]float64{}
+// floorRate and distinctRate hold the floor's and g's rows/s per workload
+// of this run.
+var floorRate, distinctRate = map[string]float64{}, map[string]float64{}
 
 // BenchmarkPipelines is the grid: every case on every workload, the floor
 // first. Rows default to 100,000 (BEAMDEDUP_BENCH_ROWS).
@@ -199,8 +242,8 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		pr, d := runOnPrism(b, p, 45*time.Minute)
 		peak = max(peak, peakRSSMB())
 		total += d
-		require.Equal(b, c.out(w), bench.OutCount(pr), "output rows")
 		counters = dedup.ReadCounters(pr)
+		checkOut(b, w, c, bench.OutCount(pr), counters)
 	}
 	perRow := total.Seconds() / float64(b.N*w.Rows)
 	rate := 1 / perRow
@@ -217,6 +260,11 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	} else if f, ok := floorRate[key]; ok {
 		b.ReportMetric(rate/f, "x_floor")
 	}
+	if c.name == distinctCase.name {
+		distinctRate[key] = rate
+	} else if g, ok := distinctRate[key]; ok && c.vsDistinct {
+		b.ReportMetric(rate/g, "x_distinct")
+	}
 	if c.dedup {
 		rows := float64(counters.RowsIn)
 		if rows == 0 {
@@ -225,6 +273,28 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		b.ReportMetric(float64(counters.StateReads)/rows, "reads/row")
 		b.ReportMetric(float64(counters.StateWrites)/rows, "writes/row")
 		b.ReportMetric(float64(counters.TimerSets)/rows, "timers/row")
+	}
+	if c.last {
+		b.ReportMetric(float64(counters.Updates)/float64(w.Rows), "updates/row")
+		b.ReportMetric(float64(counters.Inserts+counters.EmittedUpdateBefore+counters.EmittedUpdateAfter+counters.EmittedDelete)/float64(w.Rows), "out/row")
+	}
+}
+
+// checkOut checks a run's output row count: c.out(w) exactly, or, for a
+// case whose fold merged rows before the state (counted as superseded or
+// minibatch_dropped), between one row per key and c.out(w).
+// A KeepLast's output must also be what its counters say it emitted.
+func checkOut(b *testing.B, w bench.Workload, c pipelineCase, out int64, counters dedup.Counters) {
+	if c.folds && counters.Superseded+counters.MiniBatchDropped > 0 {
+		require.GreaterOrEqual(b, out, int64(w.Keys), "output rows: at least +I per key")
+		require.LessOrEqual(b, out, c.out(w), "output rows: at most one change per row")
+	} else { // no row merged away before the state
+		require.Equal(b, c.out(w), out, "output rows")
+	}
+	if c.last {
+		require.Equal(b, out, counters.Inserts+counters.EmittedUpdateBefore+counters.EmittedUpdateAfter+counters.EmittedDelete, "output rows == emitted by the counters")
+		require.Equal(b, int64(w.Keys), counters.Inserts, "+I once per key")
+		require.Zero(b, counters.LastUnaccounted(), "every row in one outcome")
 	}
 }
 

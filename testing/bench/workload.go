@@ -1,6 +1,7 @@
-// Package bench holds the pipeline benchmarks of dedup.KeepFirst on Prism,
-// side by side with the runner's floor (a bare keyed stateful identity
-// DoFn), and the state-access budget test that runs in CI.
+// Package bench holds the pipeline benchmarks of dedup.KeepFirst and
+// dedup.KeepLast on Prism, side by side with the runner's floor (a bare
+// keyed stateful identity DoFn), and the state-access budget tests that run
+// in CI.
 //
 // Everything runs on input generated inside the pipeline (Impulse and a
 // seeded generator DoFn), so reading input is not measured and every case
@@ -16,10 +17,12 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -30,12 +33,13 @@ import (
 )
 
 // Row is the generated input row: a key column, an event time and a
-// changelog kind. Rows of one key differ in Seq and TS.
+// changelog kind. Rows of one key differ in Seq (and mostly in TS), unless
+// one is a resend (Workload.Resends): a copy of the key's previous row.
 type Row struct {
 	Key string `beam:"key"`
 	Op  string `beam:"op"`  // "+I", "+U" or "-U" (read by Changelog mode only)
 	TS  int64  `beam:"ts"`  // event time, Unix ms (read by OnTime mode only)
-	Seq int64  `beam:"seq"` // position in the generated input
+	Seq int64  `beam:"seq"` // position in the generated input (a resend keeps its original's)
 }
 
 // Workload describes generated input: Rows rows over exactly Keys distinct
@@ -43,6 +47,12 @@ type Row struct {
 type Workload struct {
 	Rows, Keys int
 	Seed       uint64
+	// Resends makes about half of the repeats of a key exact copies of the
+	// key's previous row (every column), as a client resending: KeepLast
+	// emits nothing for them. Without it every row of a key differs (in
+	// Seq), so every repeat is a change. It draws extra random numbers, so
+	// the rows of a workload with Resends differ from those without.
+	Resends bool
 }
 
 // DupShare is the share of rows that repeat an earlier key.
@@ -79,6 +89,7 @@ func (w Workload) All() iter.Seq[Row] {
 		r := rand.New(rand.NewPCG(w.Seed, 0x5eed))
 		used := 0
 		var buf []byte
+		var prev []Row // each key's previous row, with Resends
 		for i := range w.Rows {
 			var k int
 			op := "+I"
@@ -86,11 +97,25 @@ func (w Workload) All() iter.Seq[Row] {
 				k, used = used, used+1
 			} else {
 				k = r.IntN(used)
+				if w.Resends && r.IntN(2) == 0 {
+					if !yield(prev[k]) {
+						return
+					}
+					continue
+				}
 				op = [...]string{"+U", "-U", "+I"}[r.IntN(3)]
 			}
 			buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(k), 10)
 			ts := BaseTime + int64(i) - r.Int64N(10_000)
-			if !yield(Row{Key: string(buf), Op: op, TS: ts, Seq: int64(i)}) {
+			row := Row{Key: string(buf), Op: op, TS: ts, Seq: int64(i)}
+			if w.Resends {
+				if k == len(prev) {
+					prev = append(prev, row)
+				} else {
+					prev[k] = row
+				}
+			}
+			if !yield(row) {
 				return
 			}
 		}
@@ -109,6 +134,61 @@ func (w Workload) KeyWindows(size time.Duration) int64 {
 		seen[pair{r.Key, r.TS - r.TS%size.Milliseconds()}] = true // TS > 0
 	}
 	return int64(len(seen))
+}
+
+// LastCount is where keep-last deduplication by the key column
+// (dedup.KeepLast without retention or changelog input) puts each row of a
+// workload: every row is exactly one of these.
+type LastCount struct {
+	Inserts    int64 // a key's first row: +I
+	Updates    int64 // a row replacing the stored one: -U and +U
+	Duplicates int64 // a row equal to the stored one: nothing
+	OutOfOrder int64 // OnTime: a row older than the stored one: nothing
+}
+
+// Changelog is the number of rows of KeepLast's changelog output: +I per
+// insert, a -U/+U pair per update.
+func (c LastCount) Changelog() int64 { return c.Inserts + 2*c.Updates }
+
+// Upsert is the number of rows of KeepLast's Upsert() output: +I per
+// insert, +U per update.
+func (c LastCount) Upsert() int64 { return c.Inserts + c.Updates }
+
+// KeepLast applies KeepLast's rules to rows, in the order given, each row
+// reaching the key's state (no mini-batch fold): a key's first row is
+// inserted, a row equal to the stored one is a duplicate, and with onTime a
+// row with TS below the stored row's is out of order (ties replace). Rows
+// are compared whole: a workload's rows of one key differ in Seq unless one
+// is a copy, so the kind column's normalization changes nothing.
+func KeepLast(rows iter.Seq[Row], onTime bool) LastCount {
+	var c LastCount
+	stored := map[string]Row{}
+	for r := range rows {
+		old, ok := stored[r.Key]
+		switch {
+		case !ok:
+			c.Inserts++
+		case onTime && r.TS < old.TS:
+			c.OutOfOrder++
+			continue
+		case r == old:
+			c.Duplicates++
+			continue
+		default:
+			c.Updates++
+		}
+		stored[r.Key] = r
+	}
+	return c
+}
+
+// ByEventTime yields the workload's rows sorted by TS, ties in generator
+// order: the order in which Prism hands a key's rows to a stateful step
+// (notes/beam-defects.md 4).
+func (w Workload) ByEventTime() iter.Seq[Row] {
+	rows := slices.Collect(w.All())
+	slices.SortStableFunc(rows, func(a, b Row) int { return cmp.Compare(a.TS, b.TS) })
+	return slices.Values(rows)
 }
 
 // KeyOf keys a row by its Key column, the floor's keying step.
