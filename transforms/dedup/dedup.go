@@ -253,7 +253,15 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0 && !c.last
 	kr.EventTime = c.onTime != ""
 	kr.StateTTLMs = c.stateTTL.Milliseconds()
-	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
+	var keyed, dead beam.PCollection
+	if c.last && c.eventTTL == 0 && localMerge(&c, rows) {
+		// KeepLast folds each bundle's rows per key (rule 6), not with
+		// event-time retention (its expiry depends on every row's time) and
+		// only in the global window (the fold's FinishBundle output's).
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr, Ordered: c.onTime != "" || c.sequenceBy != ""}, rows)
+	} else {
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &kr, rows)
+	}
 	kept := statefulStep(s, keyed, &c, t, bounded)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
