@@ -69,6 +69,15 @@ func (a FoldAction) String() string {
 	return "unknown"
 }
 
+// SameMiniBatchGroup reports whether a row arriving at processing time now
+// may be folded with (KeepLast) or dropped after (KeepFirst) a key's row of
+// the same bundle that arrived at since: always without StateTTL, else
+// within TTL/RefreshFraction, so that no expiry decision moves by more than
+// the refresh throttle already allows.
+func (c Config) SameMiniBatchGroup(since, now int64) bool {
+	return c.StateTTL == 0 || now-since < max(c.StateTTL/RefreshFraction, 1)
+}
+
 // FoldLastRow decides on row r of a key arriving at the fold at processing
 // time now, with the key's pending row p, updating p in place (its Seq is
 // copied). r.Row is not read. Only Ordered and StateTTL of c matter.
@@ -84,7 +93,7 @@ func (c Config) FoldLastRow(p *Fold, r LastRow, now int64) FoldAction {
 		hold()
 		p.Since = now
 		return FoldHold
-	case c.StateTTL > 0 && now-p.Since >= max(c.StateTTL/RefreshFraction, 1):
+	case !c.SameMiniBatchGroup(p.Since, now):
 		hold()
 		p.Since = now
 		return FoldFlush

@@ -27,11 +27,11 @@ func TestFold_Rule6_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 		cfg  core.Config
 		rows []foldIn
 	}{
-		{"arrival order: the last row replaces, whatever its time or kind", core.Config{}, []foldIn{
+		{"arrival order: the last row replaces, whatever its time, kind or arrival without StateTTL", core.Config{}, []foldIn{
 			{core.Insert, 5, "", 0, core.FoldHold},
 			{core.Insert, 1, "", 0, core.FoldReplace},
-			{core.Delete, 0, "", 0, core.FoldReplace},
-			{core.UpdateAfter, 0, "", 0, core.FoldReplace},
+			{core.Delete, 0, "", 60 * minute, core.FoldReplace},
+			{core.UpdateAfter, 0, "", 600 * minute, core.FoldReplace},
 		}},
 		{"ordered: a row below the pending one drops, a tie replaces", core.Config{Ordered: true}, []foldIn{
 			{core.Insert, 5, "", 0, core.FoldHold},
