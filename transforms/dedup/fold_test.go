@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
@@ -112,6 +113,36 @@ func TestKeepLast_MiniBatchFoldsEachBundleToOneChangePerKey(t *testing.T) {
 			assert.Zero(t, c.LastUnaccounted())
 		})
 	}
+}
+
+// With StateTTL a key's rows fold only while they arrive within TTL/100 of
+// the first of them (the clock reads the arrival): with a 100-minute TTL, a
+// and b (30 s apart) fold, c (2 min after a) passes b on and starts a new
+// group, so the stateful step sees b then c.
+func TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100(t *testing.T) {
+	t0 := ms(at(10, 0))
+	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+30_000), srow("", "o1", "c", t0+120_000)}
+	p, s := beam.NewPipelineWithRoot()
+	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.OutputKind("op"),
+		dedup.StateTTL(100*time.Minute), dedup.UseClock("rowtime"), dedup.CleanupTimers(false))
+	passert.Equals(s, beam.ParDo(s, formatStreamChange, out), "+I o1/b", "-U o1/b", "+U o1/c")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, c.RowCounts())
+}
+
+// Windowed input is not folded: rows held to the bundle's end would be
+// emitted from FinishBundle, in the global window. Every version of a key
+// in its window comes out, in one bundle too.
+func TestKeepLast_MiniBatchDoesNotFoldWindowedInput(t *testing.T) {
+	t0 := ms(at(10, 0))
+	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+1000)}
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), batches(t, s, rows, []int{2}))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.OutputKind("op"))
+	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatStreamChange, out))
+	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b")
+	c := run(t, p)
+	assert.Zero(t, c.MiniBatchDropped)
 }
 
 func formatStreamChange(r streamRow) string { return r.Op + " " + r.ID + "/" + r.Val }
