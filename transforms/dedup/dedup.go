@@ -32,8 +32,11 @@
 // row, -U/+U for a replacement and -D for a deletion into the OutputKind
 // column (or only +I/+U with Upsert). Rows are ordered by arrival, by OnTime
 // or by SequenceBy; on bounded input the shared merge keeps each key's last
-// row, emitted once as +I. docs/keeplast.md has the semantics and where they
-// differ from Flink's.
+// row, emitted once as +I. With MiniBatch its keying step folds each
+// bundle's rows per key to the one that decides the key's final state
+// (core.FoldLastRow), so intermediate versions inside a bundle are not
+// emitted. docs/keeplast.md has the semantics and where they differ from
+// Flink's.
 package dedup
 
 import (
