@@ -14,7 +14,9 @@ package core
 //     the bundle's row that LastReplaces every earlier one (the largest
 //     value, ties to the later arrival) is accepted exactly when the
 //     unfolded sequence ends with it, and every later row below it is out of
-//     order in both. A retraction that wins leaves the same tombstone.
+//     order in both. A retraction that wins leaves the same tombstone, and
+//     a row identical to the stored one leaves its value stored (OnLastRow's
+//     duplicate with a larger value), as if it had replaced it.
 //
 // So one row per key per bundle suffices, and the stateful step emits at
 // most one -U/+U pair (or +I, or -D) per key and bundle instead of a chain;
@@ -26,13 +28,6 @@ package core
 // throttle already have; a later row passes the held one on and starts a
 // new group. EventTimeTTL (whose expiry depends on every row's event time)
 // and non-global windows turn the fold off, in the caller.
-//
-// One difference remains, outside this rule: in ordered mode a row equal to
-// the stored one (a duplicate) does not raise the stored ordering value. A
-// duplicate folded with a later row below it can therefore decide
-// differently, which needs SequenceBy ties between rows whose element
-// timestamps differ (with OnTime the time is a column, so equal rows have
-// equal values).
 
 // Fold is what the mini-batch fold holds of a key's pending row.
 type Fold struct {

@@ -113,10 +113,13 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 				seq = string(rune('a' + rng.IntN(4)))
 				r.Seq = []byte(seq)
 			}
-			// A row's value is one of a few, and carries its ordering value
-			// (as the OnTime column does), so duplicates happen and equal
-			// rows have equal values.
-			r.Row = fmt.Appendf(nil, "v%d@%s%d", rng.IntN(2), seq, et)
+			// A row's value is one of a few, so duplicates happen; with
+			// OnTime it carries its event time (a column), with SequenceBy
+			// its sequence value only, so equal rows may differ in time.
+			r.Row = fmt.Appendf(nil, "v%d@%s", rng.IntN(2), seq)
+			if !seqs {
+				r.Row = fmt.Appendf(r.Row, "%d", et)
+			}
 			return r
 		}
 		// The key's prior state: what earlier bundles left.
