@@ -32,8 +32,11 @@
 // row, -U/+U for a replacement and -D for a deletion into the OutputKind
 // column (or only +I/+U with Upsert). Rows are ordered by arrival, by OnTime
 // or by SequenceBy; on bounded input the shared merge keeps each key's last
-// row, emitted once as +I. docs/keeplast.md has the semantics and where they
-// differ from Flink's.
+// row, emitted once as +I. With MiniBatch its keying step folds each
+// bundle's rows per key to the one that decides the key's final state
+// (core.FoldLastRow), so intermediate versions inside a bundle are not
+// emitted. docs/keeplast.md has the semantics and where they differ from
+// Flink's.
 package dedup
 
 import (
@@ -247,7 +250,15 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0 && !c.last
 	kr.EventTime = c.onTime != ""
 	kr.StateTTLMs = c.stateTTL.Milliseconds()
-	keyed, dead := beam.ParDo2(s.Scope("Key"), &kr, rows)
+	var keyed, dead beam.PCollection
+	if c.last && c.eventTTL == 0 && localMerge(&c, rows) {
+		// KeepLast folds each bundle's rows per key (rule 6), not with
+		// event-time retention (its expiry depends on every row's time) and
+		// only in the global window (the fold's FinishBundle output's).
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr, Ordered: c.onTime != "" || c.sequenceBy != ""}, rows)
+	} else {
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &kr, rows)
+	}
 	kept := statefulStep(s, keyed, &c, t, bounded)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }

@@ -138,8 +138,7 @@ func (f *keyRowsFn) recentInBundle(key []byte, ts beam.EventTime) bool {
 	if !ok {
 		return false
 	}
-	now := f.now(ts.ToTime()).UnixMilli()
-	return f.StateTTLMs == 0 || now-p.now < max(f.StateTTLMs/core.RefreshFraction, 1)
+	return core.Config{StateTTL: f.StateTTLMs}.SameMiniBatchGroup(p.now, f.now(ts.ToTime()).UnixMilli())
 }
 
 // seenInBundle reports whether a row of key was already passed on in this
@@ -150,7 +149,7 @@ func (f *keyRowsFn) recentInBundle(key []byte, ts beam.EventTime) bool {
 func (f *keyRowsFn) seenInBundle(key []byte, ts beam.EventTime) bool {
 	now := f.now(ts.ToTime()).UnixMilli()
 	p, ok := f.seen[string(key)]
-	if ok && (f.StateTTLMs == 0 || now-p.now < max(f.StateTTLMs/core.RefreshFraction, 1)) {
+	if ok && (core.Config{StateTTL: f.StateTTLMs}).SameMiniBatchGroup(p.now, now) {
 		if !f.EventTime || int64(ts) >= p.ts {
 			return true
 		}

@@ -222,10 +222,7 @@ func TestKeepLast_StateTTLAndRetractOnExpiryOnArrival(t *testing.T) {
 
 // The cleanup timer retracts an expired key's row: here the event-time
 // timer of EventTimeTTL, when the watermark passes. The -D carries the
-// retracted row's own time. (The processing-time timer of StateTTL takes the
-// same core path, core TestLast_Rule4_RetractOnExpiryFromTheCleanupTimer; on
-// Prism a TestStream job ends at the infinite watermark before a
-// processing-time timer fires, so it is not run here.)
+// retracted row's own time. (StateTTL's processing-time timer: below.)
 func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -243,6 +240,25 @@ func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 			assert.Equal(t, int64(2), c.KeysExpired)
 		})
 	}
+}
+
+// RetractOnExpiry's processing-time form on Prism: StateTTL's cleanup timer
+// fires when TestStream moves processing time past the TTL (Prism's
+// synthetic clock, notes/beam-defects.md 3) and retracts the key's row, at
+// the row's own time. No later row of o1 arrives, and the arrival check
+// reads the wall clock, so the -D can only come from the timer.
+func TestKeepLast_RetractOnExpiryFromTheProcessingTimeCleanupTimer(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	require.NoError(t, ts.AddElements(1000, order("", "o1", "a", at(10, 0), 1)))
+	require.NoError(t, ts.AdvanceWatermark(1000))
+	ts.AdvanceProcessingTime(int64(6 * time.Minute / time.Millisecond))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	out := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"),
+		dedup.StateTTL(5*time.Minute), dedup.RetractOnExpiry(true))
+	passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "-D o1/a@10:00")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 1, Inserts: 1, KeysExpired: 1, EmittedDelete: 1}, c.RowCounts())
 }
 
 // Per key and window: each window has its own last row.

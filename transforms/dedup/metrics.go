@@ -29,8 +29,9 @@ const (
 	MetricStateReads         = "state_reads"
 	MetricStateWrites        = "state_writes"
 	MetricTimerSets          = "timer_sets"
-	// MetricMiniBatchDropped counts the part of DuplicatesDropped that the
-	// mini-batch pre-filter dropped before the keyed step.
+	// MetricMiniBatchDropped counts the part of DuplicatesDropped (KeepFirst)
+	// or Superseded (KeepLast's fold) that the mini-batch dropped before the
+	// keyed step.
 	MetricMiniBatchDropped = "minibatch_dropped"
 )
 
@@ -44,7 +45,7 @@ const (
 	MetricUpdates             = "updates"               // rows that replaced a key's stored row
 	MetricDeletesIn           = "deletes_in"            // -U/-D rows that deleted a key's stored row
 	MetricOutOfOrderDropped   = "out_of_order_dropped"  // ordered rows below the stored value
-	MetricSuperseded          = "superseded"            // rows merged away before the state (bounded input)
+	MetricSuperseded          = "superseded"            // rows merged away before the state (bounded input, mini-batch fold)
 	MetricEmittedUpdateBefore = "emitted_update_before" // -U rows emitted
 	MetricEmittedUpdateAfter  = "emitted_update_after"  // +U rows emitted
 	MetricEmittedDelete       = "emitted_delete"        // -D rows emitted

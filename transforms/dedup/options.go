@@ -141,10 +141,13 @@ func Changelog(kindColumn string) Option { return func(c *config) { c.changelogC
 func ForceStateful() Option { return func(c *config) { c.forceStateful = true } }
 
 // MiniBatch sets whether the keying step drops, before the shuffle, rows
-// that cannot matter within a bundle (default true): on the stateful
-// expansion later rows of a key already passed on in the bundle (not with
-// EventTimeTTL); on bounded, globally windowed input it merges each key's
-// rows in the bundle. Results are the same either way; it exists to compare.
+// that cannot matter within a bundle (default true): on KeepFirst's
+// stateful expansion later rows of a key already passed on in the bundle
+// (not with EventTimeTTL); on bounded, globally windowed input it merges
+// each key's rows in the bundle. KeepLast's stateful expansion, on globally
+// windowed input without EventTimeTTL, folds each key's rows of a bundle to
+// the one that decides its final state, so intermediate versions inside a
+// bundle are not emitted. Final results are the same either way.
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
 // CleanupTimers sets whether KeepFirst sets timers that delete idle state

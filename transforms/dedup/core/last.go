@@ -144,6 +144,15 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	}
 	if bytes.Equal(r.Row, st.Cand) {
 		d.Outcome = Duplicate
+		if c.Ordered && (r.Time != st.CandTime || !bytes.Equal(r.Seq, st.Seq)) {
+			// The identical row is the later arrival with a value no smaller:
+			// it is now the key's last row, so its value is the stored one
+			// (as the bounded merge and the mini-batch fold decide). Only
+			// SequenceBy without OnTime gets here: otherwise the value is a
+			// column, equal in equal rows.
+			st.CandTime, st.Seq = r.Time, r.Seq
+			d.Write = true
+		}
 		if c.ResetOnDuplicate {
 			c.refresh(st, r.Time, now, &d.Refreshed, &d.Write, &d.Timer)
 		}

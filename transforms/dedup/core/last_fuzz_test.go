@@ -72,6 +72,9 @@ func (m *lastModel) arrive(key string, kind core.Kind, et int64, seq, row string
 			m.store(k, "", seq, et)
 		}
 	case row == k.row:
+		if m.cfg.Ordered { // the later identical row holds the value
+			k.seq, k.time = seq, et
+		}
 		if m.cfg.ResetOnDuplicate {
 			k.retainFrom = m.now
 			k.maxEvent = max(k.maxEvent, et)

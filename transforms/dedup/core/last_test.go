@@ -67,6 +67,20 @@ func TestLast_Rule1_OrderedARowBelowTheStoredValueIsOutOfOrderATieReplaces(t *te
 	assert.Equal(t, []string{"+I t5", "-U t5", "+U t5-tie", "-U t5-tie", "+U t9"}, s.Rows())
 }
 
+// A row identical to the stored one but later in the order (SequenceBy
+// ties, a later element time) is a duplicate that now holds the key's
+// value: a row between the two is out of order, as the bounded merge (the
+// largest value wins) and the mini-batch fold decide.
+func TestLast_Rule1_OrderedAnIdenticalLaterRowHoldsTheValue(t *testing.T) {
+	s := runLast(t, core.Config{Ordered: true}, []lastIn{
+		{core.Insert, at(10, 1), "b", "R", core.Inserted},
+		{core.Insert, at(10, 3), "b", "R", core.Duplicate},
+		{core.Insert, at(10, 2), "b", "X", core.OutOfOrder},
+	})
+	assert.Equal(t, []string{"+I R"}, s.Rows())
+	assert.Equal(t, at(10, 3), s.State("k").CandTime)
+}
+
 func TestLast_Rule1_SequenceValueComesBeforeTheEventTime(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
 		{core.Insert, at(10, 5), "b", "seq-b", core.Inserted},

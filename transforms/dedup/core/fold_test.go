@@ -1,0 +1,174 @@
+package core_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// Rule 6, the mini-batch fold: which row of a key's bundle it passes on.
+
+type foldIn struct {
+	kind core.Kind
+	et   int64
+	seq  string
+	now  int64
+	want core.FoldAction
+}
+
+func TestFold_Rule6_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  core.Config
+		rows []foldIn
+	}{
+		{"arrival order: the last row replaces, whatever its time, kind or arrival without StateTTL", core.Config{}, []foldIn{
+			{core.Insert, 5, "", 0, core.FoldHold},
+			{core.Insert, 1, "", 0, core.FoldReplace},
+			{core.Delete, 0, "", 60 * minute, core.FoldReplace},
+			{core.UpdateAfter, 0, "", 600 * minute, core.FoldReplace},
+		}},
+		{"ordered: a row below the pending one drops, a tie replaces", core.Config{Ordered: true}, []foldIn{
+			{core.Insert, 5, "", 0, core.FoldHold},
+			{core.Insert, 4, "", 0, core.FoldDrop},
+			{core.UpdateBefore, 5, "", 0, core.FoldReplace},
+			{core.UpdateAfter, 5, "", 0, core.FoldReplace},
+			{core.Delete, 3, "", 0, core.FoldDrop},
+		}},
+		{"sequence value before the time", core.Config{Ordered: true}, []foldIn{
+			{core.Insert, 5, "b", 0, core.FoldHold},
+			{core.Insert, 9, "a", 0, core.FoldDrop},
+			{core.Insert, 1, "c", 0, core.FoldReplace},
+		}},
+		{"StateTTL: a group lasts TTL/RefreshFraction", core.Config{StateTTL: 100 * minute, Ordered: true}, []foldIn{
+			{core.Insert, 5, "", 0, core.FoldHold},
+			{core.Insert, 6, "", minute - 1, core.FoldReplace},
+			{core.Insert, 4, "", minute - 1, core.FoldDrop},
+			{core.Insert, 1, "", minute, core.FoldFlush}, // even below: a new group
+			{core.Insert, 2, "", 2*minute - 1, core.FoldReplace},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p core.Fold
+			for i, r := range tc.rows {
+				got := tc.cfg.FoldLastRow(&p, core.LastRow{Kind: r.kind, Time: r.et, Seq: seqOrNil(r.seq)}, r.now)
+				assert.Equal(t, r.want, got, "row %d", i)
+			}
+		})
+	}
+}
+
+func seqOrNil(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	return []byte(s)
+}
+
+// folded runs rows through the fold as the keying step does: it returns the
+// rows passed on, in order, and how many were superseded.
+func folded(cfg core.Config, rows []core.LastRow, nows []int64) (out []core.LastRow, superseded int) {
+	var p core.Fold
+	var pending core.LastRow
+	for i, r := range rows {
+		switch cfg.FoldLastRow(&p, r, nows[i]) {
+		case core.FoldReplace:
+			superseded++
+			pending = r
+		case core.FoldDrop:
+			superseded++
+		case core.FoldFlush:
+			out = append(out, pending)
+			pending = r
+		case core.FoldHold:
+			pending = r
+		}
+	}
+	if p.Has {
+		out = append(out, pending)
+	}
+	return out, superseded
+}
+
+// The fold against OnLastRow: for random prior states and random bundles,
+// the folded rows leave the key's state and what downstream holds (the
+// changelog applied to a map) as the unfolded rows do, every row is either
+// passed on or superseded, and at most one row per group is passed on.
+func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 10))
+	kinds := []core.Kind{core.Insert, core.UpdateAfter, core.UpdateAfter, core.UpdateBefore, core.Delete}
+	for iter := range 5000 {
+		cfg := core.Config{Ordered: rng.IntN(2) == 0, Upsert: rng.IntN(4) == 0, ResetOnDuplicate: rng.IntN(2) == 0}
+		seqs := cfg.Ordered && rng.IntN(2) == 0
+		row := func() core.LastRow {
+			et := int64(rng.IntN(6))
+			r := core.LastRow{Kind: kinds[rng.IntN(len(kinds))], Time: et}
+			var seq string
+			if seqs {
+				seq = string(rune('a' + rng.IntN(4)))
+				r.Seq = []byte(seq)
+			}
+			// A row's value is one of a few, so duplicates happen; with
+			// OnTime it carries its event time (a column), with SequenceBy
+			// its sequence value only, so equal rows may differ in time.
+			r.Row = fmt.Appendf(nil, "v%d@%s", rng.IntN(2), seq)
+			if !seqs {
+				r.Row = fmt.Appendf(r.Row, "%d", et)
+			}
+			return r
+		}
+		// The key's prior state: what earlier bundles left.
+		var st core.State
+		held := map[string]bool{} // downstream: the rows the changelog left
+		apply := func(d core.LastDecision, old, arriving []byte) {
+			for _, e := range d.Emissions() {
+				r := arriving
+				if e.Old {
+					r = old
+				}
+				if e.Kind.IsRetraction() {
+					delete(held, string(r))
+				} else {
+					if e.Kind == core.UpdateAfter && cfg.Upsert {
+						clear(held) // an upsert replaces the key's row
+					}
+					held[string(r)] = true
+				}
+			}
+		}
+		for range rng.IntN(3) {
+			r := row()
+			old := st.Cand
+			apply(cfg.OnLastRow(&st, r, 0), old, r.Row)
+		}
+		bundle := make([]core.LastRow, 1+rng.IntN(6))
+		nows := make([]int64, len(bundle))
+		for i := range bundle {
+			bundle[i] = row()
+		}
+		stA, stB := st, st
+		heldA, heldB := held, map[string]bool{}
+		for k := range held {
+			heldB[k] = true
+		}
+		run := func(st *core.State, h map[string]bool, rows []core.LastRow) {
+			held = h
+			for _, r := range rows {
+				old := st.Cand
+				apply(cfg.OnLastRow(st, r, 0), old, r.Row)
+			}
+		}
+		run(&stA, heldA, bundle)
+		fold, superseded := folded(cfg, bundle, nows)
+		require.Len(t, fold, 1, "one group, one row")
+		require.Equal(t, len(bundle), len(fold)+superseded, "every row counted once")
+		run(&stB, heldB, fold)
+		require.Equal(t, stA, stB, "iteration %d %+v: state after\n%q\nfolded to\n%q", iter, cfg, bundle, fold)
+		require.Equal(t, heldA, heldB, "iteration %d %+v: downstream after\n%q\nfolded to\n%q", iter, cfg, bundle, fold)
+	}
+}

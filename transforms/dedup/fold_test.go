@@ -1,0 +1,258 @@
+package dedup_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// KeepLast's mini-batch fold (issue 10 rule 6) on Prism: each TestStream
+// AddElements batch is a bundle of the keying step.
+
+// streamRow is a changelog row of the differential: Arr is its arrival
+// (its element time, in stream order), TS its event time (OnTime) and Seq
+// its SequenceBy value, both distinct per key and out of arrival order.
+type streamRow struct {
+	Op  string    `beam:"op"`
+	ID  string    `beam:"id"`
+	Val string    `beam:"val"`
+	TS  time.Time `beam:"ts"`
+	Seq int64     `beam:"seq"`
+	Arr int64     `beam:"arr"`
+}
+
+func init() {
+	beam.RegisterType(reflectType[streamRow]())
+	register.Function2x0(stampArrival)
+	register.Emitter2[beam.EventTime, streamRow]()
+	register.Function2x0(netStreamChange)
+}
+
+// stampArrival sets a row's element time to its arrival.
+func stampArrival(r streamRow, emit func(beam.EventTime, streamRow)) {
+	emit(beam.EventTime(r.Arr), r)
+}
+
+func (r streamRow) String() string {
+	return fmt.Sprintf("%s/%s#%d@%d", r.ID, r.Val, r.Seq, r.TS.UnixMilli())
+}
+
+// netStreamChange is netChange for streamRow.
+func netStreamChange(r streamRow, emit func(string, int)) {
+	d := 1
+	if r.Op == "-U" || r.Op == "-D" {
+		d = -1
+	}
+	emit(r.String(), d)
+}
+
+// batches streams rows in AddElements batches of the given sizes, the
+// watermark after each at its last arrival.
+func batches(t *testing.T, s beam.Scope, rows []streamRow, sizes []int) beam.PCollection {
+	t.Helper()
+	ts := teststream.NewConfig()
+	for _, n := range sizes {
+		b := make([]any, n)
+		for i := range b {
+			b[i] = rows[i]
+		}
+		require.NoError(t, ts.AddElements(rows[0].Arr, b...))
+		require.NoError(t, ts.AdvanceWatermark(rows[n-1].Arr))
+		rows = rows[n:]
+	}
+	require.Empty(t, rows)
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	return beam.ParDo(s, stampArrival, teststream.Create(s, ts))
+}
+
+func srow(op, id, val string, arr int64) streamRow {
+	return streamRow{Op: op, ID: id, Val: val, TS: at(10, 0), Seq: arr, Arr: arr}
+}
+
+// Two bundles: o1 created/paid, then shipped/delivered; o2 is deleted and
+// re-inserted inside the second. With MiniBatch the stateful step sees one
+// row per key per bundle: one +I, then one -U/+U pair per key, and the
+// folded rows are superseded; without, every version is emitted.
+func TestKeepLast_MiniBatchFoldsEachBundleToOneChangePerKey(t *testing.T) {
+	rows := []streamRow{
+		srow("+I", "o1", "created", 1), srow("+U", "o1", "paid", 2), srow("+I", "o2", "x", 3),
+		srow("+U", "o1", "shipped", 4), srow("-D", "o2", "x", 5), srow("+U", "o1", "delivered", 6), srow("+I", "o2", "y", 7),
+	}
+	for _, tc := range []struct {
+		name string
+		mb   bool
+		want []string
+		c    dedup.Counters
+	}{
+		{"folded", true, []string{"+I o1/paid", "+I o2/x", "-U o1/paid", "+U o1/delivered", "-U o2/x", "+U o2/y"},
+			dedup.Counters{RowsIn: 7, Inserts: 2, Updates: 2, Superseded: 3, EmittedUpdateBefore: 2, EmittedUpdateAfter: 2}},
+		{"MiniBatch(false)", false, []string{"+I o1/created", "-U o1/created", "+U o1/paid", "+I o2/x",
+			"-U o1/paid", "+U o1/shipped", "-D o2/x", "-U o1/shipped", "+U o1/delivered", "+I o2/y"},
+			dedup.Counters{RowsIn: 7, Inserts: 3, Updates: 3, DeletesIn: 1, EmittedUpdateBefore: 3, EmittedUpdateAfter: 3, EmittedDelete: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), dedup.PartitionBy("id"), dedup.Changelog("op"), dedup.MiniBatch(tc.mb))
+			passert.Equals(s, beam.ParDo(s, formatStreamChange, out), toAny(tc.want)...)
+			c := run(t, p)
+			assert.Equal(t, tc.c, c.RowCounts())
+			assert.Equal(t, tc.c.Superseded, c.MiniBatchDropped)
+			assert.Zero(t, c.LastUnaccounted())
+		})
+	}
+}
+
+// With StateTTL a key's rows fold only while they arrive within TTL/100 of
+// the first of them (the clock reads the arrival): with a 100-minute TTL, a
+// and b (30 s apart) fold, c (2 min after a) passes b on and starts a new
+// group, so the stateful step sees b then c.
+func TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100(t *testing.T) {
+	t0 := ms(at(10, 0))
+	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+30_000), srow("", "o1", "c", t0+120_000)}
+	p, s := beam.NewPipelineWithRoot()
+	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.OutputKind("op"),
+		dedup.StateTTL(100*time.Minute), dedup.UseClock("rowtime"), dedup.CleanupTimers(false))
+	passert.Equals(s, beam.ParDo(s, formatStreamChange, out), "+I o1/b", "-U o1/b", "+U o1/c")
+	c := run(t, p)
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, c.RowCounts())
+}
+
+// Windowed input is not folded: rows held to the bundle's end would be
+// emitted from FinishBundle, in the global window. Every version of a key
+// in its window comes out, in one bundle too.
+func TestKeepLast_MiniBatchDoesNotFoldWindowedInput(t *testing.T) {
+	t0 := ms(at(10, 0))
+	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+1000)}
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), batches(t, s, rows, []int{2}))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.OutputKind("op"))
+	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatStreamChange, out))
+	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b")
+	c := run(t, p)
+	assert.Zero(t, c.MiniBatchDropped)
+}
+
+func formatStreamChange(r streamRow) string { return r.Op + " " + r.ID + "/" + r.Val }
+
+func init() { register.Function1x1(formatStreamChange) }
+
+// randomChangelog is a changelog stream over a few keys: +I/+U rows, -U/-D
+// retractions and immediate resends, each key's TS and Seq distinct and
+// shuffled against arrival. It returns the rows and batch sizes.
+func randomChangelog(rng *rand.Rand, keys, n int) ([]streamRow, []int) {
+	var rows []streamRow
+	vals := map[string]int{}
+	perm := map[string][]int{} // each key's ordering values, shuffled
+	for k := range keys {
+		perm[fmt.Sprintf("k%d", k)] = rng.Perm(n)
+	}
+	for arr := int64(1); len(rows) < n; arr++ {
+		id := fmt.Sprintf("k%d", rng.IntN(keys))
+		if len(rows) > 0 && rng.IntN(8) == 0 {
+			rows = append(rows, rows[len(rows)-1]) // a resend: identical, same arrival
+			continue
+		}
+		v := perm[id][vals[id]]
+		vals[id]++
+		rows = append(rows, streamRow{
+			Op: []string{"+I", "+U", "+U", "+U", "-U", "-D"}[rng.IntN(6)], ID: id, Val: fmt.Sprintf("v%d", rng.IntN(3)),
+			TS: at(10, 0).Add(time.Duration(v) * time.Second), Seq: int64(v), Arr: arr,
+		})
+	}
+	var sizes []int
+	for left := len(rows); left > 0; {
+		b := min(left, 1+rng.IntN(8))
+		sizes = append(sizes, b)
+		left -= b
+	}
+	return rows, sizes
+}
+
+// lastRowPerKey is the differential's reference: each key's final row
+// (the last by less), or none when it is a retraction, as netStreamChange
+// renders it.
+func lastRowPerKey(rows []streamRow, less func(a, b streamRow) bool) []any {
+	last := map[string]streamRow{}
+	for _, r := range rows {
+		if l, ok := last[r.ID]; !ok || !less(r, l) {
+			last[r.ID] = r
+		}
+	}
+	var want []any
+	for _, r := range last {
+		if r.Op != "-U" && r.Op != "-D" {
+			want = append(want, r.String()+" x1")
+		}
+	}
+	return want
+}
+
+// The differential of issue 10: random changelog streams in several bundles
+// reach the same final state per key (the changelog applied) through the
+// stateful expansion with and without MiniBatch and through the bounded
+// expansion, in arrival order, OnTime and SequenceBy, and all agree with
+// the reference: the key's last row by the mode's order.
+func TestKeepLast_DifferentialStatefulWithAndWithoutMiniBatchAndBoundedReachTheSameFinalState(t *testing.T) {
+	modes := []struct {
+		name string
+		opts []dedup.Option
+		less func(a, b streamRow) bool
+	}{
+		{"arrival", nil, func(a, b streamRow) bool { return a.Arr < b.Arr }},
+		{"OnTime", []dedup.Option{dedup.OnTime("ts")}, func(a, b streamRow) bool { return a.TS.Before(b.TS) }},
+		{"SequenceBy", []dedup.Option{dedup.SequenceBy("seq")}, func(a, b streamRow) bool { return a.Seq < b.Seq }},
+	}
+	for _, seed := range []uint64{1, 2} {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 10))
+			rows, sizes := randomChangelog(rng, 6, 60)
+			p, s := beam.NewPipelineWithRoot()
+			stream := batches(t, s, rows, sizes)
+			bounded := beam.ParDo(s, stampArrival, beam.Create(s, toAnyRows(rows)...))
+			for _, m := range modes {
+				want := lastRowPerKey(rows, m.less)
+				require.NotEmpty(t, want)
+				for _, e := range []struct {
+					name string
+					in   beam.PCollection
+					opt  dedup.Option
+				}{
+					{"stateful", stream, dedup.MiniBatch(true)},
+					{"stateful MiniBatch(false)", stream, dedup.MiniBatch(false)},
+					{"bounded", bounded, dedup.MiniBatch(true)},
+				} {
+					name := m.name + " " + e.name
+					opts := slices.Concat([]dedup.Option{dedup.PartitionBy("id"), dedup.Changelog("op"), dedup.UID(name), e.opt}, m.opts)
+					out := dedup.KeepLast(s, e.in, opts...)
+					sc := s.Scope(name)
+					final := beam.ParDo(sc, formatNet, stats.SumPerKey(sc, beam.ParDo(sc, netStreamChange, out)))
+					passert.Equals(sc, final, want...)
+				}
+			}
+			c := run(t, p)
+			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+			assert.Positive(t, c.MiniBatchDropped, "the fold folded rows")
+		})
+	}
+}
+
+func toAnyRows(rows []streamRow) []any {
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		out[i] = r
+	}
+	return out
+}
