@@ -58,12 +58,6 @@ const (
 	NaiveUID = "naive-status-counts"   // the count per status of every event
 )
 
-// KeepLastFunc is the keep-last step: it keeps the last event per order_id
-// in event time (ts) and returns its changelog, each row's kind in Op
-// (+I, -U, +U, -D), and its dead letters as jsonl.DeadLetter. opts are
-// Config.Dedup.
-type KeepLastFunc func(s beam.Scope, events beam.PCollection, opts []dedup.Option) (changes, dead beam.PCollection, err error)
-
 // Config configures Build.
 type Config struct {
 	// Input is a file or glob of JSON Lines events (local or gs://).
@@ -80,15 +74,14 @@ type Config struct {
 	// writes nothing.
 	Changes string
 	// Stateful uses the streaming (stateful) expansions of keep-last and
-	// of the count on a file too, as a stream gets them: the changelog
-	// then has a -U/+U pair for every change, not only each order's final
-	// row.
+	// of the count on a file too, as a stream delivering one event at a
+	// time gets them: the changelog then has a -U/+U pair for every
+	// change, not only each order's final row. (KeepLast's mini-batch fold
+	// is off for it: a file is one bundle, which the fold would collapse
+	// to the final rows; Dedup may turn it back on.)
 	Stateful bool
 	// Dedup options are passed to the keep-last step after its defaults.
 	Dedup []dedup.Option
-	// KeepLast replaces the keep-last step (dedup.KeepLast by order_id in
-	// event time, Op as its output kind column) when set; for tests.
-	KeepLast KeepLastFunc
 }
 
 // Result holds the pipeline's collections.
@@ -115,10 +108,6 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 	if cfg.Input == "" {
 		return r, errors.New("Input is required")
 	}
-	keepLast := cfg.KeepLast
-	if keepLast == nil {
-		keepLast = defaultKeepLast
-	}
 	events, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Event]())
 	if err != nil {
 		return r, fmt.Errorf("input: %w", err)
@@ -126,7 +115,7 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 	opts := cfg.Dedup
 	var countOpts []changelog.Option
 	if cfg.Stateful {
-		opts = append(opts, dedup.ForceStateful())
+		opts = append([]dedup.Option{dedup.MiniBatch(false)}, append(opts, dedup.ForceStateful())...)
 		countOpts = append(countOpts, changelog.ForceStateful())
 	}
 	changes, rejected, err := keepLast(s, events, opts)

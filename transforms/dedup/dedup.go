@@ -114,6 +114,12 @@ func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (b
 	return out, dead
 }
 
+// TryKeepFirstWithErrors is KeepFirstWithErrors returning construction
+// errors instead of panicking.
+func TryKeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
+	return tryKeep(s, rows, opts, false)
+}
+
 // KeepFirstPerKey keeps the first value per key of kvs, a PCollection of
 // KV<K,V>, and returns KV<K,V>. K must be a string, []byte, bool, integer or
 // float (floats: -0 equals 0, all NaNs are equal). PartitionBy and

@@ -38,6 +38,12 @@ func KeepLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (be
 	return out, dead
 }
 
+// TryKeepLastWithErrors is KeepLastWithErrors returning construction
+// errors instead of panicking.
+func TryKeepLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
+	return tryKeep(s, rows, opts, true)
+}
+
 // KeepLastPerKey is KeepLast for a PCollection of KV<K,V>, returning
 // KV<K,V>. K is as for KeepFirstPerKey; V is a struct with the kind column
 // (OutputKind or Changelog), or any type with Upsert. It panics on a

@@ -341,3 +341,39 @@ func TestEventTime_NullEventTimeIsDeadLettered(t *testing.T) {
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, DuplicatesDropped: 1, DeadLettered: 1}, c.RowCounts())
 }
+
+// Each Try…WithErrors form returns the construction error its Try… form
+// returns, and on valid options both outputs.
+func TestTryWithErrors_ReturnsTheConstructionErrorInsteadOfPanicking(t *testing.T) {
+	type withErrors func(beam.Scope, beam.PCollection, ...dedup.Option) (beam.PCollection, beam.PCollection, error)
+	type try func(beam.Scope, beam.PCollection, ...dedup.Option) (beam.PCollection, error)
+	for _, tc := range []struct {
+		name     string
+		both     withErrors
+		try      try
+		windowed bool
+		valid    []dedup.Option
+	}{
+		{"KeepFirst", dedup.TryKeepFirstWithErrors, dedup.TryKeepFirst, false, []dedup.Option{dedup.PartitionBy("name")}},
+		{"KeepLast", dedup.TryKeepLastWithErrors, dedup.TryKeepLast, false, []dedup.Option{dedup.PartitionBy("name"), dedup.Upsert()}},
+		{"WindowFirst", dedup.TryWindowFirstWithErrors, dedup.TryWindowFirst, true, []dedup.Option{dedup.PartitionBy("name")}},
+		{"WindowLast", dedup.TryWindowLastWithErrors, dedup.TryWindowLast, true, []dedup.Option{dedup.PartitionBy("name")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, badKeyRow{Name: "x"})
+			if tc.windowed {
+				in = beam.WindowInto(s, window.NewFixedWindows(time.Minute), in)
+			}
+			_, tryErr := tc.try(s, in, dedup.PartitionBy("nope"))
+			require.Error(t, tryErr)
+			_, _, err := tc.both(s, in, dedup.PartitionBy("nope"))
+			assert.EqualError(t, err, tryErr.Error())
+
+			out, dead, err := tc.both(s, in, tc.valid...)
+			require.NoError(t, err)
+			assert.True(t, out.IsValid(), "output")
+			assert.True(t, dead.IsValid(), "dead letters")
+		})
+	}
+}

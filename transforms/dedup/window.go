@@ -62,6 +62,12 @@ func WindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) 
 	return out, dead
 }
 
+// TryWindowFirstWithErrors is WindowFirstWithErrors returning construction
+// errors instead of panicking.
+func TryWindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
+	return tryWindow(s, rows, opts, "WindowFirst", dirFirst)
+}
+
 // WindowLast is WindowFirst keeping, per key and window, the row with the
 // largest timestamp (or OnTime or SequenceBy value); ties are broken by the
 // larger encoded row. Seed 002 is its example: the last row of every
@@ -90,6 +96,12 @@ func WindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (
 		panic(err)
 	}
 	return out, dead
+}
+
+// TryWindowLastWithErrors is WindowLastWithErrors returning construction
+// errors instead of panicking.
+func TryWindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
+	return tryWindow(s, rows, opts, "WindowLast", dirLast)
 }
 
 func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string, dir direction) (beam.PCollection, beam.PCollection, error) {

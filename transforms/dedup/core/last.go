@@ -118,9 +118,14 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		if r.Kind.IsRetraction() {
 			d.Outcome = IgnoredRetraction
 			if c.Ordered {
+				prev := *st
 				c.tombstone(st, r, now)
-				d.Write = true
-				d.Timer = c.cleanupAfterEmit(st)
+				timer := c.cleanupAfterEmit(st)
+				// A resent retraction leaves the tombstone as it was: no
+				// write, and its timer is already set.
+				if d.Expired || !sameState(&prev, st) {
+					d.Write, d.Timer = true, timer
+				}
 			}
 			return d
 		}
@@ -167,6 +172,13 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	d.Write = true
 	d.Timer = c.cleanupAfterEmit(st)
 	return d
+}
+
+// sameState reports whether a and b would encode to the same bytes.
+func sameState(a, b *State) bool {
+	return a.Phase == b.Phase && a.ExpireAt == b.ExpireAt && a.MaxEvent == b.MaxEvent &&
+		a.CandTime == b.CandTime && a.CleanupAt == b.CleanupAt && a.Rearms == b.Rearms &&
+		bytes.Equal(a.Cand, b.Cand) && bytes.Equal(a.Seq, b.Seq)
 }
 
 // tombstone records a retraction's ordering value in place of a row.

@@ -125,6 +125,21 @@ func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 	assert.Equal(t, []string{"+I newer", "-D newer", "+I same-instant"}, s.Rows())
 }
 
+// A resent retraction of a deleted key finds its tombstone as the first
+// copy left it: nothing to write.
+func TestLast_Rule3_OrderedAResentRetractionWritesNoState(t *testing.T) {
+	cfg := core.Config{Ordered: true}
+	var st core.State
+	first := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 5)}, at(12, 0))
+	require.Equal(t, core.IgnoredRetraction, first.Outcome)
+	require.True(t, first.Write, "the first retraction writes the tombstone")
+	again := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 5)}, at(12, 1))
+	assert.Equal(t, core.IgnoredRetraction, again.Outcome)
+	assert.False(t, again.Write, "the same tombstone again")
+	later := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 6)}, at(12, 2))
+	assert.True(t, later.Write, "a later retraction moves the tombstone")
+}
+
 func TestLast_Rule4_StateTTLFromTheLastAcceptedRowInclusiveThenInsertsAgain(t *testing.T) {
 	cfg := core.Config{StateTTL: 5 * minute, CleanupTimers: false}
 	s := newSim(t, cfg, at(12, 0))
