@@ -1,0 +1,48 @@
+// Package prismtest holds run options that tests on Prism (Beam Go v2.77.0,
+// in process) need to get deterministic results from stateful steps.
+package prismtest
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+)
+
+// NoSplitsExperiment turns off Prism's dynamic splitting of running bundles
+// for every stage (despite its name, not only splittable DoFns: Prism's
+// execute.go sets each stage's sdfSplittable from it). A split of a
+// stateful stage's bundle can run one key in two bundles at once, and a
+// stateful DoFn then sees its first-row state twice
+// (notes/beam-defects.md 9).
+const NoSplitsExperiment = "prism_disable_sdf_split"
+
+// DisableSplits adds NoSplitsExperiment to the experiments of the pipelines
+// this process runs after the call (the --experiments flag). Call it after
+// flag.Parse, so that it adds to the experiments given on the command line
+// rather than being replaced by them: in TestMain, flag.Parse() before
+// ptest.MainWithDefault (which then does not parse again). It returns a
+// function that restores the previous experiments.
+func DisableSplits() (restore func()) {
+	old := *jobopts.Experiments
+	exps := jobopts.GetExperiments()
+	if !slices.Contains(exps, NoSplitsExperiment) {
+		exps = append(exps, NoSplitsExperiment)
+	}
+	*jobopts.Experiments = strings.Join(exps, ",")
+	return func() { *jobopts.Experiments = old }
+}
+
+// SplitsDisabled reports whether NoSplitsExperiment is set.
+func SplitsDisabled() bool {
+	return slices.Contains(jobopts.GetExperiments(), NoSplitsExperiment)
+}
+
+// AllowSplits removes NoSplitsExperiment (for a reproduction of the
+// defect) and returns a function that restores the previous experiments.
+func AllowSplits() (restore func()) {
+	old := *jobopts.Experiments
+	exps := slices.DeleteFunc(jobopts.GetExperiments(), func(e string) bool { return e == NoSplitsExperiment })
+	*jobopts.Experiments = strings.Join(exps, ",")
+	return func() { *jobopts.Experiments = old }
+}
