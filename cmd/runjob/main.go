@@ -180,6 +180,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
+	if runner == "prism" {
+		disablePrismSplits()
+	}
 	if o.live.on(&o) { // runs until stopped; --timeout, when given, stops it
 		return runLive(ctx, &o, stdout, stderr)
 	}

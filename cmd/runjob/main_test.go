@@ -14,6 +14,7 @@ import (
 
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -341,4 +342,12 @@ func TestRunGivesUpAtTimeout(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errb.String(), "gave up: context deadline exceeded, --timeout=20ms")
 	assert.Less(t, time.Since(start), 10*time.Second)
+}
+
+// On Prism runjob turns bundle splitting off (notes/beam-defects.md 9) and
+// keeps the experiments the user gave.
+func TestRunOnPrismDisablesBundleSplitsKeepingGivenExperiments(t *testing.T) {
+	code, _, _ := runJob(t, "--count=10", "--experiments=my_experiment", "--output="+filepath.Join(t.TempDir(), "o.jsonl"))
+	require.Equal(t, 0, code)
+	assert.ElementsMatch(t, []string{"my_experiment", prismNoSplits}, jobopts.GetExperiments())
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,4 +95,20 @@ func envType() string {
 		return "DOCKER, the default"
 	}
 	return *jobopts.EnvironmentType
+}
+
+// prismNoSplits is Prism's experiment that turns its splitting of running
+// bundles off, for every stage. A split of a stateful stage's bundle can
+// run one key in two bundles at once, each seeing the state as it was
+// before the other wrote it, so KeepFirst emits the key twice
+// (notes/beam-defects.md 9). Splits only rebalance work within Prism's
+// one process, so nothing is lost.
+const prismNoSplits = "prism_disable_sdf_split"
+
+// disablePrismSplits adds prismNoSplits to --experiments, keeping the
+// experiments given.
+func disablePrismSplits() {
+	if exps := jobopts.GetExperiments(); !slices.Contains(exps, prismNoSplits) {
+		flag.CommandLine.Set("experiments", strings.Join(append(exps, prismNoSplits), ","))
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/prismtest"
@@ -22,11 +20,7 @@ import (
 // off: a split of a stateful stage's bundle can process one key in two
 // bundles at once and emit its first row twice (notes/beam-defects.md 9),
 // which a loaded machine triggers. The reproduction turns it back on.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	prismtest.DisableSplits()
-	ptest.MainWithDefault(m, "prism")
-}
+func TestMain(m *testing.M) { prismtest.Main(m) }
 
 // runOnPrism runs p on Prism (in process) with a deadline, so a stalled
 // run fails instead of hanging, and returns the result and the run's wall

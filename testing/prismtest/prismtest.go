@@ -3,10 +3,13 @@
 package prismtest
 
 import (
+	"flag"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 )
 
 // NoSplitsExperiment turns off Prism's dynamic splitting of running bundles
@@ -45,4 +48,14 @@ func AllowSplits() (restore func()) {
 	exps := slices.DeleteFunc(jobopts.GetExperiments(), func(e string) bool { return e == NoSplitsExperiment })
 	*jobopts.Experiments = strings.Join(exps, ",")
 	return func() { *jobopts.Experiments = old }
+}
+
+// Main is the TestMain of a package whose tests run pipelines on Prism:
+// it parses the flags, turns Prism's bundle splitting off
+// (notes/beam-defects.md 9) and runs the tests with Prism as the default
+// runner (ptest.MainWithDefault).
+func Main(m *testing.M) {
+	flag.Parse()
+	DisableSplits()
+	ptest.MainWithDefault(m, "prism")
 }

@@ -10,12 +10,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
 
-func TestMain(m *testing.M) {
-	ptest.MainWithDefault(m, "prism")
-}
+func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
 
 func init() {
 	register.DoFn2x1[context.Context, Message, error](&collectFn{})
