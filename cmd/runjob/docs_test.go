@@ -14,11 +14,7 @@ import (
 // Every runjob command a reader can paste from the README or docs/ parses
 // and passes runjob's checks (running them is the other tests' job).
 func TestEveryRunjobCommandInTheDocsIsAccepted(t *testing.T) {
-	root, err := docstest.Root()
-	require.NoError(t, err)
-	pages, err := docstest.Pages(root)
-	require.NoError(t, err)
-	cmds, err := docstest.Commands(root, pages)
+	_, cmds, err := docstest.RepoCommands()
 	require.NoError(t, err)
 	n := 0
 	for _, c := range cmds {

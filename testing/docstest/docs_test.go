@@ -18,11 +18,7 @@ import (
 
 func pagesAndCommands(t *testing.T) (string, []docstest.Command) {
 	t.Helper()
-	root, err := docstest.Root()
-	require.NoError(t, err)
-	pages, err := docstest.Pages(root)
-	require.NoError(t, err)
-	cmds, err := docstest.Commands(root, pages)
+	root, cmds, err := docstest.RepoCommands()
 	require.NoError(t, err)
 	return root, cmds
 }

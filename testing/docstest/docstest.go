@@ -303,3 +303,18 @@ func Slug(heading string) string {
 	}
 	return b.String()
 }
+
+// RepoCommands returns the repository root (above the working directory)
+// and the commands of its pages (Pages).
+func RepoCommands() (string, []Command, error) {
+	root, err := Root()
+	if err != nil {
+		return "", nil, err
+	}
+	pages, err := Pages(root)
+	if err != nil {
+		return "", nil, err
+	}
+	cmds, err := Commands(root, pages)
+	return root, cmds, err
+}
