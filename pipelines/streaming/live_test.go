@@ -63,15 +63,22 @@ func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
 	}
 }
 
+// liveFake starts a Pub/Sub fake with the input topic "in", its
+// subscription, and the output and dead-letter topics.
+func liveFake(t *testing.T) (srv *pubsubtest.Server, sub, out, dlq string) {
+	srv = pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	out = srv.MustTopic(t, "out")
+	dlq = srv.MustTopic(t, "dlq")
+	sub = srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	return srv, sub, out, dlq
+}
+
 // The stop comes while messages keep arriving and bundles are in flight:
 // every message the job read is acked, every order it read is published
 // once, and what it never read stays on the subscription.
 func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
-	srv := pubsubtest.New(t, 0)
-	srv.MustTopic(t, "in")
-	out := srv.MustTopic(t, "out")
-	dlq := srv.MustTopic(t, "dlq")
-	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	srv, sub, out, dlq := liveFake(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -154,11 +161,7 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 // A live job whose subscription goes quiet is idle, not stalled: it is
 // watched for several stall limits with nothing to read and never reported.
 func TestRunLiveNeverReportsAnIdleSubscriptionAsAStall(t *testing.T) {
-	srv := pubsubtest.New(t, 0)
-	srv.MustTopic(t, "in")
-	out := srv.MustTopic(t, "out")
-	dlq := srv.MustTopic(t, "dlq")
-	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	srv, sub, out, dlq := liveFake(t)
 	for i := range 20 {
 		b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
 		srv.PublishRaw("in", b, nil)
@@ -214,11 +217,7 @@ func init() { Register[stuckRow]() }
 // its bundle commits nothing, so only the source's own counts show it.
 func TestRunLiveReportsAStepThatHoldsWorkAndFinishesNone(t *testing.T) {
 	defer close(unstick)
-	srv := pubsubtest.New(t, 0)
-	srv.MustTopic(t, "in")
-	out := srv.MustTopic(t, "out")
-	dlq := srv.MustTopic(t, "dlq")
-	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	srv, sub, out, dlq := liveFake(t)
 	for _, id := range []string{"a", "b", "stuck", "c"} {
 		srv.PublishRaw("in", []byte(`{"order_id": "`+id+`"}`), nil)
 	}
