@@ -92,6 +92,11 @@ type LiveResult struct {
 // Pub/Sub redelivers them when their lease expires. beam.Init must have
 // been called.
 //
+// A watchdog follows each step of the job (LiveStatus.stages): when one
+// holds work and finishes none of it for cfg.StallLimit, RunLive cancels
+// the job and returns a *watchdog.Stall naming the step. A quiet
+// subscription is never a stall.
+//
 // Prism keeps KeepFirst's state in memory: a new run starts with no keys
 // seen, so a key published again across a restart is emitted again.
 func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
