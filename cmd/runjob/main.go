@@ -242,7 +242,7 @@ func checkOptions(o *options) error {
 	if o.pipeline == "streaming" {
 		return checkStreaming(o)
 	}
-	for _, f := range liveFlags {
+	for _, f := range append(liveFlags, "stall_limit") {
 		if o.set[f] {
 			return fmt.Errorf("--%s applies to --pipeline=streaming only", f)
 		}

@@ -25,6 +25,15 @@ type liveOptions struct {
 	ackDeadline     time.Duration
 	drainTimeout    time.Duration
 	progress        time.Duration
+	stallLimit      time.Duration // demo and live
+}
+
+// stallLimit is --stall_limit as streaming's StallLimit (0: no watchdog).
+func (l *liveOptions) stallLimitConfig() time.Duration {
+	if l.stallLimit == 0 {
+		return -1
+	}
+	return l.stallLimit
 }
 
 var liveFlags = []string{"subscription", "output_topic", "dead_letter_topic", "readers", "ack_deadline", "drain_timeout", "progress"}
@@ -37,6 +46,7 @@ func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
 	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease the source keeps on each message it pulled until it acks it (1s to 600s)")
 	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published before giving up")
 	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming: print the job's counters this often")
+	fs.DurationVar(&l.stallLimit, "stall_limit", streaming.DefaultStallLimit, "streaming (demo and --subscription): when a step of the job holds work and finishes none of it for this long, cancel the job and exit 1 saying what stalled; an idle subscription is never a stall; 0 = no watchdog")
 }
 
 // on reports whether --pipeline=streaming runs against a subscription.
@@ -48,6 +58,9 @@ func (l *liveOptions) on(o *options) bool {
 // to a live run, and malformed Pub/Sub names.
 func checkStreaming(o *options) error {
 	l := &o.live
+	if l.stallLimit < 0 {
+		return fmt.Errorf("--stall_limit=%v: want a positive duration, or 0 for no watchdog", l.stallLimit)
+	}
 	if !l.on(o) {
 		for _, f := range append([]string{"input", "output", "errors", "partition_by", "on_time", "event_time_ttl", "uid", "force_stateful", "graph"}, liveFlags...) {
 			if o.set[f] {
@@ -129,6 +142,7 @@ func runLive(ctx context.Context, o *options, stdout, stderr io.Writer) int {
 			DeadLetterTopic: l.deadLetterTopic,
 			Read:            []pubsubio.ReadOption{pubsubio.AckDeadline(l.ackDeadline)},
 			Dedup:           dedupOptions(o), // after Config's defaults (StateTTL 10m, order_id)
+			StallLimit:      l.stallLimitConfig(),
 		},
 		Readers:       l.readers,
 		DrainTimeout:  l.drainTimeout,

@@ -91,7 +91,7 @@ func printFlag(w io.Writer, f *flag.Flag) {
 // runStreaming runs the Pub/Sub streaming demo of pipelines/streaming: an
 // in-process Pub/Sub fake with duplicates, retries and lost acks.
 func runStreaming(ctx context.Context, o *options, stdout, stderr io.Writer) int {
-	cfg := streaming.DemoConfig{Keys: o.count, Seed: o.seed, Runner: o.runner, StateTTL: o.stateTTL}
+	cfg := streaming.DemoConfig{Keys: o.count, Seed: o.seed, Runner: o.runner, StateTTL: o.stateTTL, StallLimit: o.live.stallLimitConfig()}
 	if o.timeout > 0 {
 		cfg.Timeout = o.timeout
 	}

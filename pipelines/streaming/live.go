@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
-	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
+	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
@@ -42,6 +38,9 @@ type LiveConfig struct {
 	// the job's counters.
 	Progress      func(LiveStatus)
 	ProgressEvery time.Duration
+
+	// build replaces Build in tests.
+	build func(beam.Scope, Config) (Outputs, error)
 }
 
 // LiveStatus is what the job's metrics say. Read counts deliveries
@@ -93,6 +92,11 @@ type LiveResult struct {
 // Pub/Sub redelivers them when their lease expires. beam.Init must have
 // been called.
 //
+// A watchdog follows each step of the job (LiveStatus.stages): when one
+// holds work and finishes none of it for cfg.StallLimit, RunLive cancels
+// the job and returns a *watchdog.Stall naming the step. A quiet
+// subscription is never a stall.
+//
 // Prism keeps KeepFirst's state in memory: a new run starts with no keys
 // seen, so a key published again across a restart is emitted again.
 func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
@@ -111,20 +115,26 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 	pc := cfg.Config
 	pc.Read = append(append([]pubsubio.ReadOption{}, pc.Read...), pubsubio.Readers(cfg.Readers), pubsubio.StopWith(st))
 	p, s := beam.NewPipelineWithRoot()
-	if _, err := Build(s, pc); err != nil {
+	build := Build
+	if cfg.build != nil {
+		build = cfg.build
+	}
+	if _, err := build(s, pc); err != nil {
 		return LiveResult{}, err
 	}
 
-	js, err := liveJobServer(ctx)
+	endpoint, err := watchdog.PrismEndpoint()
 	if err != nil {
-		return LiveResult{}, err
+		return LiveResult{}, fmt.Errorf("streaming: %w", err)
 	}
-	name := *jobopts.JobName
-	if name == "" {
-		name = fmt.Sprintf("beamdedup-streaming-%d", time.Now().UnixNano())
+	name := jobName()
+	job, err := watchdog.Follow(endpoint, name)
+	if err != nil {
+		return LiveResult{}, fmt.Errorf("streaming: %w", err)
 	}
+	defer job.Close()
 	restore := setFlags(map[*string]string{
-		jobopts.Endpoint: js.endpoint, jobopts.EnvironmentType: "LOOPBACK", jobopts.JobName: name,
+		jobopts.Endpoint: endpoint, jobopts.EnvironmentType: "LOOPBACK", jobopts.JobName: name,
 	})
 	defer restore()
 
@@ -144,16 +154,32 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 		done <- ran{pr, err}
 	}()
 
-	w := &liveWatch{js: js, name: name, stopper: st, start: start}
+	w := &liveWatch{job: job, stopper: st, start: start}
+	// The watchdog runs until the job is cancelled, the drain included; a
+	// stop request (ctx) is not the end of the job.
+	stalls := make(chan error, 1)
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	if cfg.StallLimit >= 0 {
+		go func() { stalls <- watchdog.Watch(wctx, w.watchConfig(cfg.StallLimit)) }()
+	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	nextProgress := start.Add(cfg.ProgressEvery)
 	var stopAt, cancelledAt time.Time
+	var stall error
 	stop := ctx.Done()
 	res := LiveResult{}
 	for {
 		select {
 		case r := <-done:
+			if stall != nil {
+				if r.pr != nil {
+					res.LiveStatus = w.status(r.pr.Metrics())
+				}
+				res.Elapsed = time.Since(start)
+				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
+			}
 			if r.err != nil {
 				return res, fmt.Errorf("streaming: job failed after %v: %w", time.Since(start).Round(time.Millisecond), r.err)
 			}
@@ -169,6 +195,16 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 			stop = nil
 			stopAt = time.Now()
 			st.Stop()
+		case err := <-stalls:
+			if err != nil && cancelledAt.IsZero() {
+				stall, cancelledAt = err, time.Now()
+				res.LiveStatus, _ = w.poll(ctx)
+				if cerr := w.cancel(ctx); cerr != nil {
+					jobCancel()
+					return res, fmt.Errorf("streaming: %w (and cancelling the job failed: %v)", stall, cerr)
+				}
+			}
+			continue
 		case <-tick.C:
 		}
 		now := time.Now()
@@ -182,6 +218,7 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 			if drained || (!stopAt.IsZero() && now.Sub(stopAt) > cfg.DrainTimeout) {
 				res.Cancelled = drained
 				cancelledAt = now
+				stopWatch()
 				if err := w.cancel(ctx); err != nil {
 					jobCancel()
 					return res, fmt.Errorf("streaming: cancelling the job: %w", err)
@@ -189,6 +226,9 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 			}
 		} else if now.Sub(cancelledAt) > 30*time.Second {
 			jobCancel()
+			if stall != nil {
+				return res, fmt.Errorf("streaming: %w; the job was cancelled and did not end within 30s", stall)
+			}
 			return res, fmt.Errorf("streaming: the job did not end within 30s of its cancellation")
 		}
 	}
@@ -226,113 +266,77 @@ func (c *LiveConfig) check() error {
 	return nil
 }
 
-// liveServer is the Prism job server of RunLive's jobs, one per process
-// (Prism's own in-process server cannot be reached from outside beam.Run).
-type liveServer struct {
-	endpoint string
-	client   jobpb.JobServiceClient
-}
-
-var (
-	liveOnce sync.Once
-	liveJS   *liveServer
-	liveErr  error
-)
-
-func liveJobServer(ctx context.Context) (*liveServer, error) {
-	liveOnce.Do(func() {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			liveErr = err
-			return
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		c, err := prism.CreateJobServer(dctx, prism.Options{Port: port})
-		if err != nil {
-			liveErr = fmt.Errorf("streaming: starting Prism: %w", err)
-			return
-		}
-		liveJS = &liveServer{endpoint: fmt.Sprintf("localhost:%d", port), client: c}
-	})
-	return liveJS, liveErr
-}
-
-// setFlags sets Beam's flag variables and returns a function restoring them.
-func setFlags(vals map[*string]string) func() {
-	old := map[*string]string{}
-	for p, v := range vals {
-		old[p] = *p
-		*p = v
-	}
-	return func() {
-		for p, v := range old {
-			*p = v
-		}
-	}
-}
-
 // liveWatch follows the job through the job service.
 type liveWatch struct {
-	js      *liveServer
-	name    string
+	job     *watchdog.Job
 	stopper *pubsubio.Stopper
 	start   time.Time
-	jobID   string
 }
 
-func (w *liveWatch) id(ctx context.Context) (string, error) {
-	if w.jobID != "" {
-		return w.jobID, nil
-	}
-	resp, err := w.js.client.GetJobs(ctx, &jobpb.GetJobsRequest{})
-	if err != nil {
-		return "", err
-	}
-	for _, j := range resp.GetJobInfo() {
-		if j.GetJobName() == w.name && !terminal(j.GetState()) {
-			w.jobID = j.GetJobId()
-			return w.jobID, nil
-		}
-	}
-	return "", fmt.Errorf("job %s not submitted yet", w.name)
-}
-
-func terminal(s jobpb.JobState_Enum) bool {
-	switch s {
-	case jobpb.JobState_DONE, jobpb.JobState_FAILED, jobpb.JobState_CANCELLED, jobpb.JobState_DRAINED, jobpb.JobState_UPDATED:
-		return true
-	}
-	return false
-}
-
-// poll returns the job's current status.
+// poll returns the job's current status, from its committed metrics.
 func (w *liveWatch) poll(ctx context.Context) (LiveStatus, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	id, err := w.id(ctx)
+	m, err := w.job.Metrics(ctx)
 	if err != nil {
 		return LiveStatus{}, err
 	}
-	resp, err := w.js.client.GetJobMetrics(ctx, &jobpb.GetJobMetricsRequest{JobId: id})
-	if err != nil {
-		return LiveStatus{}, err
+	return w.status(m), nil
+}
+
+// watchConfig watches the job's steps one by one (LiveStatus.stages): an
+// idle subscription is normal here, a step that holds work and finishes
+// none for limit (0: DefaultStallLimit) is not.
+func (w *liveWatch) watchConfig(limit time.Duration) watchdog.Config {
+	if limit == 0 {
+		limit = DefaultStallLimit
 	}
-	m := resp.GetMetrics()
-	return w.status(*metricsx.FromMonitoringInfos(nil, m.GetAttempted(), m.GetCommitted())), nil
+	return watchdog.Config{
+		Limit: limit,
+		Every: min(limit/10, 2*time.Second),
+		What:  "streaming job on prism",
+		Hint:  stallHint,
+		Sample: func(ctx context.Context) (watchdog.Sample, error) {
+			s, err := w.poll(ctx)
+			if err != nil {
+				return watchdog.Sample{}, err
+			}
+			claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
+			return watchdog.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
+		},
+	}
+}
+
+// stages is the work each step of the job holds. The source's counts are
+// the readers' own, live (claimed, acked): a bundle that never ends commits
+// no metrics. The other steps' come from the committed metrics, so a
+// crawling step whose bundles do not finish makes no progress.
+func (s LiveStatus) stages(claimed, acked int64) []watchdog.Stage {
+	d := s.Dedup
+	return []watchdog.Stage{
+		{Name: "source: messages pulled and not yet acked", Waiting: claimed - acked, Done: acked},
+		// Rows enter KeepFirst (RowsIn) and settle (RowsIn - Pending).
+		{Name: "KeepFirst: rows read and not yet deduplicated", Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(),
+			Done: 2*d.RowsIn - d.Pending()},
+		{Name: "publish: kept rows and dead letters not yet published", Waiting: d.Emitted + s.DeadLettered - s.Published, Done: s.Published},
+	}
+}
+
+// counters are the numbers a stall message shows.
+func (s LiveStatus) counters(claimed, acked int64) map[string]int64 {
+	return map[string]int64{
+		"source/claimed": claimed, "source/acked": acked,
+		"pubsubio/messages_read": s.Read, "pubsubio/messages_acked": s.Acked, "pubsubio/messages_published": s.Published,
+		"streaming/dead_lettered": s.DeadLettered,
+		"beamdedup/rows_in":       s.Dedup.RowsIn, "beamdedup/emitted": s.Dedup.Emitted,
+		"beamdedup/duplicates_dropped": s.Dedup.DuplicatesDropped,
+	}
 }
 
 func (w *liveWatch) cancel(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	id, err := w.id(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = w.js.client.Cancel(ctx, &jobpb.CancelJobRequest{JobId: id})
-	return err
+	return w.job.Cancel(ctx)
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -62,15 +63,22 @@ func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
 	}
 }
 
+// liveFake starts a Pub/Sub fake with the input topic "in", its
+// subscription, and the output and dead-letter topics.
+func liveFake(t *testing.T) (srv *pubsubtest.Server, sub, out, dlq string) {
+	srv = pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	out = srv.MustTopic(t, "out")
+	dlq = srv.MustTopic(t, "dlq")
+	sub = srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	return srv, sub, out, dlq
+}
+
 // The stop comes while messages keep arriving and bundles are in flight:
 // every message the job read is acked, every order it read is published
 // once, and what it never read stays on the subscription.
 func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
-	srv := pubsubtest.New(t, 0)
-	srv.MustTopic(t, "in")
-	out := srv.MustTopic(t, "out")
-	dlq := srv.MustTopic(t, "dlq")
-	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	srv, sub, out, dlq := liveFake(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -148,4 +156,84 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 	assert.Equal(t, undecodable, len(srv.MessagesOn("dlq")), "one dead letter per delivery of an undecodable message")
 	assert.Positive(t, unread, "publishing went on after the stop; those messages wait for the next run")
 	assert.Equal(t, res.Read, res.Acked)
+}
+
+// A live job whose subscription goes quiet is idle, not stalled: it is
+// watched for several stall limits with nothing to read and never reported.
+func TestRunLiveNeverReportsAnIdleSubscriptionAsAStall(t *testing.T) {
+	srv, sub, out, dlq := liveFake(t)
+	for i := range 20 {
+		b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
+		srv.PublishRaw("in", b, nil)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	stopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	const limit = 2 * time.Second
+	idle := make(chan time.Time, 1)
+	go func() { // all 20 out, then idle for 4 stall limits, then stop
+		for len(srv.MessagesOn("out")) < 20 && stopCtx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+		}
+		idle <- time.Now()
+		time.Sleep(4 * limit)
+		stop()
+	}()
+	res, err := RunLive(stopCtx, LiveConfig{
+		Config:       Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, StallLimit: limit},
+		DrainTimeout: 30 * time.Second,
+	})
+	require.NoError(t, err, "an idle job is not stalled")
+	require.NoError(t, ctx.Err(), "RunLive returned in time")
+	assert.GreaterOrEqual(t, time.Since(<-idle), 4*limit, "watched while idle for 4 stall limits")
+	assert.True(t, res.Drained(1))
+	assert.Equal(t, int64(20), res.Dedup.Emitted)
+}
+
+// stuckRow is a row whose validation blocks for the order "stuck": a step
+// of the job that holds work and never finishes it.
+type stuckRow struct {
+	OrderID string `json:"order_id" beam:"order_id"`
+}
+
+var unstick = make(chan struct{})
+
+func (r *stuckRow) Validate() error {
+	if r.OrderID == "stuck" {
+		select {
+		case <-unstick:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	return nil
+}
+
+func init() { Register[stuckRow]() }
+
+// A live job whose source bundle never ends (its decode step blocks) is
+// reported with the step that stalled and cancelled, not left to hang:
+// its bundle commits nothing, so only the source's own counts show it.
+func TestRunLiveReportsAStepThatHoldsWorkAndFinishesNone(t *testing.T) {
+	defer close(unstick)
+	srv, sub, out, dlq := liveFake(t)
+	for _, id := range []string{"a", "b", "stuck", "c"} {
+		srv.PublishRaw("in", []byte(`{"order_id": "`+id+`"}`), nil)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := RunLive(ctx, LiveConfig{
+		Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, StallLimit: 3 * time.Second, PartitionBy: []string{"order_id"}},
+		build:  BuildFor[stuckRow],
+	})
+	var stall *watchdog.Stall
+	require.ErrorAs(t, err, &stall, "got %v", err)
+	t.Log(err, " after ", time.Since(start))
+	assert.Equal(t, "source: messages pulled and not yet acked", stall.Stage.Name)
+	assert.Positive(t, stall.Stage.Waiting)
+	assert.ErrorContains(t, err, "notes/beam-defects.md (entry 8")
+	assert.NoError(t, ctx.Err(), "reported before the test's deadline")
 }

@@ -97,9 +97,11 @@ type Config struct {
 	// Dedup adds KeepFirst options after the ones above.
 	Dedup []dedup.Option
 
-	// StallLimit is Run's watchdog: how long no job counter may move while
-	// the source holds messages it has not acked (0: DefaultStallLimit;
-	// negative: no watchdog). Build ignores it.
+	// StallLimit is the watchdog of Run and RunLive (0: DefaultStallLimit;
+	// negative: no watchdog). Run: how long no job counter may move while
+	// the source holds messages it has not acked. RunLive: how long a step
+	// (the source's acks, KeepFirst, the publish) may hold work and finish
+	// none; an idle subscription is never a stall. Build ignores it.
 	StallLimit time.Duration
 
 	// fusedSink drops the Reshuffle before the publish: only the

@@ -3,14 +3,12 @@ package streaming
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
 )
@@ -20,28 +18,26 @@ import (
 const DefaultStallLimit = 60 * time.Second
 
 // stallHint ends a stall error: where the known cause is written down.
-const stallHint = "a known Prism defect stalls streaming jobs, see notes/beam-defects.md (\"A streaming job stalls\") and docs/streaming-reliability.md"
+const stallHint = "unless a step of yours blocks, this is a known Prism defect, see notes/beam-defects.md (entry 8, \"A streaming job stalls\") and docs/streaming-reliability.md"
 
 var prismServer sync.Mutex
 
-// ensureJobServer starts Prism's job server in this process before the job,
-// as beam.Run("prism") would inside, so that the watchdog knows its address
-// without racing the runner for the endpoint flag. Other runners are
-// watched through their --endpoint; "" means no job server to watch.
+// ensureJobServer points Beam at this process's Prism job server
+// (watchdog.PrismEndpoint) before the job, where beam.Run("prism") would
+// start one inside, so that the watchdog can reach the job's service.
+// Other runners are watched through their --endpoint; "" means no job
+// server to watch.
 func ensureJobServer(runner string) (string, error) {
 	prismServer.Lock()
 	defer prismServer.Unlock()
 	switch strings.ToLower(runner) {
 	case "prism", "prismrunner":
 		if *jobopts.Endpoint == "" {
-			port, err := freePort()
+			endpoint, err := watchdog.PrismEndpoint()
 			if err != nil {
 				return "", err
 			}
-			if _, err := prism.CreateJobServer(context.Background(), prism.Options{Port: port}); err != nil {
-				return "", fmt.Errorf("starting Prism: %w", err)
-			}
-			*jobopts.Endpoint = fmt.Sprintf("localhost:%d", port)
+			*jobopts.Endpoint = endpoint
 			if *jobopts.EnvironmentType == "" {
 				*jobopts.EnvironmentType = "loopback"
 			}
@@ -53,13 +49,27 @@ func ensureJobServer(runner string) (string, error) {
 	return *jobopts.Endpoint, nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// jobName is --job_name when given, else a name of this run's own, by
+// which watchdog.Job finds it.
+func jobName() string {
+	if *jobopts.JobName != "" {
+		return *jobopts.JobName
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return fmt.Sprintf("beamdedup-streaming-%d", time.Now().UnixNano())
+}
+
+// setFlags sets Beam's flag variables and returns a function restoring them.
+func setFlags(vals map[*string]string) func() {
+	old := map[*string]string{}
+	for p, v := range vals {
+		old[p] = *p
+		*p = v
+	}
+	return func() {
+		for p, v := range old {
+			*p = v
+		}
+	}
 }
 
 // watched runs p on runner under a watchdog. extra adds observations the
@@ -78,15 +88,20 @@ func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Du
 	if limit == 0 {
 		limit = DefaultStallLimit
 	}
-	jobs := &watchdog.Jobs{Endpoint: func() string { return endpoint }}
-	defer jobs.Close()
+	name := jobName()
+	job, err := watchdog.Follow(endpoint, name)
+	if err != nil {
+		return nil, err
+	}
+	defer job.Close()
+	defer setFlags(map[*string]string{jobopts.JobName: name})()
 	cfg := watchdog.Config{
 		Limit: limit,
 		Every: min(limit/10, 2*time.Second),
 		What:  "streaming job on " + runner,
 		Hint:  stallHint,
 		Sample: func(ctx context.Context) (watchdog.Sample, error) {
-			c, err := jobs.Counters(ctx)
+			c, err := job.Counters(ctx)
 			if err != nil {
 				return watchdog.Sample{}, err
 			}
@@ -108,7 +123,7 @@ func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Du
 		// itself still runs inside the runner: stop it there.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if cerr := jobs.CancelRunning(cctx); cerr != nil {
+		if cerr := job.Cancel(cctx); cerr != nil {
 			err = fmt.Errorf("%w (and cancelling the job failed: %v)", err, cerr)
 		}
 	}

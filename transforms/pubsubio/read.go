@@ -152,7 +152,11 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 		return nil, err
 	}
 	messagesAcked.Inc(ctx, int64(len(rest.AckIDs)))
-	if fn.stopRequested(ctx) {
+	stp := fn.stopper(ctx)
+	if stp != nil {
+		stp.acked.Add(int64(len(rest.AckIDs)))
+	}
+	if stp != nil && stp.Requested() {
 		// The carried ids are acked and nothing more is pulled: done.
 		tr.stop()
 		fn.ended(ctx)
@@ -211,6 +215,9 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 			ts := eventTime(m, fn.TimestampAttribute)
 			if i == 0 || ts.Before(oldest) {
 				oldest = ts
+			}
+			if stp != nil {
+				stp.claimed.Add(1) // before emit, which may block in fused steps
 			}
 			emit(mtime.FromTime(ts), m)
 			claimed++

@@ -20,10 +20,17 @@ import (
 // running in the process that created the Stopper: Prism in process, or any
 // runner with the LOOPBACK environment. Elsewhere use the runner's own stop
 // (Dataflow drain, Flink stop with a savepoint).
+//
+// It also counts, in the same memory, the messages its readers claimed and
+// acked, as they happen: the job's metrics show a bundle's counts only
+// once it commits, so they cannot tell a reader stuck in a bundle from an
+// idle one.
 type Stopper struct {
 	id        string
 	requested atomic.Bool
 	ended     atomic.Int64
+	claimed   atomic.Int64
+	acked     atomic.Int64
 }
 
 var (
@@ -49,6 +56,15 @@ func (s *Stopper) Requested() bool { return s.requested.Load() }
 // Ended is the number of readers that have ended (on request or, with
 // IdleStop, idle): each has acked every message it emitted.
 func (s *Stopper) Ended() int { return int(s.ended.Load()) }
+
+// Claimed is the number of messages the readers claimed (emitted into the
+// job), redeliveries included.
+func (s *Stopper) Claimed() int64 { return s.claimed.Load() }
+
+// Acked is the number of claimed messages the readers acked, once the
+// bundle that claimed them committed (a rejected ack of an expired lease
+// included: the message was processed and will be deduplicated).
+func (s *Stopper) Acked() int64 { return s.acked.Load() }
 
 // Close unregisters the Stopper.
 func (s *Stopper) Close() { stoppers.Delete(s.id) }

@@ -61,6 +61,8 @@ func TestStopperEndsReadersAfterAckingWhatTheyEmitted(t *testing.T) {
 	assert.Positive(t, len(srv.Unacked("in")), "publishing went on after the stop: those messages stay for the next run")
 	assert.Empty(t, c.ackedEarly, "no message acked while its bundle was in flight")
 	assert.Equal(t, readers, st.Ended(), "every reader ended")
+	assert.Equal(t, int64(len(c.messages())), st.Claimed(), "the Stopper counted every message emitted")
+	assert.Equal(t, st.Claimed(), st.Acked(), "and, once the readers ended, every one acked")
 }
 
 func TestStopWithRejectsNil(t *testing.T) {

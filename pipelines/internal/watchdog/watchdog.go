@@ -21,9 +21,28 @@ import (
 // progress. Pending says that input remains (say unacked messages); while it
 // is false no stall is reported, since an idle job with nothing to do is
 // not stalled.
+//
+// Stages, when given, are watched one by one as well: a stage that holds
+// work (Waiting > 0) and finishes none of it (Done unchanged) for the
+// limit stalls, whatever the rest of the job does; a source that keeps
+// reading must not hide a step after it that stopped. A stage with
+// nothing waiting is never reported, so a job with nothing to read is not
+// stalled however long it idles.
 type Sample struct {
 	Counters map[string]int64
 	Pending  bool
+	Stages   []Stage
+}
+
+// Stage is one step of the job as the caller can count it.
+type Stage struct {
+	// Name says what the stage does and in what unit, for the message
+	// ("KeepFirst: rows decoded and not yet deduplicated").
+	Name string
+	// Waiting is the work handed to the stage and not finished yet.
+	Waiting int64
+	// Done is a running total of finished work; any change is progress.
+	Done int64
 }
 
 // Config configures Watch. Limit and Sample are required.
@@ -53,11 +72,18 @@ type Stall struct {
 	Counters map[string]int64
 	LastErr  error // the last sampling error, if any
 	Hint     string
+	// Stage is the stage that stalled (zero when the whole job did): its
+	// name and the work it held when last seen.
+	Stage Stage
 }
 
 func (e *Stall) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s stalled: no progress for %v while input remains", e.What, e.For.Round(time.Second))
+	if e.Stage.Name != "" {
+		fmt.Fprintf(&b, "%s stalled: %s: %d waiting, none finished for %v", e.What, e.Stage.Name, e.Stage.Waiting, e.For.Round(time.Second))
+	} else {
+		fmt.Fprintf(&b, "%s stalled: no progress for %v while input remains", e.What, e.For.Round(time.Second))
+	}
 	if len(e.Counters) > 0 {
 		b.WriteString(" (")
 		for i, k := range slices.Sorted(maps.Keys(e.Counters)) {
@@ -106,6 +132,11 @@ func Watch(ctx context.Context, cfg Config) error {
 	var last map[string]int64
 	var lastErr error
 	moved := cfg.Now()
+	type seen struct {
+		Stage
+		moved time.Time
+	}
+	var stages []seen // by position in Sample.Stages
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,6 +154,23 @@ func Watch(ctx context.Context, cfg Config) error {
 				moved = now
 			}
 			last = s.Counters
+			if len(s.Stages) != len(stages) {
+				stages = make([]seen, len(s.Stages))
+				for i := range stages {
+					stages[i].moved = now
+				}
+			}
+			for i, st := range s.Stages {
+				if st.Waiting <= 0 || st.Done != stages[i].Done || st.Name != stages[i].Name {
+					stages[i].moved = now
+				}
+				stages[i].Stage = st
+			}
+		}
+		for _, st := range stages {
+			if idle := now.Sub(st.moved); st.Waiting > 0 && idle >= cfg.Limit {
+				return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint, Stage: st.Stage}
+			}
 		}
 		if idle := now.Sub(moved); idle >= cfg.Limit {
 			return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint}

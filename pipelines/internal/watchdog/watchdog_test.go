@@ -149,3 +149,75 @@ func TestRun_ReturnsTheJobsOwnResultWhenItEnds(t *testing.T) {
 	assert.NoError(t, Run(context.Background(), cfg, func(context.Context) error { return nil }))
 	assert.ErrorIs(t, Run(context.Background(), cfg, func(context.Context) error { return boom }), boom)
 }
+
+// live samples a job the way RunLive does: job-level Pending off, the
+// source's reads in Counters, and the stages' own counts.
+func live(read int64, stages ...Stage) Sample {
+	return Sample{Counters: map[string]int64{"pubsubio/messages_read": read}, Stages: stages}
+}
+
+func TestWatch_ReportsAStageThatHoldsWorkAndFinishesNoneWhileTheSourceKeepsReading(t *testing.T) {
+	c := newFakeClock(time.Second)
+	var samples []Sample
+	for i := range 20 {
+		samples = append(samples, live(int64(100*i),
+			Stage{Name: "source: messages pulled, not yet acked", Waiting: 0, Done: int64(100 * i)},
+			Stage{Name: "KeepFirst: rows decoded, not yet deduplicated", Waiting: int64(100 * i), Done: 40}))
+	}
+	cfg := Config{Limit: 5 * time.Second, Sample: c.script(samples...), What: "streaming job", Hint: "see notes/beam-defects.md"}
+	err, ticks := watch(t, c, cfg, 100)
+
+	var stall *Stall
+	require.ErrorAs(t, err, &stall)
+	assert.Equal(t, "KeepFirst: rows decoded, not yet deduplicated", stall.Stage.Name)
+	assert.Equal(t, 1+5, ticks, "the stage holds work from the second sample on; 5 s later it is reported")
+	assert.Equal(t, "streaming job stalled: KeepFirst: rows decoded, not yet deduplicated: 500 waiting, none finished for 5s"+
+		" (pubsubio/messages_read=500); see notes/beam-defects.md", err.Error())
+}
+
+func TestWatch_DoesNotReportStagesThatAreIdleOrKeepFinishingWork(t *testing.T) {
+	steady := func(n int, f func(i int) Stage) []Sample {
+		var s []Sample
+		for i := range n {
+			s = append(s, live(7, f(i)))
+		}
+		return s
+	}
+	tests := []struct {
+		name    string
+		samples []Sample
+	}{
+		{"nothing to read, ever", steady(1, func(int) Stage { return Stage{Name: "source", Done: 0} })},
+		{"idle after a busy spell", steady(1, func(int) Stage { return Stage{Name: "KeepFirst", Waiting: 0, Done: 12000} })},
+		{"work waiting, some finished every sample", steady(60, func(i int) Stage { return Stage{Name: "KeepFirst", Waiting: 500, Done: int64(i)} })},
+		{"work waiting 4 s, then drained, then idle", append(
+			steady(4, func(int) Stage { return Stage{Name: "publish", Waiting: 9, Done: 3} }),
+			live(7, Stage{Name: "publish", Waiting: 0, Done: 3}))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newFakeClock(time.Second)
+			err, ticks := watch(t, c, Config{Limit: 5 * time.Second, Sample: c.script(tt.samples...)}, 60)
+			assert.NoError(t, err)
+			assert.Equal(t, 60, ticks, "watched the whole minute")
+		})
+	}
+}
+
+func TestWatch_AStageStallsWhenItsSamplesFailWhileItHeldWork(t *testing.T) {
+	c := newFakeClock(time.Second)
+	boom := errors.New("job server gone")
+	n := 0
+	sample := func(context.Context) (Sample, error) {
+		c.now = c.now.Add(c.step)
+		if n++; n == 1 {
+			return live(3, Stage{Name: "publish", Waiting: 2, Done: 1}), nil
+		}
+		return Sample{}, boom
+	}
+	err, _ := watch(t, c, Config{Limit: 4 * time.Second, Sample: sample}, 100)
+	var stall *Stall
+	require.ErrorAs(t, err, &stall)
+	assert.Equal(t, "publish", stall.Stage.Name)
+	assert.ErrorIs(t, stall.LastErr, boom)
+}
