@@ -12,14 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
-func TestMain(m *testing.M) {
-	ptest.MainWithDefault(m, "prism")
-}
+func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
 
 func testRunner() string {
 	if *ptest.Runner != "" {
