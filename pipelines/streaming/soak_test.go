@@ -1,15 +1,12 @@
 package streaming
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -57,7 +54,7 @@ var soakOrders = flag.Int("soak_orders", 50000, "orders of BenchmarkSoak")
 func BenchmarkSoak(b *testing.B) {
 	var rate, p50, p99, secs, peak float64
 	for range b.N {
-		resetPeakRSS()
+		rsstest.ResetPeak()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 		res, err := RunDemo(ctx, DemoConfig{Keys: *soakOrders, Runner: testRunner(), Timeout: 24 * time.Minute})
 		cancel()
@@ -73,7 +70,7 @@ func BenchmarkSoak(b *testing.B) {
 		secs += res.Elapsed.Seconds()
 		p50 += float64(res.LatencyP50.Milliseconds())
 		p99 += float64(res.LatencyP99.Milliseconds())
-		peak = max(peak, peakRSSMB())
+		peak = max(peak, rsstest.PeakMB())
 	}
 	n := float64(b.N)
 	b.ReportMetric(rate/n, "msgs/s")
@@ -83,27 +80,4 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(peak, "peak-RSS-MB")
 	b.ReportMetric(1, "acks-ok")
 	b.ReportMetric(1, "one-output-per-order")
-}
-
-// resetPeakRSS resets VmHWM (Linux), so peakRSSMB measures one run of the
-// whole process: Prism, the SDK harness and the Pub/Sub fake.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// peakRSSMB returns VmHWM of this process in MB, or 0 if unknown.
-func peakRSSMB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmHWM:")); ok {
-			f := bytes.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(string(f[0]), 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
 }

@@ -1,11 +1,9 @@
 package bench_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -42,34 +40,6 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
-}
-
-// resetPeakRSS frees what the Go heap can return and resets the kernel's
-// peak RSS of this process (VmHWM), so peakRSSMB measures one run. Prism
-// runs in process: the figure is runner plus SDK harness plus test.
-func resetPeakRSS() {
-	debug.FreeOSMemory()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
-
-// peakRSSMB returns VmHWM of this process in MB, or 0 if unknown.
-func peakRSSMB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := bytes.CutPrefix([]byte(line), []byte("VmHWM:")); ok {
-			f := bytes.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(string(f[0]), 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
 }
 
 // load1 is the one-minute load average, reported next to every timing:

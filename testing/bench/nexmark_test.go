@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/rsstest"
 )
 
 func TestNexmarkBidsFollowNexmarksProportionsAndSkew(t *testing.T) {
@@ -78,7 +79,7 @@ func BenchmarkNexmark(b *testing.B) {
 				bids := bench.GenerateNexmark(s, events, 1)
 				out := c.build(s.Scope(c.name), bids)
 				bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), out))
-				resetPeakRSS()
+				rsstest.ResetPeak()
 				pr, d := runOnPrism(b, p, 30*time.Minute)
 				total += d
 				require.Positive(b, bench.OutCount(pr), "output rows")
@@ -86,7 +87,7 @@ func BenchmarkNexmark(b *testing.B) {
 			rate := float64(b.N*events) / total.Seconds()
 			b.ReportMetric(rate, "events/s")
 			b.ReportMetric(load1(), "load1")
-			if peak := peakRSSMB(); peak > 0 {
+			if peak := rsstest.PeakMB(); peak > 0 {
 				b.ReportMetric(peak, "peakRSS_MB")
 			}
 			if c.name == q0.name {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -238,9 +239,9 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		if err := build(s, rows, c); err != nil {
 			b.Skipf("not measured: constructing the pipeline failed: %v", err)
 		}
-		resetPeakRSS()
+		rsstest.ResetPeak()
 		pr, d := runOnPrism(b, p, 45*time.Minute)
-		peak = max(peak, peakRSSMB())
+		peak = max(peak, rsstest.PeakMB())
 		total += d
 		counters = dedup.ReadCounters(pr)
 		checkOut(b, w, c, bench.OutCount(pr), counters)
