@@ -477,7 +477,6 @@ type keyCandidatesFn struct {
 	Merge bundleMerge // its row encoder serves the per-row path too
 
 	key []byte // the current row's key, reused
-	seq []byte // the current row's SequenceBy value, reused
 }
 
 func (f *keyCandidatesFn) Setup() error {
@@ -499,11 +498,7 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 	if !ok {
 		return nil
 	}
-	var seq []byte
-	if f.Rows.Checks.sf != nil {
-		f.seq, _ = f.Rows.Checks.sf.appendTo(f.seq[:0], reflect.ValueOf(row)) // validated by admit
-		seq = f.seq
-	}
+	seq := f.Rows.Checks.seq // admit read it; nil without SequenceBy
 	if f.Local {
 		f.key = key
 		return f.Merge.add(key, nil, ts, ets, seq, kind.IsRetraction(), row, func() error { return f.flush(emit) })

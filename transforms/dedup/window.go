@@ -105,10 +105,7 @@ func TryWindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option
 }
 
 func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string, dir direction) (beam.PCollection, beam.PCollection, error) {
-	c := defaultConfig()
-	for _, o := range opts {
-		o(&c)
-	}
+	c := newConfig(opts, false)
 	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
 		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
 	}
