@@ -30,6 +30,7 @@
 package statecoder
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -73,6 +74,14 @@ type State struct {
 	// Seq is the stored row's SequenceBy value (coders/ordercoder), KeepLast
 	// only; nil without SequenceBy.
 	Seq []byte
+}
+
+// Equal reports whether s and o hold the same state (and so encode to the
+// same bytes). Keep it in step with the fields above.
+func (s *State) Equal(o *State) bool {
+	return s.Phase == o.Phase && s.ExpireAt == o.ExpireAt && s.MaxEvent == o.MaxEvent &&
+		s.CandTime == o.CandTime && s.CleanupAt == o.CleanupAt && s.Rearms == o.Rearms &&
+		bytes.Equal(s.Cand, o.Cand) && bytes.Equal(s.Seq, o.Seq)
 }
 
 // Version is the newest format Encode writes (version 1 when it suffices).

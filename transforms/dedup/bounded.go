@@ -543,8 +543,8 @@ func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(
 
 // boundedRows is the whole bounded expansion of KeepFirst: key (and merge
 // within the bundle), then a combine per key, or a GroupByKey and a merge.
-func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config, dir direction) (kept, dead beam.PCollection) {
-	local := localMerge(c, rows)
+func boundedRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config) (kept, dead beam.PCollection) {
+	local, dir := localMerge(c, rows), c.dir()
 	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: local, Merge: bundleMerge{Dir: dir}}, rows)
 	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.kindColumn(), Dir: dir, Last: c.last}
 	out := beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}
@@ -580,8 +580,8 @@ func (f *mergeGroupKVFn) ProcessElement(ctx context.Context, key beam.T, cands f
 
 // boundedStep is the state-free expansion of the keyed step: as
 // boundedRows, for KV input.
-func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, dir direction) beam.PCollection {
-	local := localMerge(c, keyed)
+func boundedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type) beam.PCollection {
+	local, dir := localMerge(c, keyed), c.dir()
 	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
 	vtE := beam.EncodedType{T: vt}
 	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, KindCol: c.changelogCol, SeqCol: c.sequenceBy, Local: local, Merge: bundleMerge{Dir: dir}}, keyed)

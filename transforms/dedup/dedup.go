@@ -193,12 +193,13 @@ func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool)
 		// (notes/beam-defects.md #7). A GroupByKey groups them fine.
 		c.forceStateful = true
 	}
-	if err := c.firstSequenceBy(pcol.IsBounded(kvs)); err != nil {
+	bounded := pcol.IsBounded(kvs)
+	if err := c.firstSequenceBy(bounded); err != nil {
 		return fail(err)
 	}
 	s = s.Scope(scopeName(c.uid, name))
 	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, name)}, kvs)
-	return keyedStep(s, keyed, &c, vt, pcol.IsBounded(kvs)), nil
+	return keyedStep(s, keyed, &c, vt, bounded), nil
 }
 
 // firstSequenceBy checks that KeepFirst's SequenceBy applies: the smallest
@@ -250,7 +251,7 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 	s = s.Scope(uid)
 	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
 	if useBounded(&c, bounded) {
-		kept, dead := boundedRows(s, rows, kr, &c, c.dir())
+		kept, dead := boundedRows(s, rows, kr, &c)
 		return kept, dead, nil
 	}
 	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0 && !c.last
@@ -261,7 +262,7 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 		// KeepLast folds each bundle's rows per key (rule 6), not with
 		// event-time retention (its expiry depends on every row's time) and
 		// only in the global window (the fold's FinishBundle output's).
-		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr, Ordered: c.onTime != "" || c.sequenceBy != ""}, rows)
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr, Ordered: c.ordered()}, rows)
 	} else {
 		keyed, dead = beam.ParDo2(s.Scope("Key"), &kr, rows)
 	}
@@ -311,7 +312,7 @@ func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, 
 // else the stateful one.
 func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	if useBounded(c, bounded) {
-		return boundedStep(s, keyed, c, vt, c.dir())
+		return boundedStep(s, keyed, c, vt)
 	}
 	return statefulStep(s, keyed, c, vt, bounded)
 }
@@ -321,7 +322,7 @@ func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type,
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
 	p := params{
 		Last:       c.last,
-		Ordered:    c.onTime != "" || c.sequenceBy != "",
+		Ordered:    c.ordered(),
 		Upsert:     c.upsert,
 		Retract:    c.retract,
 		OutKindCol: c.kindColumn(),

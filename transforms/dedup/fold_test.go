@@ -139,8 +139,7 @@ func TestKeepLast_MiniBatchDoesNotFoldWindowedInput(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), batches(t, s, rows, []int{2}))
 	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.OutputKind("op"))
-	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatStreamChange, out))
-	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b")
+	passert.Equals(s, global(s, beam.ParDo(s, formatStreamChange, out)), "+I o1/a", "-U o1/a", "+U o1/b")
 	c := run(t, p)
 	assert.Zero(t, c.MiniBatchDropped)
 }

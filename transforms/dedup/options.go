@@ -43,6 +43,10 @@ func (c *config) kindColumn() string {
 	return c.changelogCol
 }
 
+// ordered reports whether an OnTime or SequenceBy value orders a key's
+// rows (KeepLast: the largest wins), rather than arrival.
+func (c *config) ordered() bool { return c.onTime != "" || c.sequenceBy != "" }
+
 // dir is the direction of the bounded merge.
 func (c *config) dir() direction {
 	if c.last {

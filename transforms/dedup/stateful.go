@@ -377,14 +377,16 @@ func (a *adapter) processLast(ctx context.Context, ts beam.EventTime, sp state.P
 		if a.seq, reason = a.sf.appendTo(a.seq[:0], reflect.ValueOf(row)); reason != "" { // validated upstream
 			return core.Timer{}, 0, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
 		}
-		seq = bytes.Clone(a.seq) // stored in state
+		seq = a.seq
 	}
 	if err := a.read(ctx, sp, sv); err != nil {
 		return core.Timer{}, 0, err
 	}
 	old := a.st.Cand // the state's own bytes, not reused by the read
 	now := a.now(ts.ToTime()).UnixMilli()
-	d := a.cfg.OnLastRow(&a.st, core.LastRow{Kind: kind, Time: int64(ts), Seq: seq, Row: bytes.Clone(a.buf.Bytes())}, now)
+	// seq and the row's bytes are scratch buffers: a.st may keep them only
+	// until write encodes it (a fresh slice), and the next read replaces a.st.
+	d := a.cfg.OnLastRow(&a.st, core.LastRow{Kind: kind, Time: int64(ts), Seq: seq, Row: a.buf.Bytes()}, now)
 	if d.Expired {
 		cKeysExpired.Inc(ctx, 1)
 	}
@@ -414,7 +416,7 @@ func (a *adapter) emitLast(ctx context.Context, ts beam.EventTime, key beam.T, e
 			return fmt.Errorf("dedup: decoding the stored row: %w", err)
 		}
 	}
-	if a.okf != nil {
+	if a.okf != nil && (e.Old || e.Kind != core.Insert) { // the arriving row is already +I (processLast)
 		row = a.okf.withKind(row, changelogKind(e.Kind))
 	}
 	if e.Kind != core.Insert { // a +I is counted as its row's outcome

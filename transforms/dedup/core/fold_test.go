@@ -98,7 +98,9 @@ func folded(cfg core.Config, rows []core.LastRow, nows []int64) (out []core.Last
 // The fold against OnLastRow: for random prior states and random bundles,
 // the folded rows leave the key's state and what downstream holds (the
 // changelog applied to a map) as the unfolded rows do, every row is either
-// passed on or superseded, and at most one row per group is passed on.
+// passed on or superseded, and one row is passed on. Without a StateTTL the
+// bundle is one group; where a StateTTL splits it (FoldFlush) is the table
+// test's and TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100's.
 func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 10))
 	kinds := []core.Kind{core.Insert, core.UpdateAfter, core.UpdateAfter, core.UpdateBefore, core.Delete}

@@ -123,7 +123,7 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 				timer := c.cleanupAfterEmit(st)
 				// A resent retraction leaves the tombstone as it was: no
 				// write, and its timer is already set.
-				if d.Expired || !sameState(&prev, st) {
+				if d.Expired || !prev.Equal(st) {
 					d.Write, d.Timer = true, timer
 				}
 			}
@@ -172,13 +172,6 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	d.Write = true
 	d.Timer = c.cleanupAfterEmit(st)
 	return d
-}
-
-// sameState reports whether a and b would encode to the same bytes.
-func sameState(a, b *State) bool {
-	return a.Phase == b.Phase && a.ExpireAt == b.ExpireAt && a.MaxEvent == b.MaxEvent &&
-		a.CandTime == b.CandTime && a.CleanupAt == b.CleanupAt && a.Rearms == b.Rearms &&
-		bytes.Equal(a.Cand, b.Cand) && bytes.Equal(a.Seq, b.Seq)
 }
 
 // tombstone records a retraction's ordering value in place of a row.

@@ -3,6 +3,7 @@ package core_test
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -93,13 +94,7 @@ func (m *lastModel) advance() {
 	if !m.cfg.CleanupTimers {
 		return
 	}
-	for _, key := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m.keys {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, key := range slices.Sorted(maps.Keys(m.keys)) {
 		k := m.keys[key]
 		if !k.has {
 			continue

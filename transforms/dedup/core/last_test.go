@@ -219,15 +219,18 @@ func TestLast_Rule4_TheTimerOfADeletedKeyIsStale(t *testing.T) {
 }
 
 func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
-	for _, cfg := range []core.Config{
-		{Ordered: true, StateTTL: minute, CleanupTimers: true},
-		{EventTTL: minute, StateTTL: minute, CleanupTimers: true},
-		{Ordered: true},
+	for _, tc := range []struct {
+		cfg  core.Config
+		want core.TimerKind
+	}{
+		{core.Config{Ordered: true, StateTTL: minute, CleanupTimers: true}, core.Cleanup},
+		{core.Config{EventTTL: minute, StateTTL: minute, CleanupTimers: true}, core.Cleanup},
+		{core.Config{Ordered: true}, core.NoTimer},
 	} {
-		s := newSim(t, cfg, at(12, 0)) // sim.arm checks the family of every timer
+		s := newSim(t, tc.cfg, at(12, 0)) // sim.arm checks the family of every timer
 		s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
 		d := s.ArriveLast("k", core.Insert, at(10, 1), "", "b")
-		assert.NotEqual(t, core.Finalize, d.Timer.Kind)
+		assert.Equal(t, tc.want, d.Timer.Kind, "%+v: a cleanup timer or none, never a finalization", tc.cfg)
 	}
 }
 

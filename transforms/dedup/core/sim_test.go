@@ -141,11 +141,7 @@ func (s *sim) ArriveLast(key string, kind core.Kind, eventTime int64, seq, row s
 	sk := s.key(key)
 	st := s.State(key)
 	old := string(st.Cand)
-	var sq []byte
-	if seq != "" {
-		sq = []byte(seq)
-	}
-	d := s.cfg.OnLastRow(&st, core.LastRow{Kind: kind, Time: eventTime, Seq: sq, Row: []byte(row)}, s.now)
+	d := s.cfg.OnLastRow(&st, core.LastRow{Kind: kind, Time: eventTime, Seq: seqOrNil(seq), Row: []byte(row)}, s.now)
 	for _, e := range d.Emissions() {
 		r := row
 		if e.Old {
