@@ -84,7 +84,8 @@ func (s *State) Equal(o *State) bool {
 		bytes.Equal(s.Cand, o.Cand) && bytes.Equal(s.Seq, o.Seq)
 }
 
-// Version is the newest format Encode writes (version 1 when it suffices).
+// Version is the newest format Append and Encode write (they write
+// version 1 when the state has no Seq).
 const Version byte = 2
 
 const (
@@ -123,7 +124,7 @@ func Append(dst []byte, st *State) []byte {
 	version := byte(1)
 	if len(st.Seq) != 0 {
 		flags |= fSeq
-		version = 2
+		version = Version
 	}
 	dst = append(dst, version, byte(st.Phase), flags)
 	for _, f := range [...]struct {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -115,22 +116,23 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 	opts := cfg.Dedup
 	var countOpts []changelog.Option
 	if cfg.Stateful {
-		opts = append([]dedup.Option{dedup.MiniBatch(false)}, append(opts, dedup.ForceStateful())...)
+		// A new slice: appending to cfg.Dedup could write into its spare
+		// capacity, which the caller owns.
+		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, cfg.Dedup, []dedup.Option{dedup.ForceStateful()})
 		countOpts = append(countOpts, changelog.ForceStateful())
 	}
+	countOpts = append(countOpts, changelog.KindColumn("op"), changelog.GroupBy("status"))
 	changes, rejected, err := keepLast(s, events, opts)
 	if err != nil {
 		return r, err
 	}
-	counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(countOpts,
-		changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID(CountUID))...)
+	counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
 	if err != nil {
 		return r, err
 	}
 	// The naive count: every event an insert, nothing deduplicated.
 	inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
-	naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(countOpts,
-		changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID(NaiveUID))...)
+	naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
 	if err != nil {
 		return r, err
 	}

@@ -2,14 +2,12 @@ package bench_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
@@ -20,18 +18,13 @@ import (
 // which a loaded machine triggers. The reproduction turns it back on.
 func TestMain(m *testing.M) { prismtest.Main(m) }
 
-// runOnPrism runs p on Prism (in process) with a deadline, so a stalled
-// run fails instead of hanging, and returns the result and the run's wall
-// time (construction excluded).
+// runOnPrism is prismtest.Run that also returns the run's wall time
+// (construction excluded).
 func runOnPrism(tb testing.TB, p *beam.Pipeline, deadline time.Duration) (beam.PipelineResult, time.Duration) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
 	start := time.Now()
-	pr, err := beam.Run(ctx, "prism", p)
-	d := time.Since(start)
-	require.NoError(tb, err)
-	return pr, d
+	pr := prismtest.Run(tb, p, deadline)
+	return pr, time.Since(start)
 }
 
 // envInt reads a positive integer from the environment.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
 func TestNexmarkBidsFollowNexmarksProportionsAndSkew(t *testing.T) {
@@ -57,10 +58,23 @@ var q0 = nexmarkCase{"q0_passthrough", func(s beam.Scope, bids beam.PCollection)
 	return beam.ParDo(s, bench.PassBid, bids)
 }}
 
+// q18 is Nexmark's "find last bid": the last bid per (bidder, auction) by
+// dateTime, Flink's ROW_NUMBER() ... ORDER BY dateTime DESC = 1, with a
+// -U/+U pair for every later bid of a key.
+func q18(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
+	return func(s beam.Scope, bids beam.PCollection) beam.PCollection {
+		return dedup.KeepLast(s, bids, append([]dedup.Option{dedup.PartitionBy("bidder", "auction"),
+			dedup.OnTime("date_time"), dedup.OutputKind("op")}, opts...)...)
+	}
+}
+
 // nexmarkCases are q0 first (the others report their ratio to it), then
-// q18 on each of KeepLast's expansions (nexmark_q18_test.go, once
-// dedup.KeepLast exists).
-var nexmarkCases = []nexmarkCase{q0}
+// q18 on each of KeepLast's expansions.
+var nexmarkCases = []nexmarkCase{
+	q0,
+	{"q18_keeplast_bounded", q18()},
+	{"q18_keeplast_stateful", q18(dedup.ForceStateful())},
+}
 
 // BenchmarkNexmark runs Nexmark q0 and q18 on the same generated events
 // (BEAMDEDUP_NEXMARK_EVENTS, default 50,000) and reports events/s, counting

@@ -119,13 +119,18 @@ func TestEveryTestPatternInTheDocsMatchesATest(t *testing.T) {
 			continue
 		}
 		var funcs []string
+		named := false // a package named by path, not a ... pattern
 		for _, p := range packages(c) {
 			if strings.HasSuffix(p, "...") {
 				continue // any package may hold the test
 			}
+			named = true
 			funcs = append(funcs, topLevelFuncs(t, filepath.Join(root, p))...)
 		}
-		if len(funcs) == 0 {
+		if !named {
+			// Only ... patterns: the test may be in a package not read
+			// here. A named package without tests leaves funcs empty, so
+			// its patterns match nothing and fail below.
 			continue
 		}
 		for i, a := range c.Args {

@@ -1,15 +1,20 @@
 // Package prismtest holds run options that tests on Prism (Beam Go v2.77.0,
-// in process) need to get deterministic results from stateful steps.
+// in process) need to get deterministic results from stateful steps, and
+// Run, a run on Prism with a deadline.
 package prismtest
 
 import (
+	"context"
 	"flag"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/require"
 )
 
 // NoSplitsExperiment turns off Prism's dynamic splitting of running bundles
@@ -58,4 +63,15 @@ func Main(m *testing.M) {
 	flag.Parse()
 	DisableSplits()
 	ptest.MainWithDefault(m, "prism")
+}
+
+// Run runs p on Prism (in process) with a deadline, so that a stalled run
+// fails the test instead of hanging it, and fails tb on any run error.
+func Run(tb testing.TB, p *beam.Pipeline, deadline time.Duration) beam.PipelineResult {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	pr, err := beam.Run(ctx, "prism", p)
+	require.NoError(tb, err, "run on Prism (deadline %v)", deadline)
+	return pr
 }

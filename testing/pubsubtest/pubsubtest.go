@@ -65,7 +65,7 @@ func Start(ctx context.Context, minAckDeadline time.Duration) (*Server, error) {
 
 // StartAt starts a server listening on addr (host:port).
 func StartAt(ctx context.Context, addr string) (_ *Server, err error) {
-	s := &Server{Project: DefaultProject}
+	s := &Server{Project: DefaultProject, acked: map[string]struct{}{}}
 	defer func() {
 		if r := recover(); r != nil { // pstest panics when it cannot listen
 			err = fmt.Errorf("pubsubtest: listen on %s: %v", addr, r)
@@ -243,14 +243,11 @@ func (r ackReactor) React(req any) (bool, any, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	r.s.acks = append(r.s.acks, AckCall{Time: time.Now(), Subscription: ar.Subscription, AckIDs: append([]string(nil), ar.AckIds...)})
-	if r.s.acked == nil {
-		r.s.acked = map[string]struct{}{}
-	}
 	kept := ar.AckIds[:0:0]
 	for _, id := range ar.AckIds {
 		if r.s.dropAcks == nil || !r.s.dropAcks(id) {
 			kept = append(kept, id)
-			msgID, _, _ := strings.Cut(id, ":")
+			msgID, _, _ := strings.Cut(id, ":") // pstest's ack id on a pull is "<message id>:<delivery>"
 			r.s.acked[msgID] = struct{}{}
 		}
 	}

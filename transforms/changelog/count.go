@@ -235,32 +235,37 @@ func newCountParams(t reflect.Type, kindCol string, groupBy []string) (*columns,
 
 // group formats the row's group for GroupCount.Group.
 func (c *columns) group(row reflect.Value) string {
-	vals := make([]any, len(c.groups))
-	for i, idx := range c.groups {
-		v := row.Field(idx)
-		if v.Kind() == reflect.Pointer {
-			if v.IsNil() {
-				vals[i] = nil
-				continue
-			}
-			v = v.Elem()
-		}
-		vals[i] = v.Interface()
-	}
-	switch len(vals) {
+	switch len(c.groups) {
 	case 0:
 		return ""
 	case 1:
-		if vals[0] == nil {
+		v := fieldValue(row, c.groups[0])
+		if v == nil {
 			return "NULL"
 		}
-		if t, ok := vals[0].(time.Time); ok {
+		if t, ok := v.(time.Time); ok {
 			return t.UTC().Format(time.RFC3339Nano)
 		}
-		return fmt.Sprint(vals[0])
+		return fmt.Sprint(v)
+	}
+	vals := make([]any, len(c.groups))
+	for i, idx := range c.groups {
+		vals[i] = fieldValue(row, idx)
 	}
 	b, _ := json.Marshal(vals)
 	return string(b)
+}
+
+// fieldValue is row's field idx, dereferenced; nil for a nil pointer.
+func fieldValue(row reflect.Value, idx int) any {
+	v := row.Field(idx)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	return v.Interface()
 }
 
 // delta is one change of a group on its way to the count: Kind is the

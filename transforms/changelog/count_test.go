@@ -1,7 +1,6 @@
 package changelog_test
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -48,11 +47,7 @@ func formatDead(d changelog.DeadLetter) string { return d.Transform + ": " + d.R
 
 func run(t *testing.T, p *beam.Pipeline) changelog.Counters {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pr, err := beam.Run(ctx, "prism", p)
-	require.NoError(t, err)
-	return changelog.ReadCounters(pr)
+	return changelog.ReadCounters(prismtest.Run(t, p, 2*time.Minute))
 }
 
 func TestApplyAddsOnInsertsAndUpdateAftersAndSubtractsOnRetractions(t *testing.T) {

@@ -69,6 +69,12 @@ func (c Counters) LastUnaccounted() int64 {
 		c.RetractionsIgnored - c.DeadLettered - c.Superseded
 }
 
+// LastEmitted is the number of KeepLast output rows by the counters: +I,
+// -U, +U and -D rows.
+func (c Counters) LastEmitted() int64 {
+	return c.Inserts + c.EmittedUpdateBefore + c.EmittedUpdateAfter + c.EmittedDelete
+}
+
 // Pending is the number of input rows not yet accounted for: candidates
 // still waiting for the watermark. It is 0 after a bounded run.
 func (c Counters) Pending() int64 {
