@@ -173,20 +173,16 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 	for {
 		select {
 		case r := <-done:
-			if stall != nil {
-				if r.pr != nil {
-					res.LiveStatus = w.status(r.pr.Metrics())
-				}
-				res.Elapsed = time.Since(start)
-				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
-			}
-			if r.err != nil {
+			if stall == nil && r.err != nil {
 				return res, fmt.Errorf("streaming: job failed after %v: %w", time.Since(start).Round(time.Millisecond), r.err)
 			}
 			if r.pr != nil {
 				res.LiveStatus = w.status(r.pr.Metrics())
 			}
 			res.Elapsed = time.Since(start)
+			if stall != nil {
+				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
+			}
 			if !cancelledAt.IsZero() && !res.Drained(cfg.Readers) {
 				return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
 			}
