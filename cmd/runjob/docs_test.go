@@ -26,17 +26,12 @@ func TestEveryRunjobCommandInTheDocsIsAccepted(t *testing.T) {
 			for k, v := range c.Env {
 				t.Setenv(k, v)
 			}
-			var o options
-			fs := newFlagSet(&o)
-			err := fs.Parse(c.Args[3:])
+			o, _, err := parseOptions(c.Args[3:])
 			if errors.Is(err, flag.ErrHelp) {
 				return
 			}
 			require.NoError(t, err)
-			require.Zero(t, fs.NArg(), "stray arguments: %v", fs.Args())
-			o.set = map[string]bool{}
-			fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
-			assert.NoError(t, checkOptions(&o))
+			assert.NoError(t, checkOptions(o))
 		})
 	}
 	assert.Greater(t, n, 5, "runjob commands found in the docs")

@@ -132,26 +132,37 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
+// parseOptions parses runjob's command line and records which flags were
+// given (options.set). It returns the flag set for --help's usage; the
+// options are checked by checkOptions.
+func parseOptions(args []string) (*options, *flag.FlagSet, error) {
+	o := &options{}
+	fs := newFlagSet(o)
+	if err := fs.Parse(args); err != nil {
+		return o, fs, err
+	}
+	if fs.NArg() > 0 {
+		return o, fs, fmt.Errorf("unexpected argument %q: every setting is a --flag", fs.Arg(0))
+	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	return o, fs, nil
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "runjob: "+format+"\n", a...)
 		return 2
 	}
-	var o options
-	fs := newFlagSet(&o)
-	if err := fs.Parse(args); err != nil {
+	o, fs, err := parseOptions(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
 			return 0
 		}
 		return fail("%v (see --help)", err)
 	}
-	if fs.NArg() > 0 {
-		return fail("unexpected argument %q: every setting is a --flag (see --help)", fs.Arg(0))
-	}
-	o.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
-		o.set[f.Name] = true
 		if flag.CommandLine.Lookup(f.Name) != nil {
 			// Record Beam flags as set on flag.CommandLine too: runners
 			// export the set flags as pipeline options for remote workers.
@@ -169,7 +180,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// this runs the SDK harness and exits.
 	beam.Init()
 
-	if err := checkOptions(&o); err != nil {
+	if err := checkOptions(o); err != nil {
 		return fail("%v", err)
 	}
 	runner, notice, err := resolveRunner(ctx)
@@ -183,8 +194,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if runner == "prism" {
 		disablePrismSplits()
 	}
-	if o.live.on(&o) { // runs until stopped; --timeout, when given, stops it
-		return runLive(ctx, &o, stdout, stderr)
+	if o.live.on(o) { // runs until stopped; --timeout, when given, stops it
+		return runLive(ctx, o, stdout, stderr)
 	}
 	if o.timeout > 0 {
 		var cancel context.CancelFunc
@@ -192,16 +203,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	if o.pipeline == "streaming" {
-		return runStreaming(ctx, &o, stdout, stderr)
+		return runStreaming(ctx, o, stdout, stderr)
 	}
 	if o.pipeline == "orderstatus" {
-		return runOrderStatus(ctx, &o, stdout, stderr)
+		return runOrderStatus(ctx, o, stdout, stderr)
 	}
-	if err := prepareFiles(&o); err != nil {
+	if err := prepareFiles(o); err != nil {
 		return fail("%v", err)
 	}
 	p, s := beam.NewPipelineWithRoot()
-	if err := build(s, &o); err != nil {
+	if err := build(s, o); err != nil {
 		return fail("%v", err)
 	}
 	if o.graph != "" {
@@ -220,7 +231,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fail("%s pipeline on %s failed after %v: %s", o.pipeline, o.runner, wall.Round(time.Millisecond), reason)
 		return 1
 	}
-	summarize(stdout, &o, pr, wall)
+	summarize(stdout, o, pr, wall)
 	return 0
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
 // runOrderStatus runs the keep-last sample (pipelines/orderstatus) on
@@ -66,8 +67,8 @@ func runOrderStatus(ctx context.Context, o *options, stdout, stderr io.Writer) i
 		}
 	}
 	events, orders := sum(naiveCounts), sum(final)
-	dups := counter(pr, "beamdedup", "duplicates_dropped")
-	late := counter(pr, "beamdedup", "out_of_order_dropped")
+	d := dedup.ReadCounters(pr)
+	dups, late := d.DuplicatesDropped, d.OutOfOrderDropped
 	malformed := jsonl.ReadMalformed(pr)
 	c := changelog.ReadCounters(pr)
 	pairs := min(kinds["-U"], kinds["+U"])
@@ -111,16 +112,6 @@ func orderStatusInput(o *options) error {
 	o.inputNote = fmt.Sprintf("generated: %d events for %d orders, %d identical resends, %d delivered after a later status, seed %d",
 		cfg.Events, cfg.Orders, cfg.Resends, cfg.Late, cfg.Seed)
 	return nil
-}
-
-func counter(pr beam.PipelineResult, namespace, name string) int64 {
-	var n int64
-	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if r.Namespace() == namespace && r.Name() == name {
-			n += r.Result()
-		}
-	}
-	return n
 }
 
 // countKinds counts the op column of a changelog file.

@@ -173,20 +173,16 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 	for {
 		select {
 		case r := <-done:
-			if stall != nil {
-				if r.pr != nil {
-					res.LiveStatus = w.status(r.pr.Metrics())
-				}
-				res.Elapsed = time.Since(start)
-				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
-			}
-			if r.err != nil {
+			if stall == nil && r.err != nil {
 				return res, fmt.Errorf("streaming: job failed after %v: %w", time.Since(start).Round(time.Millisecond), r.err)
 			}
 			if r.pr != nil {
 				res.LiveStatus = w.status(r.pr.Metrics())
 			}
 			res.Elapsed = time.Since(start)
+			if stall != nil {
+				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
+			}
 			if !cancelledAt.IsZero() && !res.Drained(cfg.Readers) {
 				return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
 			}
@@ -199,7 +195,7 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 			if err != nil && cancelledAt.IsZero() {
 				stall, cancelledAt = err, time.Now()
 				res.LiveStatus, _ = w.poll(ctx)
-				if cerr := w.cancel(ctx); cerr != nil {
+				if cerr := cancelJob(ctx, w.job); cerr != nil {
 					jobCancel()
 					return res, fmt.Errorf("streaming: %w (and cancelling the job failed: %v)", stall, cerr)
 				}
@@ -219,7 +215,7 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 				res.Cancelled = drained
 				cancelledAt = now
 				stopWatch()
-				if err := w.cancel(ctx); err != nil {
+				if err := cancelJob(ctx, w.job); err != nil {
 					jobCancel()
 					return res, fmt.Errorf("streaming: cancelling the job: %w", err)
 				}
@@ -288,23 +284,14 @@ func (w *liveWatch) poll(ctx context.Context) (LiveStatus, error) {
 // idle subscription is normal here, a step that holds work and finishes
 // none for limit (0: DefaultStallLimit) is not.
 func (w *liveWatch) watchConfig(limit time.Duration) watchdog.Config {
-	if limit == 0 {
-		limit = DefaultStallLimit
-	}
-	return watchdog.Config{
-		Limit: limit,
-		Every: min(limit/10, 2*time.Second),
-		What:  "streaming job on prism",
-		Hint:  stallHint,
-		Sample: func(ctx context.Context) (watchdog.Sample, error) {
-			s, err := w.poll(ctx)
-			if err != nil {
-				return watchdog.Sample{}, err
-			}
-			claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
-			return watchdog.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
-		},
-	}
+	return stallConfig("streaming job on prism", limit, func(ctx context.Context) (watchdog.Sample, error) {
+		s, err := w.poll(ctx)
+		if err != nil {
+			return watchdog.Sample{}, err
+		}
+		claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
+		return watchdog.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
+	})
 }
 
 // stages is the work each step of the job holds. The source's counts are
@@ -331,12 +318,6 @@ func (s LiveStatus) counters(claimed, acked int64) map[string]int64 {
 		"beamdedup/rows_in":       s.Dedup.RowsIn, "beamdedup/emitted": s.Dedup.Emitted,
 		"beamdedup/duplicates_dropped": s.Dedup.DuplicatesDropped,
 	}
-}
-
-func (w *liveWatch) cancel(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	return w.job.Cancel(ctx)
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {

@@ -85,9 +85,6 @@ func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Du
 	if endpoint == "" || limit < 0 {
 		return beam.Run(ctx, runner, p)
 	}
-	if limit == 0 {
-		limit = DefaultStallLimit
-	}
 	name := jobName()
 	job, err := watchdog.Follow(endpoint, name)
 	if err != nil {
@@ -95,23 +92,17 @@ func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Du
 	}
 	defer job.Close()
 	defer setFlags(map[*string]string{jobopts.JobName: name})()
-	cfg := watchdog.Config{
-		Limit: limit,
-		Every: min(limit/10, 2*time.Second),
-		What:  "streaming job on " + runner,
-		Hint:  stallHint,
-		Sample: func(ctx context.Context) (watchdog.Sample, error) {
-			c, err := job.Counters(ctx)
-			if err != nil {
-				return watchdog.Sample{}, err
-			}
-			pending := inputPending(c)
-			if extra != nil && extra(c) {
-				pending = true
-			}
-			return watchdog.Sample{Counters: c, Pending: pending}, nil
-		},
-	}
+	cfg := stallConfig("streaming job on "+runner, limit, func(ctx context.Context) (watchdog.Sample, error) {
+		c, err := job.Counters(ctx)
+		if err != nil {
+			return watchdog.Sample{}, err
+		}
+		pending := inputPending(c)
+		if extra != nil && extra(c) {
+			pending = true
+		}
+		return watchdog.Sample{Counters: c, Pending: pending}, nil
+	})
 	var pr beam.PipelineResult
 	err = watchdog.Run(ctx, cfg, func(ctx context.Context) error {
 		var err error
@@ -121,13 +112,29 @@ func watched(ctx context.Context, runner string, p *beam.Pipeline, limit time.Du
 	if _, ok := err.(*watchdog.Stall); ok {
 		// beam.Run returned when its context was cancelled, but the job
 		// itself still runs inside the runner: stop it there.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if cerr := job.Cancel(cctx); cerr != nil {
+		if cerr := cancelJob(ctx, job); cerr != nil {
 			err = fmt.Errorf("%w (and cancelling the job failed: %v)", err, cerr)
 		}
 	}
 	return pr, err
+}
+
+// stallConfig watches a streaming job for stalls: limit (0:
+// DefaultStallLimit) without progress is a stall, sampled every tenth of
+// it, at most every 2s.
+func stallConfig(what string, limit time.Duration, sample func(context.Context) (watchdog.Sample, error)) watchdog.Config {
+	if limit == 0 {
+		limit = DefaultStallLimit
+	}
+	return watchdog.Config{Limit: limit, Every: min(limit/10, 2*time.Second), What: what, Hint: stallHint, Sample: sample}
+}
+
+// cancelJob stops job in the runner. It gets its own 10s deadline and
+// outlives ctx's cancellation: a stop request must still cancel the job.
+func cancelJob(ctx context.Context, job *watchdog.Job) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return job.Cancel(ctx)
 }
 
 // inputPending: the source read messages it has not acked yet, i.e. work

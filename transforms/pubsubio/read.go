@@ -155,12 +155,12 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	stp := fn.stopper(ctx)
 	if stp != nil {
 		stp.acked.Add(int64(len(rest.AckIDs)))
-	}
-	if stp != nil && stp.Requested() {
-		// The carried ids are acked and nothing more is pulled: done.
-		tr.stop()
-		fn.ended(ctx)
-		return sdf.StopProcessing(), nil
+		if stp.Requested() {
+			// The carried ids are acked and nothing more is pulled: done.
+			tr.stop()
+			stp.ended.Add(1)
+			return sdf.StopProcessing(), nil
+		}
 	}
 
 	lease := fn.startLease(ctx)
@@ -170,7 +170,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
 	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
 	claimed := 0
-	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) && !fn.stopRequested(ctx) {
+	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) && !(stp != nil && stp.Requested()) {
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
 		if errors.Is(err, errNoAnswer) {
 			// Not evidence of an empty subscription (a loaded server or
@@ -186,7 +186,9 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 					// Nothing claimed in this bundle and the carried ids are acked: done.
 					lease.stop(ctx)
 					tr.stop()
-					fn.ended(ctx)
+					if stp != nil {
+						stp.ended.Add(1) // this reader returned StopProcessing
+					}
 					return sdf.StopProcessing(), nil
 				}
 				// Idle and nothing in flight from this bundle: let event time move on.

@@ -95,15 +95,3 @@ func (fn *readFn) stopper(ctx context.Context) *Stopper {
 	}
 	return nil
 }
-
-func (fn *readFn) stopRequested(ctx context.Context) bool {
-	s := fn.stopper(ctx)
-	return s != nil && s.Requested()
-}
-
-// ended records that this reader returned StopProcessing.
-func (fn *readFn) ended(ctx context.Context) {
-	if s := fn.stopper(ctx); s != nil {
-		s.ended.Add(1)
-	}
-}
