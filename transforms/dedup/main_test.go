@@ -1,7 +1,6 @@
 package dedup_test
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"testing"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -61,11 +59,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // instead of CI.
 func run(t *testing.T, p *beam.Pipeline) dedup.Counters {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	pr, err := beam.Run(ctx, "prism", p)
-	require.NoError(t, err)
-	return dedup.ReadCounters(pr)
+	return dedup.ReadCounters(prismtest.Run(t, p, 2*time.Minute))
 }
 
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
