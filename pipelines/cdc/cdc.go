@@ -152,7 +152,7 @@ type Config struct {
 type Result struct {
 	Rows        beam.PCollection // parsed changes (Change)
 	Deduped     beam.PCollection // the first +I/+U per user_name, op "+I" (Change)
-	DeadLetters beam.PCollection // jsonl.DeadLetter
+	DeadLetters beam.PCollection // jsonl.ErrorLine
 }
 
 // Build adds the change-log pipeline to s.

@@ -1,11 +1,11 @@
 // Package jsonl is the JSON Lines input/output and dead-letter format
 // shared by the sample pipelines (orders, userevents, cdc) and cmd/runjob:
 // it reads and writes JSON Lines files with Beam's textio, turns malformed
-// lines and rows rejected by KeepFirst into DeadLetters, names the default
-// dead-letter file (ErrorsPath) and reads the malformed-line counter from a
-// job's result (ReadMalformed).
+// lines and the transforms' dead letters (deadletter.DeadLetter) into lines
+// of one errors file (ErrorLine), names that file (ErrorsPath) and reads the
+// malformed-line counter from a job's result (ReadMalformed).
 //
-// A malformed line never stops a job: it becomes a DeadLetter with the line,
+// A malformed line never stops a job: it becomes an ErrorLine with the line,
 // its source file and the reason, and is counted under the counter
 // MalformedLines in namespace Namespace.
 package jsonl
@@ -28,8 +28,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamdedup/beamdedup/transforms/changelog"
-	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 )
 
 // Namespace is the Beam metrics namespace of the pipelines' own counters.
@@ -40,8 +39,9 @@ const MalformedLines = "malformed_lines"
 
 var cMalformed = beam.NewCounter(Namespace, MalformedLines)
 
-// DeadLetter is an input line or row that a pipeline could not process.
-type DeadLetter struct {
+// ErrorLine is a line of a pipeline's errors file: an input line that did
+// not parse, or a row a transform refused (a deadletter.DeadLetter).
+type ErrorLine struct {
 	Line   string `json:"line" beam:"line"`     // the input line, or the row as JSON
 	Source string `json:"source" beam:"source"` // the input file; empty for rows rejected after parsing
 	Reason string `json:"reason" beam:"reason"` // why it was rejected
@@ -58,13 +58,12 @@ type Validator interface {
 const StageParse = "parse"
 
 func init() {
-	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(DeadLetter)](&parseFn{})
+	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(ErrorLine)](&parseFn{})
 	register.DoFn1x2[beam.X, string, error](&formatFn{})
-	register.Function1x1(fromDedup)
-	register.Function1x1(fromChangelog)
+	register.Function1x1(fromDeadLetter)
 	register.Emitter1[beam.Y]()
-	register.Emitter1[DeadLetter]()
-	beam.RegisterType(reflect.TypeFor[DeadLetter]())
+	register.Emitter1[ErrorLine]()
+	beam.RegisterType(reflect.TypeFor[ErrorLine]())
 }
 
 // Read reads the JSON Lines files matching glob (a local path or any
@@ -99,7 +98,7 @@ type parseFn struct {
 	RowType beam.EncodedType `json:"row_type"`
 }
 
-func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit func(beam.Y), dead func(DeadLetter)) {
+func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit func(beam.Y), dead func(ErrorLine)) {
 	if strings.TrimSpace(line) == "" {
 		return
 	}
@@ -118,7 +117,7 @@ func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit fu
 	}
 	if reason != "" {
 		cMalformed.Inc(ctx, 1)
-		dead(DeadLetter{Line: line, Source: file, Reason: reason, Stage: StageParse})
+		dead(ErrorLine{Line: line, Source: file, Reason: reason, Stage: StageParse})
 		return
 	}
 	emit(p.Elem().Interface())
@@ -143,15 +142,15 @@ func (*formatFn) ProcessElement(row beam.X) (string, error) {
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
-// FromDedup turns dedup.KeepFirstWithErrors' dead letters into DeadLetters
-// (with Stage set to the rejecting transform's UID), so that one file holds
-// every dead letter of a pipeline.
-func FromDedup(s beam.Scope, dead beam.PCollection) beam.PCollection {
-	return beam.ParDo(s.Scope("FromDedup"), fromDedup, dead)
+// FromDeadLetters turns the transforms' dead letters (a PCollection of
+// deadletter.DeadLetter) into ErrorLines, with Stage set to the refusing
+// transform's UID, so that one file holds every dead letter of a pipeline.
+func FromDeadLetters(s beam.Scope, dead beam.PCollection) beam.PCollection {
+	return beam.ParDo(s.Scope("FromDeadLetters"), fromDeadLetter, dead)
 }
 
-func fromDedup(d dedup.DeadLetter) DeadLetter {
-	return DeadLetter{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
+func fromDeadLetter(d deadletter.DeadLetter) ErrorLine {
+	return ErrorLine{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
 }
 
 // ErrorsPath is the default dead-letter path for output path: the output
@@ -177,16 +176,6 @@ func ReadMalformed(pr beam.PipelineResult) int64 {
 		}
 	}
 	return n
-}
-
-// FromChangelog turns changelog.CountPerKey's dead letters into
-// DeadLetters (with Stage set to the CountPerKey's UID).
-func FromChangelog(s beam.Scope, dead beam.PCollection) beam.PCollection {
-	return beam.ParDo(s.Scope("FromChangelog"), fromChangelog, dead)
-}
-
-func fromChangelog(d changelog.DeadLetter) DeadLetter {
-	return DeadLetter{Line: d.Row, Reason: d.Reason, Stage: d.Transform}
 }
 
 // WriteFile writes rows to path as JSON Lines, one JSON object a line,

@@ -59,9 +59,9 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rows []any
-			var dead []DeadLetter
+			var dead []ErrorLine
 			fn.ProcessElement(context.Background(), "in.jsonl", tc.line,
-				func(r beam.Y) { rows = append(rows, r) }, func(d DeadLetter) { dead = append(dead, d) })
+				func(r beam.Y) { rows = append(rows, r) }, func(d ErrorLine) { dead = append(dead, d) })
 			if tc.want != nil {
 				assert.Equal(t, []any{tc.want}, rows)
 			} else {
@@ -73,7 +73,7 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 			}
 			require.Len(t, dead, 1)
 			assert.Contains(t, dead[0].Reason, tc.reason)
-			assert.Equal(t, DeadLetter{Line: tc.line, Source: "in.jsonl", Reason: dead[0].Reason, Stage: StageParse}, dead[0])
+			assert.Equal(t, ErrorLine{Line: tc.line, Source: "in.jsonl", Reason: dead[0].Reason, Stage: StageParse}, dead[0])
 		})
 	}
 }

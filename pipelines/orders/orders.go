@@ -69,7 +69,7 @@ type Config struct {
 type Result struct {
 	Rows        beam.PCollection // parsed input rows (Order)
 	Deduped     beam.PCollection // one Order per order_id (Order)
-	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.DeadLetter)
+	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.ErrorLine)
 }
 
 // Build adds the orders pipeline to s.

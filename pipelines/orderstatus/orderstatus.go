@@ -23,6 +23,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Event is one status event of an order. Op is empty on input; the
@@ -92,7 +93,7 @@ type Result struct {
 	Counts      beam.PCollection // the count's upsert stream (changelog.GroupCount)
 	Final       beam.PCollection // the count per status: Counts' latest row per status
 	Naive       beam.PCollection // the naive count per status (changelog.GroupCount)
-	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.DeadLetter)
+	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.ErrorLine)
 }
 
 // Build adds the order-status pipeline to s.
@@ -137,13 +138,12 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		return r, err
 	}
 	r = Result{
-		Events:  events,
-		Changes: changes,
-		Counts:  counts,
-		Final:   changelog.Latest(s.Scope("Final"), counts),
-		Naive:   changelog.Latest(s.Scope("Naive"), naiveCounts),
-		DeadLetters: beam.Flatten(s, bad, rejected,
-			jsonl.FromChangelog(s, beam.Flatten(s, badCounts, badNaive))),
+		Events:      events,
+		Changes:     changes,
+		Counts:      counts,
+		Final:       changelog.Latest(s.Scope("Final"), counts),
+		Naive:       changelog.Latest(s.Scope("Naive"), naiveCounts),
+		DeadLetters: beam.Flatten(s, bad, jsonl.FromDeadLetters(s, beam.Flatten(s, rejected, badCounts, badNaive))),
 	}
 	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, r.Final, r.DeadLetters); err != nil {
 		return r, fmt.Errorf("output: %w", err)
@@ -164,6 +164,6 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 }
 
 func asInsert(e Event) Event {
-	e.Op = changelog.Insert.String()
+	e.Op = rowkind.Insert.String()
 	return e
 }

@@ -64,7 +64,7 @@ type Config struct {
 type Result struct {
 	Rows        beam.PCollection // parsed input rows (UserEvent)
 	Deduped     beam.PCollection // the earliest row per user_id (UserEvent)
-	DeadLetters beam.PCollection // jsonl.DeadLetter
+	DeadLetters beam.PCollection // jsonl.ErrorLine
 }
 
 // Build adds the user_events pipeline to s.

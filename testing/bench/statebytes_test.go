@@ -15,6 +15,7 @@ import (
 	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // stateSize is the persisted size of one key's state in one mode.
@@ -37,7 +38,7 @@ func stateSizes(tb testing.TB) (sizes []stateSize, keyBytes int) {
 
 	first := func(cfg core.Config) core.State {
 		var st core.State
-		d := cfg.OnRow(&st, core.Insert, et, now)
+		d := cfg.OnRow(&st, rowkind.Insert, et, now)
 		require.True(tb, d.Write)
 		if d.Outcome == core.BecomeCandidate {
 			st.Cand = cand.Bytes()

@@ -13,18 +13,20 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Apply is the rule of CountPerKey for one change of a group whose count
 // is n: +I and +U add one, -U and -D subtract one. A change that would take
 // the count below zero is refused with the reason (a retraction of a row
 // the count never saw); n is then returned unchanged.
-func Apply(n int64, k Kind) (int64, error) {
+func Apply(n int64, k rowkind.Kind) (int64, error) {
 	switch k {
-	case Insert, UpdateAfter:
+	case rowkind.Insert, rowkind.UpdateAfter:
 		return n + 1, nil
-	case UpdateBefore, Delete:
+	case rowkind.UpdateBefore, rowkind.Delete:
 		if n <= 0 {
 			return n, fmt.Errorf("%v would take the count below zero (it is %d): a retraction of a row this count never added", k, n)
 		}
@@ -46,14 +48,6 @@ type GroupCount struct {
 	// retraction was dead-lettered, a group's final row is the same in both
 	// expansions.
 	Version int64 `json:"version" beam:"version"`
-}
-
-// DeadLetter is a row CountPerKey did not apply, with the reason. It has
-// the shape of dedup.DeadLetter.
-type DeadLetter struct {
-	Row       string `beam:"row" json:"row"`             // the row as JSON (on bounded input, the group)
-	Reason    string `beam:"reason" json:"reason"`       // why it was not applied
-	Transform string `beam:"transform" json:"transform"` // the UID of the CountPerKey
 }
 
 // Beam metrics of CountPerKey, in namespace Namespace. Every input row is
@@ -129,20 +123,18 @@ func UID(uid string) Option { return func(c *countConfig) { c.uid = uid } }
 func ForceStateful() Option { return func(c *countConfig) { c.stateful = true } }
 
 func init() {
-	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(DeadLetter)](&keyChangeFn{})
-	register.DoFn6x1[context.Context, state.Provider, string, delta, func(GroupCount), func(DeadLetter), error](&countFn{})
-	register.DoFn5x0[context.Context, string, delta, func(GroupCount), func(DeadLetter)](&finalCountFn{})
+	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(deadletter.DeadLetter)](&keyChangeFn{})
+	register.DoFn6x1[context.Context, state.Provider, string, delta, func(GroupCount), func(deadletter.DeadLetter), error](&countFn{})
+	register.DoFn5x0[context.Context, string, delta, func(GroupCount), func(deadletter.DeadLetter)](&finalCountFn{})
 	register.Function2x1(mergeDeltas)
 	register.Function1x2(groupOf)
 	register.Function2x1(laterCount)
 	register.Emitter2[string, GroupCount]()
 	register.Emitter2[string, delta]()
 	register.Emitter1[GroupCount]()
-	register.Emitter1[DeadLetter]()
 	beam.RegisterType(reflect.TypeFor[delta]())
 	beam.RegisterType(reflect.TypeFor[counter]())
 	beam.RegisterType(reflect.TypeFor[GroupCount]())
-	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }
 
 // CountPerKey applies a changelog of rows (a PCollection of a struct type
@@ -205,7 +197,7 @@ type countParams struct {
 
 // columns reads a row's kind and group.
 type columns struct {
-	kind   Column
+	kind   rowkind.Column
 	enc    *keycoder.Encoder
 	groups []int // field indexes of the GroupBy columns
 }
@@ -214,7 +206,7 @@ func newCountParams(t reflect.Type, kindCol string, groupBy []string) (*columns,
 	if kindCol == "" {
 		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
 	}
-	kc, err := NewColumn(t, kindCol)
+	kc, err := rowkind.NewColumn(t, kindCol)
 	if err != nil {
 		return nil, fmt.Errorf("KindColumn: %w", err)
 	}
@@ -274,7 +266,7 @@ func fieldValue(row reflect.Value, idx int) any {
 // dead-lettered on a stream).
 type delta struct {
 	Group string
-	Kind  Kind
+	Kind  rowkind.Kind
 	N     int64
 	Rows  int64
 	Row   string
@@ -296,20 +288,20 @@ func (f *keyChangeFn) Setup() error {
 	return err
 }
 
-func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(string, delta), dead func(DeadLetter)) {
+func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(string, delta), dead func(deadletter.DeadLetter)) {
 	cRowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
 	k, err := f.c.kind.Kind(v)
 	if err != nil {
 		cDead.Inc(ctx, 1)
-		dead(DeadLetter{Row: asJSON(row), Reason: err.Error(), Transform: f.P.UID})
+		dead(deadletter.New(f.P.UID, row, err.Error()))
 		return
 	}
 	d := delta{Group: f.c.group(v), Kind: k, N: 1, Rows: 1}
-	if k == UpdateBefore || k == Delete {
+	if k.IsRetraction() {
 		d.N = -1
 		if !f.P.Bounded {
-			d.Row = asJSON(row)
+			d.Row = deadletter.RowJSON(row)
 		}
 	}
 	if f.P.Bounded {
@@ -324,14 +316,6 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 	emit(string(f.c.enc.Append(nil, v)), d)
 }
 
-func asJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprintf("%+v", v)
-	}
-	return string(b)
-}
-
 func mergeDeltas(a, b delta) delta { return delta{Group: a.Group, N: a.N + b.N, Rows: a.Rows + b.Rows} }
 
 // countFn keeps a group's count in value state (stream expansion).
@@ -340,7 +324,7 @@ type countFn struct {
 	Count state.Value[counter]
 }
 
-func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(DeadLetter)) error {
+func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {
 	c, _, err := f.Count.Read(sp)
 	if err != nil {
 		return err
@@ -348,7 +332,7 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 	next, err := Apply(c.Count, d.Kind)
 	if err != nil {
 		cDead.Inc(ctx, 1)
-		dead(DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})
+		dead(deadletter.DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})
 		return nil
 	}
 	c = counter{Count: next, Version: c.Version + 1}
@@ -368,11 +352,11 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 // finalCountFn emits a bounded group's total (combine expansion).
 type finalCountFn struct{ UID string }
 
-func (f *finalCountFn) ProcessElement(ctx context.Context, _ string, d delta, emit func(GroupCount), dead func(DeadLetter)) {
+func (f *finalCountFn) ProcessElement(ctx context.Context, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) {
 	if d.N < 0 {
 		cGroupsBelow0.Inc(ctx, 1)
-		dead(DeadLetter{Row: asJSON(GroupCount{Group: d.Group, Count: d.N, Version: d.Rows}),
-			Reason: fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", d.Group, d.N, -d.N), Transform: f.UID})
+		dead(deadletter.New(f.UID, GroupCount{Group: d.Group, Count: d.N, Version: d.Rows},
+			fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", d.Group, d.N, -d.N)))
 		return
 	}
 	cEmitted.Inc(ctx, 1)

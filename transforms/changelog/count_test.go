@@ -15,6 +15,8 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -26,11 +28,11 @@ type change struct {
 	Status  string `beam:"status"`
 }
 
-// kindChange has a changelog.Kind column and a nullable group column.
+// kindChange has a rowkind.Kind column and a nullable group column.
 type kindChange struct {
-	Kind   changelog.Kind `beam:"kind"`
-	Region *string        `beam:"region"`
-	Tier   int64          `beam:"tier"`
+	Kind   rowkind.Kind `beam:"kind"`
+	Region *string      `beam:"region"`
+	Tier   int64        `beam:"tier"`
 }
 
 func init() {
@@ -43,7 +45,7 @@ func init() {
 func formatCount(c changelog.GroupCount) string {
 	return fmt.Sprintf("%s=%d@%d", c.Group, c.Count, c.Version)
 }
-func formatDead(d changelog.DeadLetter) string { return d.Transform + ": " + d.Reason }
+func formatDead(d deadletter.DeadLetter) string { return d.Transform + ": " + d.Reason }
 
 func run(t *testing.T, p *beam.Pipeline) changelog.Counters {
 	t.Helper()
@@ -53,17 +55,17 @@ func run(t *testing.T, p *beam.Pipeline) changelog.Counters {
 func TestApplyAddsOnInsertsAndUpdateAftersAndSubtractsOnRetractions(t *testing.T) {
 	for _, tc := range []struct {
 		n    int64
-		k    changelog.Kind
+		k    rowkind.Kind
 		want int64
 		err  string
 	}{
-		{0, changelog.Insert, 1, ""},
-		{3, changelog.UpdateAfter, 4, ""},
-		{1, changelog.UpdateBefore, 0, ""},
-		{2, changelog.Delete, 1, ""},
-		{0, changelog.UpdateBefore, 0, "-U would take the count below zero"},
-		{0, changelog.Delete, 0, "-D would take the count below zero"},
-		{5, changelog.Kind(9), 5, "unknown row kind"},
+		{0, rowkind.Insert, 1, ""},
+		{3, rowkind.UpdateAfter, 4, ""},
+		{1, rowkind.UpdateBefore, 0, ""},
+		{2, rowkind.Delete, 1, ""},
+		{0, rowkind.UpdateBefore, 0, "-U would take the count below zero"},
+		{0, rowkind.Delete, 0, "-D would take the count below zero"},
+		{5, rowkind.Kind(9), 5, "unknown row kind"},
 	} {
 		t.Run(fmt.Sprintf("%d%v", tc.n, tc.k), func(t *testing.T) {
 			got, err := changelog.Apply(tc.n, tc.k)
@@ -150,9 +152,9 @@ func TestCountPerKeyOnBoundedInputDeadLettersAGroupEndingBelowZero(t *testing.T)
 func TestCountPerKeyGroupsByOneSeveralOrNoColumns(t *testing.T) {
 	eu, us := "eu", "us"
 	in := []kindChange{
-		{changelog.Insert, &eu, 1}, {changelog.Insert, &eu, 1}, {changelog.UpdateBefore, &eu, 1},
-		{changelog.UpdateAfter, &us, 2}, {changelog.Insert, nil, 1}, {changelog.Delete, nil, 1},
-		{changelog.Insert, nil, 1},
+		{rowkind.Insert, &eu, 1}, {rowkind.Insert, &eu, 1}, {rowkind.UpdateBefore, &eu, 1},
+		{rowkind.UpdateAfter, &us, 2}, {rowkind.Insert, nil, 1}, {rowkind.Delete, nil, 1},
+		{rowkind.Insert, nil, 1},
 	}
 	p, s := beam.NewPipelineWithRoot()
 	bounded, _ := changelog.CountPerKey(s, beam.CreateList(s, in), changelog.KindColumn("kind"), changelog.GroupBy("region", "tier"))

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
@@ -485,11 +486,11 @@ func (f *keyCandidatesFn) Setup() error {
 }
 
 // StartBundle drops what a failed bundle may have left.
-func (f *keyCandidatesFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) {
+func (f *keyCandidatesFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, candidate), _ func(deadletter.DeadLetter)) {
 	clear(f.Merge.best)
 }
 
-func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(DeadLetter)) error {
+func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(deadletter.DeadLetter)) error {
 	var dst []byte // a fresh key slice when it is emitted right away
 	if f.Local {
 		dst = f.key[:0]
@@ -515,7 +516,7 @@ func (f *keyCandidatesFn) flush(emit func(beam.EventTime, []byte, candidate)) er
 }
 
 // FinishBundle emits what the bundle left in the map.
-func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, candidate), _ func(DeadLetter)) error {
+func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, candidate), _ func(deadletter.DeadLetter)) error {
 	return f.flush(emit)
 }
 

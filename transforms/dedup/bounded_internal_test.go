@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 )
 
 func TestCandidateCoder_RoundTrips(t *testing.T) {
@@ -103,7 +104,7 @@ func testKeyCandidatesInBundleMerge(t *testing.T, dir direction, seqCol string) 
 			}
 			got[string(k)] = c
 		}
-		dead := func(DeadLetter) { t.Fatal("no row is invalid") }
+		dead := func(deadletter.DeadLetter) { t.Fatal("no row is invalid") }
 		ctx := context.Background()
 		f.StartBundle(ctx, emit, dead)
 		for i, r := range rows {

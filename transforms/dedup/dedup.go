@@ -51,20 +51,20 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(DeadLetter)](&keyRowsFn{})
-	register.DoFn6x0[context.Context, beam.EventTime, beam.U, beam.V, func(beam.EventTime, beam.U, beam.V), func(DeadLetter)](&keyPairsFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(deadletter.DeadLetter)](&keyRowsFn{})
+	register.DoFn6x0[context.Context, beam.EventTime, beam.U, beam.V, func(beam.EventTime, beam.U, beam.V), func(deadletter.DeadLetter)](&keyPairsFn{})
 	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstFn{})
 	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstEventFn{})
 	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstProcFn{})
 	register.Emitter3[beam.EventTime, []byte, beam.T]()
 	register.Emitter3[beam.EventTime, beam.U, beam.V]()
 	register.Emitter3[beam.EventTime, beam.T, beam.V]()
-	register.Emitter1[DeadLetter]()
 	register.Combiner1[candidate](&candidateMerge{})
 	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.EventTime, beam.T, candidate), error](&toCandidateFn{})
 	register.DoFn4x1[context.Context, beam.T, func(*candidate) bool, func(beam.EventTime, beam.T, beam.V), error](&mergeGroupKVFn{})
@@ -72,7 +72,7 @@ func init() {
 	register.Emitter3[beam.EventTime, beam.T, candidate]()
 	register.Emitter3[beam.EventTime, []byte, candidate]()
 	register.Emitter2[beam.EventTime, beam.V]()
-	register.DoFn5x1[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(DeadLetter), error](&keyCandidatesFn{})
+	register.DoFn5x1[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(deadletter.DeadLetter), error](&keyCandidatesFn{})
 	register.DoFn4x1[context.Context, []byte, candidate, func(beam.EventTime, beam.V), error](&fromCandidateRowFn{})
 	register.DoFn4x1[context.Context, []byte, func(*candidate) bool, func(beam.EventTime, beam.V), error](&mergeGroupFn{})
 	register.Iter1[candidate]()
@@ -80,7 +80,6 @@ func init() {
 	register.Function1x1(encodeCandidate)
 	register.Function1x2(decodeCandidate)
 	beam.RegisterCoder(reflect.TypeFor[candidate](), encodeCandidate, decodeCandidate)
-	beam.RegisterType(reflect.TypeFor[DeadLetter]())
 }
 
 // KeepFirst keeps the first row per key of rows, a PCollection of a Go

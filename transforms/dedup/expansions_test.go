@@ -11,8 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The combine expansion (bounded input) and the stateful one must agree
@@ -44,7 +44,7 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 	}
 	var wantChanges []any
 	for user := range seen {
-		wantChanges = append(wantChanges, changeRow{changelog.Insert.String(), user, "first-" + user})
+		wantChanges = append(wantChanges, changeRow{rowkind.Insert.String(), user, "first-" + user})
 	}
 
 	for _, tc := range []struct {

@@ -9,8 +9,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
-	"github.com/beamdedup/beamdedup/transforms/changelog"
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 var (
@@ -64,12 +63,12 @@ func (f timeField) millis(row reflect.Value) (int64, string) {
 	return ms, ""
 }
 
-// kindField reads and rewrites the Changelog column of a row: a
-// changelog.Column, with its kinds in core's terms.
-type kindField struct{ col changelog.Column }
+// kindField reads and rewrites the Changelog (or OutputKind) column of a
+// row.
+type kindField struct{ col rowkind.Column }
 
 func newKindField(t reflect.Type, col string) (kindField, error) {
-	c, err := changelog.NewColumn(t, col)
+	c, err := rowkind.NewColumn(t, col)
 	if err != nil {
 		return kindField{}, fmt.Errorf("Changelog: %w", err)
 	}
@@ -95,7 +94,7 @@ func optionalField[F any](t reflect.Type, col string, newField func(reflect.Type
 }
 
 // kind returns the row's kind, or a reason it has none.
-func (f kindField) kind(row reflect.Value) (core.Kind, string) {
+func (f kindField) kind(row reflect.Value) (rowkind.Kind, string) {
 	k, err := f.col.Kind(row)
 	if err != nil {
 		return 0, err.Error()
@@ -103,36 +102,36 @@ func (f kindField) kind(row reflect.Value) (core.Kind, string) {
 	return coreKind(k), ""
 }
 
-func coreKind(k changelog.Kind) core.Kind {
+func coreKind(k rowkind.Kind) rowkind.Kind {
 	switch k {
-	case changelog.UpdateBefore:
-		return core.UpdateBefore
-	case changelog.UpdateAfter:
-		return core.UpdateAfter
-	case changelog.Delete:
-		return core.Delete
+	case rowkind.UpdateBefore:
+		return rowkind.UpdateBefore
+	case rowkind.UpdateAfter:
+		return rowkind.UpdateAfter
+	case rowkind.Delete:
+		return rowkind.Delete
 	}
-	return core.Insert
+	return rowkind.Insert
 }
 
 // asInsert returns a copy of row with its kind set to +I: the output of
 // KeepFirst is insert-only.
-func (f kindField) asInsert(row any) any { return f.withKind(row, changelog.Insert) }
+func (f kindField) asInsert(row any) any { return f.withKind(row, rowkind.Insert) }
 
 // withKind returns a copy of row with its kind set to k.
-func (f kindField) withKind(row any, k changelog.Kind) any { return f.col.With(row, k) }
+func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row, k) }
 
 // changelogKind is the inverse of coreKind.
-func changelogKind(k core.Kind) changelog.Kind {
+func changelogKind(k rowkind.Kind) rowkind.Kind {
 	switch k {
-	case core.UpdateBefore:
-		return changelog.UpdateBefore
-	case core.UpdateAfter:
-		return changelog.UpdateAfter
-	case core.Delete:
-		return changelog.Delete
+	case rowkind.UpdateBefore:
+		return rowkind.UpdateBefore
+	case rowkind.UpdateAfter:
+		return rowkind.UpdateAfter
+	case rowkind.Delete:
+		return rowkind.Delete
 	}
-	return changelog.Insert
+	return rowkind.Insert
 }
 
 // seqField reads the SequenceBy column of a row as order-preserving bytes

@@ -6,7 +6,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // KeepLast's mini-batch fold (issue 10 rule 6; core.FoldLastRow has the
@@ -15,7 +17,7 @@ import (
 // state, at the bundle's end.
 
 func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(DeadLetter)](&foldRowsFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(deadletter.DeadLetter)](&foldRowsFn{})
 }
 
 // foldRowsFn is keyRowsFn for KeepLast with MiniBatch: it keys and checks
@@ -34,11 +36,11 @@ func (f *foldRowsFn) Setup() error {
 }
 
 // StartBundle drops what a failed bundle may have left.
-func (f *foldRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(DeadLetter)) {
+func (f *foldRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(deadletter.DeadLetter)) {
 	clear(f.fold.pending)
 }
 
-func (f *foldRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
+func (f *foldRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(deadletter.DeadLetter)) {
 	// A fresh key slice per row: the fold keeps it.
 	key, ts, kind, ok := f.Rows.admit(ctx, nil, ts, row, dead)
 	if !ok {
@@ -48,7 +50,7 @@ func (f *foldRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row 
 }
 
 // FinishBundle passes on the rows the fold holds.
-func (f *foldRowsFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, beam.T), _ func(DeadLetter)) {
+func (f *foldRowsFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, beam.T), _ func(deadletter.DeadLetter)) {
 	f.fold.flush(emit)
 }
 
@@ -71,7 +73,7 @@ type foldEntry struct {
 // add folds a row of key (kind, SequenceBy value seq or nil, arriving at
 // processing time now) into the key's entry, passing rows on through emit
 // when a group ends or the map is full.
-func (l *lastFold) add(ctx context.Context, key []byte, ts beam.EventTime, kind core.Kind, seq []byte, now int64, row any, emit func(beam.EventTime, []byte, beam.T)) {
+func (l *lastFold) add(ctx context.Context, key []byte, ts beam.EventTime, kind rowkind.Kind, seq []byte, now int64, row any, emit func(beam.EventTime, []byte, beam.T)) {
 	e := l.pending[string(key)]
 	if e == nil {
 		if len(l.pending) >= miniBatchMaxKeys {

@@ -2,8 +2,6 @@ package dedup
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"time"
 
@@ -11,24 +9,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
-
-// DeadLetter is an input row KeepFirst could not process, with the reason.
-type DeadLetter struct {
-	Row       string `beam:"row" json:"row"`             // the row as JSON
-	Reason    string `beam:"reason" json:"reason"`       // why it was rejected
-	Transform string `beam:"transform" json:"transform"` // the UID of the KeepFirst that rejected it
-}
-
-func deadLetter(uid string, row any, reason string) DeadLetter {
-	b, err := json.Marshal(row)
-	s := string(b)
-	if err != nil {
-		s = fmt.Sprintf("%+v", row)
-	}
-	return DeadLetter{Row: s, Reason: reason, Transform: uid}
-}
 
 // rowChecks validates a row's time and kind columns; shared by both keying
 // DoFns. Rows that fail go to the dead-letter output.
@@ -64,7 +48,7 @@ func (c *rowChecks) setup(t reflect.Type) error {
 
 // check returns the row's event time (ts unless OnTime is set) and kind
 // (Insert unless Changelog is set), or a reason to reject it.
-func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, core.Kind, string) {
+func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, rowkind.Kind, string) {
 	if c.tf != nil {
 		ms, reason := c.tf.millis(v)
 		if reason != "" {
@@ -72,7 +56,7 @@ func (c *rowChecks) check(ts beam.EventTime, v reflect.Value) (beam.EventTime, c
 		}
 		ts = mtime.Time(ms)
 	}
-	kind := core.Insert
+	kind := rowkind.Insert
 	if c.kf != nil {
 		var reason string
 		if kind, reason = c.kf.kind(v); reason != "" {
@@ -127,7 +111,7 @@ const miniBatchMaxKeys = 100_000
 
 // StartBundle takes the emitters only because Beam requires the emitters of
 // ProcessElement there too.
-func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(DeadLetter)) {
+func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(deadletter.DeadLetter)) {
 	clear(f.seen)
 }
 
@@ -179,19 +163,19 @@ func (f *keyRowsFn) Setup() error {
 
 // admit counts a row in, validates it (a rejected row goes to dead with its
 // reason) and returns its key (appended to dst), event time and kind.
-func (f *keyRowsFn) admit(ctx context.Context, dst []byte, ts beam.EventTime, row any, dead func(DeadLetter)) ([]byte, beam.EventTime, core.Kind, bool) {
+func (f *keyRowsFn) admit(ctx context.Context, dst []byte, ts beam.EventTime, row any, dead func(deadletter.DeadLetter)) ([]byte, beam.EventTime, rowkind.Kind, bool) {
 	cRowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
 	ts, kind, reason := f.Checks.check(ts, v)
 	if reason != "" {
 		cDeadLettered.Inc(ctx, 1)
-		dead(deadLetter(f.UID, row, reason))
+		dead(deadletter.New(f.UID, row, reason))
 		return nil, 0, 0, false
 	}
 	return f.enc.Append(dst, v), ts, kind, true
 }
 
-func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(DeadLetter)) {
+func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(deadletter.DeadLetter)) {
 	// A fresh key slice per row: the emitted key may outlive this call.
 	key, ts, kind, ok := f.admit(ctx, nil, ts, row, dead)
 	if !ok {
@@ -232,13 +216,13 @@ func (f *keyPairsFn) Setup() error {
 	return f.Checks.setup(f.ValueType.T)
 }
 
-func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k beam.U, v beam.V, emit func(beam.EventTime, beam.U, beam.V), dead func(DeadLetter)) {
+func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k beam.U, v beam.V, emit func(beam.EventTime, beam.U, beam.V), dead func(deadletter.DeadLetter)) {
 	cRowsIn.Inc(ctx, 1)
 	if f.Checks.tf != nil || f.Checks.kf != nil || f.Checks.sf != nil {
 		var reason string
 		if ts, _, reason = f.Checks.check(ts, reflect.ValueOf(v)); reason != "" {
 			cDeadLettered.Inc(ctx, 1)
-			dead(deadLetter(f.UID, map[string]any{"key": k, "value": v}, reason))
+			dead(deadletter.New(f.UID, map[string]any{"key": k, "value": v}, reason))
 			return
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -352,7 +353,7 @@ func TestKeepLast_NullSequenceValueIsDeadLettered(t *testing.T) {
 	in := streamOf(t, s, seqRow{"a", ver(1), "x"}, seqRow{"a", nil, "null"})
 	out, dead := dedup.KeepLastWithErrors(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.Upsert())
 	passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/x")
-	passert.Equals(s, dead, dedup.DeadLetter{Row: `{"ID":"a","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepLast"})
+	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"a","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepLast"})
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, c.RowCounts())
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Namespace is the Beam metrics namespace of every counter of this package.
@@ -196,10 +197,10 @@ var (
 	// cEmittedKind counts KeepLast's output rows by kind; +I rows are
 	// counted by their outcome (inserts), so Insert has no counter here.
 	cEmittedKind = [...]beam.Counter{
-		core.Insert:       {},
-		core.UpdateBefore: beam.NewCounter(Namespace, MetricEmittedUpdateBefore),
-		core.UpdateAfter:  beam.NewCounter(Namespace, MetricEmittedUpdateAfter),
-		core.Delete:       beam.NewCounter(Namespace, MetricEmittedDelete),
+		rowkind.Insert:       {},
+		rowkind.UpdateBefore: beam.NewCounter(Namespace, MetricEmittedUpdateBefore),
+		rowkind.UpdateAfter:  beam.NewCounter(Namespace, MetricEmittedUpdateAfter),
+		rowkind.Delete:       beam.NewCounter(Namespace, MetricEmittedDelete),
 	}
 )
 

@@ -16,14 +16,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 type kindRow struct {
-	Kind changelog.Kind `beam:"kind"`
-	Key  int64          `beam:"key"`
-	Seq  int64          `beam:"seq"`
+	Kind rowkind.Kind `beam:"kind"`
+	Key  int64        `beam:"key"`
+	Seq  int64        `beam:"seq"`
 }
 
 type badKeyRow struct {
@@ -193,7 +194,7 @@ func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var rows []any
 	for i := range 300 {
-		rows = append(rows, kindRow{Kind: changelog.Kind(rng.IntN(5)), Key: rng.Int64N(40), Seq: int64(i)})
+		rows = append(rows, kindRow{Kind: rowkind.Kind(rng.IntN(5)), Key: rng.Int64N(40), Seq: int64(i)})
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
@@ -337,7 +338,7 @@ func TestEventTime_NullEventTimeIsDeadLettered(t *testing.T) {
 	in := beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})
 	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
 	passert.Count(s, out, "kept", 1)
-	passert.Equals(s, dead, dedup.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
+	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, DuplicatesDropped: 1, DeadLettered: 1}, c.RowCounts())
 }

@@ -134,7 +134,7 @@ func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOn
 func UID(uid string) Option { return func(c *config) { c.uid = uid } }
 
 // Changelog declares an updating input whose row kind is in column: a
-// string ("+I", "-U", "+U", "-D") or a changelog.Kind. The first +I/+U of a
+// string ("+I", "-U", "+U", "-D") or a rowkind.Kind. The first +I/+U of a
 // key is emitted with its kind set to +I; every later change of the key is
 // swallowed; a -U/-D of an unseen key is ignored. A row with an unknown kind
 // is dead-lettered. Not allowed with OnTime.
@@ -165,7 +165,7 @@ func CleanupTimers(on bool) Option {
 	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
 }
 
-// OutputKind names the column (a string or a changelog.Kind) into which
+// OutputKind names the column (a string or a rowkind.Kind) into which
 // KeepLast writes each output row's kind: +I, -U, +U or -D. It defaults to
 // the Changelog column. KeepLast needs one of them, or Upsert. KeepLast only.
 func OutputKind(column string) Option { return func(c *config) { c.outputKind = column } }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -42,7 +43,7 @@ func TestSequenceBy_KeepFirstOnBoundedInputKeepsTheSmallestValue(t *testing.T) {
 				seqRow{"b", ver(10), "v10"}, seqRow{"b", nil, "null"}, seqRow{"b", ver(9.5), "v9.5"})
 			out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.MiniBatch(mb))
 			passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/v-1", "b/v9.5")
-			passert.Equals(s, dead, dedup.DeadLetter{Row: `{"ID":"b","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepFirst"})
+			passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"b","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepFirst"})
 			c := run(t, p)
 			assert.Equal(t, int64(6), c.RowsIn)
 			assert.Equal(t, int64(1), c.DeadLettered)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -136,7 +137,7 @@ func TestChangelog_UnknownKindIsDeadLetteredWithReason(t *testing.T) {
 	in := streamOf(t, s, changeRow{"+I", "Vas", "login"}, changeRow{"upsert", "Bob", "x"})
 	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID("cdc"))
 	passert.Equals(s, out, changeRow{"+I", "Vas", "login"})
-	passert.Equals(s, dead, dedup.DeadLetter{
+	passert.Equals(s, dead, deadletter.DeadLetter{
 		Row:       `{"Op":"upsert","UserName":"Bob","Event":"x"}`,
 		Reason:    `unknown row kind "upsert": want one of +I, -U, +U, -D`,
 		Transform: "cdc",

@@ -16,8 +16,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"github.com/beamdedup/beamdedup/coders/statecoder"
-	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The DoFns below are thin adapters around core.Config: read the key's
@@ -194,7 +194,7 @@ func armProc(ctx context.Context, t timers.ProcessingTime, tp timers.Provider, t
 // process decides on one row and returns the timer to set, with the
 // processing time it was decided at.
 func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
-	kind := core.Insert
+	kind := rowkind.Insert
 	if a.kf != nil {
 		k, reason := a.kf.kind(reflect.ValueOf(row))
 		if reason != "" { // validated upstream; never panic on data
@@ -279,7 +279,7 @@ func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime,
 	}
 	if d.Retract {
 		// KeepLast: the expired row, retracted at its own time.
-		if err := a.emitLast(ctx, mtime.Time(candTime), key, core.Emission{Kind: core.Delete, Old: true}, cand, nil, emit); err != nil {
+		if err := a.emitLast(ctx, mtime.Time(candTime), key, core.Emission{Kind: rowkind.Delete, Old: true}, cand, nil, emit); err != nil {
 			return core.Timer{}, 0, err
 		}
 	}
@@ -362,10 +362,10 @@ func (f *keepFirstProcFn) OnTimer(ctx context.Context, w beam.Window, ts beam.Ev
 // processLast decides on one KeepLast row: it encodes the row with its kind
 // normalized to +I (so rows equal but for the kind are identical, and the
 // stored row is ready to emit with any kind), asks the core and emits.
-func (a *adapter) processLast(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, kind core.Kind, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
+func (a *adapter) processLast(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, kind rowkind.Kind, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
 	norm := row
 	if a.okf != nil {
-		norm = a.okf.withKind(row, changelog.Insert)
+		norm = a.okf.withKind(row, rowkind.Insert)
 	}
 	a.buf.Reset()
 	if err := a.enc.Encode(norm, &a.buf); err != nil {
@@ -416,10 +416,10 @@ func (a *adapter) emitLast(ctx context.Context, ts beam.EventTime, key beam.T, e
 			return fmt.Errorf("dedup: decoding the stored row: %w", err)
 		}
 	}
-	if a.okf != nil && (e.Old || e.Kind != core.Insert) { // the arriving row is already +I (processLast)
-		row = a.okf.withKind(row, changelogKind(e.Kind))
+	if a.okf != nil && (e.Old || e.Kind != rowkind.Insert) { // the arriving row is already +I (processLast)
+		row = a.okf.withKind(row, e.Kind)
 	}
-	if e.Kind != core.Insert { // a +I is counted as its row's outcome
+	if e.Kind != rowkind.Insert { // a +I is counted as its row's outcome
 		cEmittedKind[e.Kind].Inc(ctx, 1)
 	}
 	emit(ts, key, row)

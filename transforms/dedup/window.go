@@ -7,10 +7,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 )
 
 func init() {
-	register.DoFn6x1[context.Context, beam.Window, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(DeadLetter), error](&windowKeyFn{})
+	register.DoFn6x1[context.Context, beam.Window, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(deadletter.DeadLetter), error](&windowKeyFn{})
 }
 
 // Window deduplication (Flink's Window Deduplication, docs/window.md): per
@@ -139,7 +141,7 @@ type windowKeyFn struct {
 	keyCandidatesFn
 }
 
-func (f *windowKeyFn) ProcessElement(ctx context.Context, _ beam.Window, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(DeadLetter)) error {
+func (f *windowKeyFn) ProcessElement(ctx context.Context, _ beam.Window, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(deadletter.DeadLetter)) error {
 	return f.keyCandidatesFn.ProcessElement(ctx, ts, row, emit, dead)
 }
 

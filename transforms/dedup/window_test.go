@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -191,7 +192,7 @@ func TestWindowFirst_NullAndFloatKeysAndDeadLettersAreCounted(t *testing.T) {
 		beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})))
 	kept, dead := dedup.WindowFirstWithErrors(s, timed, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
 	passert.Count(s, global(s, kept), "kept", 1)
-	passert.Equals(s, global(s, dead), dedup.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
+	passert.Equals(s, global(s, dead), deadletter.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 9, Emitted: 4, DuplicatesDropped: 4, DeadLettered: 1}, c.RowCounts())
 }

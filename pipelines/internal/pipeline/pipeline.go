@@ -19,7 +19,7 @@ import (
 // reads input (a JSON Lines file or glob) into rows of rowType, applies
 // prepare to them if it is not nil (say to set timestamps), keeps the first
 // row per key with KeepFirst and opts, flattens the malformed lines and the
-// rows KeepFirst rejected into one dead-letter collection (jsonl.DeadLetter),
+// rows KeepFirst rejected into one dead-letter collection (jsonl.ErrorLine),
 // and writes the output and the dead letters with WriteOutputs.
 //
 // It returns the prepared rows, KeepFirst's output and the dead letters.
@@ -51,7 +51,7 @@ func Build(s beam.Scope, input, output, errorsPath string, rowType reflect.Type,
 }
 
 // KeepFirst applies dedup.KeepFirstWithErrors and returns its output and
-// its dead letters as jsonl.DeadLetter. A construction error (say a bad
+// its dead letters as jsonl.ErrorLine. A construction error (say a bad
 // column named on the command line) is returned, not panicked.
 func KeepFirst(s beam.Scope, rows beam.PCollection, opts []dedup.Option) (out, dead beam.PCollection, err error) {
 	defer func() {
@@ -67,7 +67,7 @@ func KeepFirst(s beam.Scope, rows beam.PCollection, opts []dedup.Option) (out, d
 		}
 	}()
 	out, rejected := dedup.KeepFirstWithErrors(s, rows, opts...)
-	return out, jsonl.FromDedup(s, rejected), nil
+	return out, jsonl.FromDeadLetters(s, rejected), nil
 }
 
 // WriteOutputs writes out to output and dead to errorsPath (default

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Benchmarks of OnRow, one row per iteration, over one key's State as the
@@ -39,7 +40,7 @@ func BenchmarkOnRow_WatermarklessFirstRowAndDuplicates(b *testing.B) {
 	cfg := core.Config{ResetOnDuplicate: true}
 	now := at(10, 0)
 	benchRows(b, 16, func(i int, st *core.State) core.Decision {
-		return cfg.OnRow(st, core.Insert, now, now+int64(i))
+		return cfg.OnRow(st, rowkind.Insert, now, now+int64(i))
 	})
 }
 
@@ -55,7 +56,7 @@ func BenchmarkOnRow_WatermarklessStateTTLRefresh(b *testing.B) {
 			step = 6 * minute // an expiry
 		}
 		now += step
-		return cfg.OnRow(st, core.Insert, now, now)
+		return cfg.OnRow(st, rowkind.Insert, now, now)
 	})
 }
 
@@ -73,7 +74,7 @@ func BenchmarkOnRow_EventTimeCandidateReplacementsAndLate(b *testing.B) {
 			if i%2 == 1 {
 				et = e + int64(i)*second
 			}
-			d := cfg.OnRow(st, core.Insert, et, now)
+			d := cfg.OnRow(st, rowkind.Insert, et, now)
 			if d.Outcome == core.BecomeCandidate || d.Outcome == core.ReplaceCandidate {
 				st.Cand = cand
 			}
@@ -82,7 +83,7 @@ func BenchmarkOnRow_EventTimeCandidateReplacementsAndLate(b *testing.B) {
 			}
 			return d
 		default: // emitted: late rows
-			return cfg.OnRow(st, core.Insert, e-int64(i)*second, now)
+			return cfg.OnRow(st, rowkind.Insert, e-int64(i)*second, now)
 		}
 	})
 }
@@ -90,7 +91,7 @@ func BenchmarkOnRow_EventTimeCandidateReplacementsAndLate(b *testing.B) {
 // Changelog: an unseen -D, the first +I, then a mix of +I, -U, +U, -D.
 func BenchmarkOnRow_ChangelogMixOfKinds(b *testing.B) {
 	cfg := core.Config{ResetOnDuplicate: true}
-	kinds := [...]core.Kind{core.Delete, core.Insert, core.Insert, core.UpdateBefore, core.UpdateAfter, core.Delete, core.UpdateBefore, core.UpdateAfter}
+	kinds := [...]rowkind.Kind{rowkind.Delete, rowkind.Insert, rowkind.Insert, rowkind.UpdateBefore, rowkind.UpdateAfter, rowkind.Delete, rowkind.UpdateBefore, rowkind.UpdateAfter}
 	now := at(10, 0)
 	benchRows(b, len(kinds), func(i int, st *core.State) core.Decision {
 		return cfg.OnRow(st, kinds[i], now, now)

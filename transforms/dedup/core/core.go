@@ -10,22 +10,10 @@
 // the caller; event time is the row's Beam timestamp.
 package core
 
-import "github.com/beamdedup/beamdedup/coders/statecoder"
-
-// Kind is the change kind of an arriving row.
-type Kind uint8
-
-// Row kinds of an updating (changelog) input. Insert-only input is all Insert.
-const (
-	Insert       Kind = iota // +I
-	UpdateBefore             // -U
-	UpdateAfter              // +U
-	Delete                   // -D
+import (
+	"github.com/beamdedup/beamdedup/coders/statecoder"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
-
-// IsRetraction reports whether the kind is -U or -D. Retractions never
-// mark a key as seen and never refresh its retention.
-func (k Kind) IsRetraction() bool { return k == UpdateBefore || k == Delete }
 
 // Phase is where a key is in its deduplication period (defined beside the
 // state's persisted form, so that coders import no transform).
@@ -182,7 +170,7 @@ func (c Config) expired(st *State, et, now int64) bool {
 
 // OnRow decides on a row of kind k with event time et arriving at
 // processing time now, updating st in place.
-func (c Config) OnRow(st *State, k Kind, et, now int64) Decision {
+func (c Config) OnRow(st *State, k rowkind.Kind, et, now int64) Decision {
 	var d Decision
 	if c.expired(st, et, now) {
 		*st = State{}

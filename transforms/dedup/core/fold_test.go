@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Rule 6, the mini-batch fold: which row of a key's bundle it passes on.
 
 type foldIn struct {
-	kind core.Kind
+	kind rowkind.Kind
 	et   int64
 	seq  string
 	now  int64
@@ -28,29 +29,29 @@ func TestFold_Rule6_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 		rows []foldIn
 	}{
 		{"arrival order: the last row replaces, whatever its time, kind or arrival without StateTTL", core.Config{}, []foldIn{
-			{core.Insert, 5, "", 0, core.FoldHold},
-			{core.Insert, 1, "", 0, core.FoldReplace},
-			{core.Delete, 0, "", 60 * minute, core.FoldReplace},
-			{core.UpdateAfter, 0, "", 600 * minute, core.FoldReplace},
+			{rowkind.Insert, 5, "", 0, core.FoldHold},
+			{rowkind.Insert, 1, "", 0, core.FoldReplace},
+			{rowkind.Delete, 0, "", 60 * minute, core.FoldReplace},
+			{rowkind.UpdateAfter, 0, "", 600 * minute, core.FoldReplace},
 		}},
 		{"ordered: a row below the pending one drops, a tie replaces", core.Config{Ordered: true}, []foldIn{
-			{core.Insert, 5, "", 0, core.FoldHold},
-			{core.Insert, 4, "", 0, core.FoldDrop},
-			{core.UpdateBefore, 5, "", 0, core.FoldReplace},
-			{core.UpdateAfter, 5, "", 0, core.FoldReplace},
-			{core.Delete, 3, "", 0, core.FoldDrop},
+			{rowkind.Insert, 5, "", 0, core.FoldHold},
+			{rowkind.Insert, 4, "", 0, core.FoldDrop},
+			{rowkind.UpdateBefore, 5, "", 0, core.FoldReplace},
+			{rowkind.UpdateAfter, 5, "", 0, core.FoldReplace},
+			{rowkind.Delete, 3, "", 0, core.FoldDrop},
 		}},
 		{"sequence value before the time", core.Config{Ordered: true}, []foldIn{
-			{core.Insert, 5, "b", 0, core.FoldHold},
-			{core.Insert, 9, "a", 0, core.FoldDrop},
-			{core.Insert, 1, "c", 0, core.FoldReplace},
+			{rowkind.Insert, 5, "b", 0, core.FoldHold},
+			{rowkind.Insert, 9, "a", 0, core.FoldDrop},
+			{rowkind.Insert, 1, "c", 0, core.FoldReplace},
 		}},
 		{"StateTTL: a group lasts TTL/RefreshFraction", core.Config{StateTTL: 100 * minute, Ordered: true}, []foldIn{
-			{core.Insert, 5, "", 0, core.FoldHold},
-			{core.Insert, 6, "", minute - 1, core.FoldReplace},
-			{core.Insert, 4, "", minute - 1, core.FoldDrop},
-			{core.Insert, 1, "", minute, core.FoldFlush}, // even below: a new group
-			{core.Insert, 2, "", 2*minute - 1, core.FoldReplace},
+			{rowkind.Insert, 5, "", 0, core.FoldHold},
+			{rowkind.Insert, 6, "", minute - 1, core.FoldReplace},
+			{rowkind.Insert, 4, "", minute - 1, core.FoldDrop},
+			{rowkind.Insert, 1, "", minute, core.FoldFlush}, // even below: a new group
+			{rowkind.Insert, 2, "", 2*minute - 1, core.FoldReplace},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,7 +104,7 @@ func folded(cfg core.Config, rows []core.LastRow, nows []int64) (out []core.Last
 // test's and TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100's.
 func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 10))
-	kinds := []core.Kind{core.Insert, core.UpdateAfter, core.UpdateAfter, core.UpdateBefore, core.Delete}
+	kinds := []rowkind.Kind{rowkind.Insert, rowkind.UpdateAfter, rowkind.UpdateAfter, rowkind.UpdateBefore, rowkind.Delete}
 	for iter := range 5000 {
 		cfg := core.Config{Ordered: rng.IntN(2) == 0, Upsert: rng.IntN(4) == 0, ResetOnDuplicate: rng.IntN(2) == 0}
 		seqs := cfg.Ordered && rng.IntN(2) == 0
@@ -136,7 +137,7 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 				if e.Kind.IsRetraction() {
 					delete(held, string(r))
 				} else {
-					if e.Kind == core.UpdateAfter && cfg.Upsert {
+					if e.Kind == rowkind.UpdateAfter && cfg.Upsert {
 						clear(held) // an upsert replaces the key's row
 					}
 					held[string(r)] = true

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The core, run by the runner model, against refModel: an independent and
@@ -69,12 +70,12 @@ func (m *refModel) expiredOnArrival(k *refKey, et int64) bool {
 		m.cfg.EventTTL > 0 && et > k.maxEvent+m.cfg.EventTTL
 }
 
-func (m *refModel) arrive(key string, kind core.Kind, et int64, row string) {
+func (m *refModel) arrive(key string, kind rowkind.Kind, et int64, row string) {
 	k := m.key(key)
 	if m.expiredOnArrival(k, et) {
 		*k = refKey{}
 	}
-	insert := kind == core.Insert || kind == core.UpdateAfter
+	insert := kind == rowkind.Insert || kind == rowkind.UpdateAfter
 	switch k.phase {
 	case core.None:
 		switch {
@@ -130,7 +131,7 @@ type fuzzCase struct {
 type fuzzOp struct {
 	op   byte // 'a' arrive, 'c' advance clock, 'w' advance watermark
 	key  string
-	kind core.Kind
+	kind rowkind.Kind
 	at   int64 // event time of an arrival, or the step of an advance
 }
 
@@ -165,9 +166,9 @@ func decodeFuzzCase(data []byte) (fuzzCase, bool) {
 		a, b := data[i], data[i+1]
 		switch a % 4 {
 		case 0, 1:
-			kind := []core.Kind{core.Insert, core.Insert, core.Insert, core.Insert, core.Insert, core.UpdateBefore, core.UpdateAfter, core.Delete}[a>>4&7]
+			kind := []rowkind.Kind{rowkind.Insert, rowkind.Insert, rowkind.Insert, rowkind.Insert, rowkind.Insert, rowkind.UpdateBefore, rowkind.UpdateAfter, rowkind.Delete}[a>>4&7]
 			if fc.cfg.EventTime {
-				kind = core.Insert // event-time mode takes insert-only input
+				kind = rowkind.Insert // event-time mode takes insert-only input
 			}
 			fc.ops = append(fc.ops, fuzzOp{op: 'a', key: fmt.Sprintf("k%d", a>>2&3), kind: kind, at: fuzzEvent + int64(b)%span*fuzzGrain})
 		case 2:

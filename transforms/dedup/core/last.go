@@ -1,6 +1,10 @@
 package core
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
+)
 
 // The rules of keep-last deduplication (dedup.KeepLast), beside KeepFirst's
 // in core.go and sharing their expiry, retention and cleanup timers. A
@@ -18,7 +22,7 @@ import "bytes"
 
 // LastRow is a row arriving at KeepLast.
 type LastRow struct {
-	Kind Kind
+	Kind rowkind.Kind
 	Time int64  // event time (the row's timestamp)
 	Seq  []byte // its SequenceBy value (coders/ordercoder); nil without SequenceBy
 	Row  []byte // encoded, kind normalized; the core compares it, never reads it
@@ -56,7 +60,7 @@ func (o LastOutcome) String() string {
 // Emission is one output row of KeepLast: its kind, and whether it carries
 // the key's previous stored row (Old) or the arriving row.
 type Emission struct {
-	Kind Kind
+	Kind rowkind.Kind
 	Old  bool
 }
 
@@ -77,7 +81,7 @@ type LastDecision struct {
 	Timer     Timer
 }
 
-func (d *LastDecision) emit(k Kind, old bool) {
+func (d *LastDecision) emit(k rowkind.Kind, old bool) {
 	d.Emit[d.N] = Emission{Kind: k, Old: old}
 	d.N++
 }
@@ -104,7 +108,7 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	var d LastDecision
 	if c.expired(st, r.Time, now) {
 		if c.RetractOnExpiry && len(st.Cand) > 0 {
-			d.emit(Delete, true)
+			d.emit(rowkind.Delete, true)
 		}
 		*st = State{}
 		d.Expired = true
@@ -131,13 +135,13 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		}
 		c.store(st, r, now)
 		d.Outcome = Inserted
-		d.emit(Insert, false)
+		d.emit(rowkind.Insert, false)
 		d.Write = true
 		d.Timer = c.cleanupAfterEmit(st)
 		return d
 	}
 	if r.Kind.IsRetraction() {
-		d.emit(Delete, true)
+		d.emit(rowkind.Delete, true)
 		*st = State{}
 		d.Outcome = DeletedIn
 		d.Write = true
@@ -164,9 +168,9 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		return d
 	}
 	if !c.Upsert {
-		d.emit(UpdateBefore, true)
+		d.emit(rowkind.UpdateBefore, true)
 	}
-	d.emit(UpdateAfter, false)
+	d.emit(rowkind.UpdateAfter, false)
 	c.store(st, r, now)
 	d.Outcome = Updated
 	d.Write = true

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // KeepLast's core, run by the runner model, against lastModel: an
@@ -46,7 +47,7 @@ func (m *lastModel) store(k *lastKey, row, seq string, et int64) {
 	*k = lastKey{has: true, row: row, seq: seq, time: et, retainFrom: m.now, maxEvent: et}
 }
 
-func (m *lastModel) arrive(key string, kind core.Kind, et int64, seq, row string) {
+func (m *lastModel) arrive(key string, kind rowkind.Kind, et int64, seq, row string) {
 	k := m.key(key)
 	if k.has && (m.cfg.StateTTL > 0 && m.now >= k.retainFrom+m.cfg.StateTTL || m.cfg.EventTTL > 0 && et > k.maxEvent+m.cfg.EventTTL) {
 		if m.cfg.RetractOnExpiry && k.row != "" {
@@ -54,7 +55,7 @@ func (m *lastModel) arrive(key string, kind core.Kind, et int64, seq, row string
 		}
 		*k = lastKey{}
 	}
-	retraction := kind == core.UpdateBefore || kind == core.Delete
+	retraction := kind == rowkind.UpdateBefore || kind == rowkind.Delete
 	switch {
 	case k.has && m.cfg.Ordered && (seq < k.seq || seq == k.seq && et < k.time):
 		// out of order (below the stored row or a deletion): dropped
@@ -141,7 +142,7 @@ func FuzzLastCoreMatchesReferenceModel(f *testing.F) {
 			a, b := data[i], data[i+1]
 			switch a % 4 {
 			case 0, 1:
-				kind := []core.Kind{core.Insert, core.Insert, core.Insert, core.UpdateAfter, core.UpdateAfter, core.UpdateBefore, core.Delete, core.Insert}[a>>4&7]
+				kind := []rowkind.Kind{rowkind.Insert, rowkind.Insert, rowkind.Insert, rowkind.UpdateAfter, rowkind.UpdateAfter, rowkind.UpdateBefore, rowkind.Delete, rowkind.Insert}[a>>4&7]
 				key := fmt.Sprintf("k%d", a>>2&3)
 				et := fuzzEvent + int64(b)%64*fuzzGrain
 				seq := ""

@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The rules of KeepLast (issue 10, "Semantics" 1-4 and 7), one by one,
 // through the core and the runner model with a fake clock.
 
 type lastIn struct {
-	kind core.Kind
+	kind rowkind.Kind
 	et   int64
 	seq  string
 	row  string
@@ -33,9 +34,9 @@ func runLast(t *testing.T, cfg core.Config, ins []lastIn) *sim {
 // Seed 003's order o0018: created, paid, a resend of paid.
 func TestLast_Rule2_FirstRowInsertsAReplacementIsAPairAnIdenticalRowNothing(t *testing.T) {
 	s := runLast(t, core.Config{}, []lastIn{
-		{core.Insert, at(10, 0), "", "created", core.Inserted},
-		{core.Insert, at(10, 5), "", "paid", core.Updated},
-		{core.Insert, at(10, 5), "", "paid", core.Duplicate},
+		{rowkind.Insert, at(10, 0), "", "created", core.Inserted},
+		{rowkind.Insert, at(10, 5), "", "paid", core.Updated},
+		{rowkind.Insert, at(10, 5), "", "paid", core.Duplicate},
 	})
 	assert.Equal(t, []string{"+I created", "-U created", "+U paid"}, s.Rows())
 	assert.Equal(t, []byte("paid"), s.State("k").Cand)
@@ -43,26 +44,26 @@ func TestLast_Rule2_FirstRowInsertsAReplacementIsAPairAnIdenticalRowNothing(t *t
 
 func TestLast_Rule2_UpsertEmitsOnlyTheNewRow(t *testing.T) {
 	s := runLast(t, core.Config{Upsert: true}, []lastIn{
-		{core.Insert, at(10, 0), "", "a", core.Inserted},
-		{core.Insert, at(10, 1), "", "b", core.Updated},
+		{rowkind.Insert, at(10, 0), "", "a", core.Inserted},
+		{rowkind.Insert, at(10, 1), "", "b", core.Updated},
 	})
 	assert.Equal(t, []string{"+I a", "+U b"}, s.Rows())
 }
 
 func TestLast_Rule1_ArrivalOrderWithoutOrderingEveryRowReplaces(t *testing.T) {
 	s := runLast(t, core.Config{}, []lastIn{
-		{core.Insert, at(10, 5), "", "late-time", core.Inserted},
-		{core.Insert, at(10, 1), "", "early-time", core.Updated},
+		{rowkind.Insert, at(10, 5), "", "late-time", core.Inserted},
+		{rowkind.Insert, at(10, 1), "", "early-time", core.Updated},
 	})
 	assert.Equal(t, []string{"+I late-time", "-U late-time", "+U early-time"}, s.Rows())
 }
 
 func TestLast_Rule1_OrderedARowBelowTheStoredValueIsOutOfOrderATieReplaces(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{core.Insert, at(10, 5), "", "t5", core.Inserted},
-		{core.Insert, at(10, 1), "", "t1", core.OutOfOrder},
-		{core.Insert, at(10, 5), "", "t5-tie", core.Updated},
-		{core.Insert, at(10, 9), "", "t9", core.Updated},
+		{rowkind.Insert, at(10, 5), "", "t5", core.Inserted},
+		{rowkind.Insert, at(10, 1), "", "t1", core.OutOfOrder},
+		{rowkind.Insert, at(10, 5), "", "t5-tie", core.Updated},
+		{rowkind.Insert, at(10, 9), "", "t9", core.Updated},
 	})
 	assert.Equal(t, []string{"+I t5", "-U t5", "+U t5-tie", "-U t5-tie", "+U t9"}, s.Rows())
 }
@@ -73,9 +74,9 @@ func TestLast_Rule1_OrderedARowBelowTheStoredValueIsOutOfOrderATieReplaces(t *te
 // largest value wins) and the mini-batch fold decide.
 func TestLast_Rule1_OrderedAnIdenticalLaterRowHoldsTheValue(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{core.Insert, at(10, 1), "b", "R", core.Inserted},
-		{core.Insert, at(10, 3), "b", "R", core.Duplicate},
-		{core.Insert, at(10, 2), "b", "X", core.OutOfOrder},
+		{rowkind.Insert, at(10, 1), "b", "R", core.Inserted},
+		{rowkind.Insert, at(10, 3), "b", "R", core.Duplicate},
+		{rowkind.Insert, at(10, 2), "b", "X", core.OutOfOrder},
 	})
 	assert.Equal(t, []string{"+I R"}, s.Rows())
 	assert.Equal(t, at(10, 3), s.State("k").CandTime)
@@ -83,21 +84,21 @@ func TestLast_Rule1_OrderedAnIdenticalLaterRowHoldsTheValue(t *testing.T) {
 
 func TestLast_Rule1_SequenceValueComesBeforeTheEventTime(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{core.Insert, at(10, 5), "b", "seq-b", core.Inserted},
-		{core.Insert, at(10, 9), "a", "seq-a-later-time", core.OutOfOrder},
-		{core.Insert, at(10, 1), "c", "seq-c-earlier-time", core.Updated},
+		{rowkind.Insert, at(10, 5), "b", "seq-b", core.Inserted},
+		{rowkind.Insert, at(10, 9), "a", "seq-a-later-time", core.OutOfOrder},
+		{rowkind.Insert, at(10, 1), "c", "seq-c-earlier-time", core.Updated},
 	})
 	assert.Equal(t, []string{"+I seq-b", "-U seq-b", "+U seq-c-earlier-time"}, s.Rows())
 	assert.Equal(t, []byte("c"), s.State("k").Seq)
 }
 
 func TestLast_Rule3_ARetractionOfAStoredKeyDeletesItAndTheNextRowInserts(t *testing.T) {
-	for _, kind := range []core.Kind{core.UpdateBefore, core.Delete} {
+	for _, kind := range []rowkind.Kind{rowkind.UpdateBefore, rowkind.Delete} {
 		s := runLast(t, core.Config{}, []lastIn{
-			{core.Delete, at(10, 0), "", "ghost", core.IgnoredRetraction},
-			{core.Insert, at(10, 1), "", "a", core.Inserted},
+			{rowkind.Delete, at(10, 0), "", "ghost", core.IgnoredRetraction},
+			{rowkind.Insert, at(10, 1), "", "a", core.Inserted},
 			{kind, at(10, 2), "", "a-retracted", core.DeletedIn},
-			{core.UpdateAfter, at(10, 3), "", "b", core.Inserted},
+			{rowkind.UpdateAfter, at(10, 3), "", "b", core.Inserted},
 		})
 		assert.Equal(t, []string{"+I a", "-D a", "+I b"}, s.Rows(), "-D carries the stored row, not the retraction's")
 	}
@@ -105,8 +106,8 @@ func TestLast_Rule3_ARetractionOfAStoredKeyDeletesItAndTheNextRowInserts(t *test
 
 func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{core.Insert, at(10, 5), "", "a", core.Inserted},
-		{core.Delete, at(10, 1), "", "old-delete", core.OutOfOrder},
+		{rowkind.Insert, at(10, 5), "", "a", core.Inserted},
+		{rowkind.Delete, at(10, 1), "", "old-delete", core.OutOfOrder},
 	})
 	assert.Equal(t, []string{"+I a"}, s.Rows())
 }
@@ -116,11 +117,11 @@ func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
 // newer one inserts.
 func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{core.Delete, at(10, 5), "", "unseen-delete", core.IgnoredRetraction},
-		{core.Insert, at(10, 3), "", "older", core.OutOfOrder},
-		{core.Insert, at(10, 6), "", "newer", core.Inserted},
-		{core.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
-		{core.UpdateAfter, at(10, 7), "", "same-instant", core.Inserted},
+		{rowkind.Delete, at(10, 5), "", "unseen-delete", core.IgnoredRetraction},
+		{rowkind.Insert, at(10, 3), "", "older", core.OutOfOrder},
+		{rowkind.Insert, at(10, 6), "", "newer", core.Inserted},
+		{rowkind.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
+		{rowkind.UpdateAfter, at(10, 7), "", "same-instant", core.Inserted},
 	})
 	assert.Equal(t, []string{"+I newer", "-D newer", "+I same-instant"}, s.Rows())
 }
@@ -130,26 +131,26 @@ func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 func TestLast_Rule3_OrderedAResentRetractionWritesNoState(t *testing.T) {
 	cfg := core.Config{Ordered: true}
 	var st core.State
-	first := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 5)}, at(12, 0))
+	first := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 0))
 	require.Equal(t, core.IgnoredRetraction, first.Outcome)
 	require.True(t, first.Write, "the first retraction writes the tombstone")
-	again := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 5)}, at(12, 1))
+	again := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 1))
 	assert.Equal(t, core.IgnoredRetraction, again.Outcome)
 	assert.False(t, again.Write, "the same tombstone again")
-	later := cfg.OnLastRow(&st, core.LastRow{Kind: core.Delete, Time: at(10, 6)}, at(12, 2))
+	later := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 6)}, at(12, 2))
 	assert.True(t, later.Write, "a later retraction moves the tombstone")
 }
 
 func TestLast_Rule4_StateTTLFromTheLastAcceptedRowInclusiveThenInsertsAgain(t *testing.T) {
 	cfg := core.Config{StateTTL: 5 * minute, CleanupTimers: false}
 	s := newSim(t, cfg, at(12, 0))
-	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 	s.AdvanceClock(at(12, 4))
-	require.Equal(t, core.Updated, s.ArriveLast("k", core.Insert, at(10, 1), "", "b").Outcome, "within TTL")
+	require.Equal(t, core.Updated, s.ArriveLast("k", rowkind.Insert, at(10, 1), "", "b").Outcome, "within TTL")
 	s.AdvanceClock(at(12, 8))
-	require.Equal(t, core.Updated, s.ArriveLast("k", core.Insert, at(10, 2), "", "c").Outcome, "the update at 12:04 refreshed retention")
+	require.Equal(t, core.Updated, s.ArriveLast("k", rowkind.Insert, at(10, 2), "", "c").Outcome, "the update at 12:04 refreshed retention")
 	s.AdvanceClock(at(12, 13))
-	d := s.ArriveLast("k", core.Insert, at(10, 3), "", "d")
+	d := s.ArriveLast("k", rowkind.Insert, at(10, 3), "", "d")
 	assert.Equal(t, core.Inserted, d.Outcome, "expired at exactly 12:08 + 5 min")
 	assert.True(t, d.Expired)
 	assert.Equal(t, []string{"+I a", "-U a", "+U b", "-U b", "+U c", "+I d"}, s.Rows())
@@ -158,23 +159,23 @@ func TestLast_Rule4_StateTTLFromTheLastAcceptedRowInclusiveThenInsertsAgain(t *t
 func TestLast_Rule4_DuplicateRefreshesRetentionOnlyWithResetOnDuplicate(t *testing.T) {
 	for _, reset := range []bool{true, false} {
 		s := newSim(t, core.Config{StateTTL: 5 * minute, ResetOnDuplicate: reset}, at(12, 0))
-		s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+		s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 		s.AdvanceClock(at(12, 4))
-		require.Equal(t, core.Duplicate, s.ArriveLast("k", core.Insert, at(10, 0), "", "a").Outcome)
+		require.Equal(t, core.Duplicate, s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a").Outcome)
 		s.AdvanceClock(at(12, 6))
 		want := core.Duplicate
 		if !reset {
 			want = core.Inserted
 		}
-		assert.Equal(t, want, s.ArriveLast("k", core.Insert, at(10, 0), "", "a").Outcome, "reset=%v", reset)
+		assert.Equal(t, want, s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a").Outcome, "reset=%v", reset)
 	}
 }
 
 func TestLast_Rule4_RetractOnExpiryOnArrivalEmitsDeleteThenInsert(t *testing.T) {
 	s := newSim(t, core.Config{StateTTL: 5 * minute, RetractOnExpiry: true}, at(12, 0))
-	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 	s.AdvanceClock(at(12, 5))
-	d := s.ArriveLast("k", core.Insert, at(10, 1), "", "b")
+	d := s.ArriveLast("k", rowkind.Insert, at(10, 1), "", "b")
 	assert.Equal(t, core.Inserted, d.Outcome)
 	assert.Equal(t, []string{"+I a", "-D a", "+I b"}, s.Rows())
 }
@@ -191,18 +192,18 @@ func TestLast_Rule4_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim(t, tc.cfg, at(12, 0))
 			s.AdvanceWatermark(at(9, 0))
-			s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+			s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 			tc.tick(s)
 			assert.Equal(t, []string{"+I a", "-D a"}, s.Rows())
 			assert.Equal(t, core.None, s.State("k").Phase)
-			assert.Equal(t, core.Inserted, s.ArriveLast("k", core.Insert, at(10, 7), "", "b").Outcome)
+			assert.Equal(t, core.Inserted, s.ArriveLast("k", rowkind.Insert, at(10, 7), "", "b").Outcome)
 		})
 	}
 }
 
 func TestLast_Rule4_WithoutRetractOnExpiryTheTimerDeletesSilently(t *testing.T) {
 	s := newSim(t, core.Config{StateTTL: 5 * minute, CleanupTimers: true}, at(12, 0))
-	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
+	s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 	s.AdvanceClock(at(12, 6))
 	assert.Equal(t, []string{"+I a"}, s.Rows())
 	assert.Equal(t, core.None, s.State("k").Phase)
@@ -212,8 +213,8 @@ func TestLast_Rule4_WithoutRetractOnExpiryTheTimerDeletesSilently(t *testing.T) 
 // must find nothing to retract.
 func TestLast_Rule4_TheTimerOfADeletedKeyIsStale(t *testing.T) {
 	s := newSim(t, core.Config{StateTTL: 5 * minute, CleanupTimers: true, RetractOnExpiry: true}, at(12, 0))
-	s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
-	s.ArriveLast("k", core.Delete, at(10, 1), "", "a")
+	s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
+	s.ArriveLast("k", rowkind.Delete, at(10, 1), "", "a")
 	s.AdvanceClock(at(12, 6))
 	assert.Equal(t, []string{"+I a", "-D a"}, s.Rows())
 }
@@ -228,8 +229,8 @@ func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
 		{core.Config{Ordered: true}, core.NoTimer},
 	} {
 		s := newSim(t, tc.cfg, at(12, 0)) // sim.arm checks the family of every timer
-		s.ArriveLast("k", core.Insert, at(10, 0), "", "a")
-		d := s.ArriveLast("k", core.Insert, at(10, 1), "", "b")
+		s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
+		d := s.ArriveLast("k", rowkind.Insert, at(10, 1), "", "b")
 		assert.Equal(t, tc.want, d.Timer.Kind, "%+v: a cleanup timer or none, never a finalization", tc.cfg)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The rules of issue 2 ("Semantics", rules 1-6) where the spec is silent,
@@ -18,7 +19,7 @@ import (
 func emitWatermarkless(t *testing.T, cfg core.Config, t0, et int64) *sim {
 	t.Helper()
 	s := newSim(t, cfg, t0)
-	require.Equal(t, core.Emit, s.Arrive("k", core.Insert, et, "first").Outcome)
+	require.Equal(t, core.Emit, s.Arrive("k", rowkind.Insert, et, "first").Outcome)
 	return s
 }
 
@@ -29,7 +30,7 @@ func emitEventTime(t *testing.T, cfg core.Config, t0, et, emitAt int64) *sim {
 	t.Helper()
 	s := newSim(t, cfg, t0)
 	s.AdvanceWatermark(et - minute)
-	require.Equal(t, core.BecomeCandidate, s.Arrive("k", core.Insert, et, "first").Outcome)
+	require.Equal(t, core.BecomeCandidate, s.Arrive("k", rowkind.Insert, et, "first").Outcome)
 	s.AdvanceClock(emitAt)
 	s.AdvanceWatermark(et)
 	require.Equal(t, []string{"first"}, s.Rows())
@@ -62,7 +63,7 @@ func TestRule_TiesInEventTimeKeepTheFirstArrival(t *testing.T) {
 			s := newSim(t, core.Config{EventTime: true, ResetOnDuplicate: true, CleanupTimers: true}, at(12, 0))
 			for i, r := range tc.rows {
 				s.AdvanceClock(at(12, 0) + int64(i)*second)
-				assert.Equal(t, r.want, s.Arrive("k", core.Insert, r.et, r.id).Outcome, "row %s", r.id)
+				assert.Equal(t, r.want, s.Arrive("k", rowkind.Insert, r.et, r.id).Outcome, "row %s", r.id)
 			}
 			s.AdvanceWatermark(at(11, 0))
 			assert.Equal(t, []string{tc.want}, s.Rows())
@@ -93,7 +94,7 @@ func TestRule_StateTTLExpiryIsInclusive(t *testing.T) {
 			setup: func(t *testing.T, cfg core.Config) *sim {
 				s := emitWatermarkless(t, cfg, t0, t0)
 				s.AdvanceClock(t0 + 2*minute)
-				d := s.Arrive("k", core.Insert, t0+2*minute, "dup")
+				d := s.Arrive("k", rowkind.Insert, t0+2*minute, "dup")
 				require.True(t, d.Refreshed && d.Write)
 				return s
 			},
@@ -113,7 +114,7 @@ func TestRule_StateTTLExpiryIsInclusive(t *testing.T) {
 				t.Run("not expired at t+d-1ms", func(t *testing.T) {
 					s := tc.setup(t, cfg)
 					s.AdvanceClock(tc.written + ttl - 1)
-					d := s.Arrive("k", core.Insert, at(9, 30), "probe")
+					d := s.Arrive("k", rowkind.Insert, at(9, 30), "probe")
 					assert.Equal(t, tc.late, d.Outcome)
 					assert.False(t, d.Expired)
 				})
@@ -124,7 +125,7 @@ func TestRule_StateTTLExpiryIsInclusive(t *testing.T) {
 					if timerCleared {
 						assert.Equal(t, core.None, s.State("k").Phase, "the cleanup timer at t+d cleared the key")
 					}
-					d := s.Arrive("k", core.Insert, at(9, 30), "probe")
+					d := s.Arrive("k", rowkind.Insert, at(9, 30), "probe")
 					assert.Equal(t, tc.fresh, d.Outcome)
 					if !timerCleared {
 						assert.True(t, d.Expired, "expiry detected on arrival")
@@ -142,16 +143,16 @@ func TestRule_WhatRefreshesStateTTL(t *testing.T) {
 		name      string
 		eventTime bool
 		reset     bool
-		kind      core.Kind
+		kind      rowkind.Kind
 		refreshes bool
 	}{
-		{"+I duplicate with reset", false, true, core.Insert, true},
-		{"+U duplicate with reset", false, true, core.UpdateAfter, true},
-		{"-U with reset", false, true, core.UpdateBefore, false},
-		{"-D with reset", false, true, core.Delete, false},
-		{"+I duplicate without reset", false, false, core.Insert, false},
-		{"+U duplicate without reset", false, false, core.UpdateAfter, false},
-		{"late row in event-time mode with reset", true, true, core.Insert, false},
+		{"+I duplicate with reset", false, true, rowkind.Insert, true},
+		{"+U duplicate with reset", false, true, rowkind.UpdateAfter, true},
+		{"-U with reset", false, true, rowkind.UpdateBefore, false},
+		{"-D with reset", false, true, rowkind.Delete, false},
+		{"+I duplicate without reset", false, false, rowkind.Insert, false},
+		{"+U duplicate without reset", false, false, rowkind.UpdateAfter, false},
+		{"late row in event-time mode with reset", true, true, rowkind.Insert, false},
 	} {
 		for _, cleanup := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/cleanup=%v", tc.name, cleanup), func(t *testing.T) {
@@ -169,7 +170,7 @@ func TestRule_WhatRefreshesStateTTL(t *testing.T) {
 
 				// At the unrefreshed expiry the key survives only if refreshed.
 				s.AdvanceClock(t0 + ttl)
-				d = s.Arrive("k", core.Insert, at(9, 2), "probe")
+				d = s.Arrive("k", rowkind.Insert, at(9, 2), "probe")
 				if tc.refreshes {
 					assert.Equal(t, core.DropDuplicate, d.Outcome, "refreshed: still within retention at 10:05")
 				} else {
@@ -186,7 +187,7 @@ func TestRule_RowsWhileOnlyAPendingCandidateExistsNeitherExpireNorRefreshIt(t *t
 			cfg := core.Config{EventTime: true, StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: cleanup}
 			s := newSim(t, cfg, at(10, 0))
 			s.AdvanceWatermark(at(8, 0))
-			require.Equal(t, core.BecomeCandidate, s.Arrive("k", core.Insert, at(9, 30), "a").Outcome)
+			require.Equal(t, core.BecomeCandidate, s.Arrive("k", rowkind.Insert, at(9, 30), "a").Outcome)
 
 			// An hour of processing time with no watermark progress: 12 TTLs.
 			for i, tc := range []struct {
@@ -200,7 +201,7 @@ func TestRule_RowsWhileOnlyAPendingCandidateExistsNeitherExpireNorRefreshIt(t *t
 				{at(11, 0), at(9, 20), core.DropDuplicate},
 			} {
 				s.AdvanceClock(tc.at)
-				d := s.Arrive("k", core.Insert, tc.et, fmt.Sprintf("r%d", i))
+				d := s.Arrive("k", rowkind.Insert, tc.et, fmt.Sprintf("r%d", i))
 				assert.Equal(t, tc.want, d.Outcome, "row %d", i)
 				assert.False(t, d.Expired, "a pending candidate has no TTL (row %d)", i)
 				assert.False(t, d.Refreshed, "pending rows never refresh retention (row %d)", i)
@@ -224,9 +225,9 @@ func TestRule_EventTimeModeRetentionStartsAtEmission(t *testing.T) {
 			assert.Equal(t, at(10, 15), s.State("k").ExpireAt)
 
 			s.AdvanceClock(at(10, 15) - 1)
-			assert.Equal(t, core.DropLate, s.Arrive("k", core.Insert, at(9, 5), "late").Outcome)
+			assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(9, 5), "late").Outcome)
 			s.AdvanceClock(at(10, 15))
-			d := s.Arrive("k", core.Insert, at(9, 6), "next")
+			d := s.Arrive("k", rowkind.Insert, at(9, 6), "next")
 			assert.Equal(t, core.BecomeCandidate, d.Outcome, "a new period at emission + TTL")
 			assert.True(t, d.Expired)
 		})
@@ -234,8 +235,8 @@ func TestRule_EventTimeModeRetentionStartsAtEmission(t *testing.T) {
 }
 
 func TestRule_UnseenRetractionsAreIgnoredAndDoNotMarkTheKey(t *testing.T) {
-	for _, retraction := range []core.Kind{core.Delete, core.UpdateBefore} {
-		for _, next := range []core.Kind{core.Insert, core.UpdateAfter} {
+	for _, retraction := range []rowkind.Kind{rowkind.Delete, rowkind.UpdateBefore} {
+		for _, next := range []rowkind.Kind{rowkind.Insert, rowkind.UpdateAfter} {
 			t.Run(fmt.Sprintf("kind %d then kind %d", retraction, next), func(t *testing.T) {
 				cfg := core.Config{StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
@@ -255,12 +256,12 @@ func TestRule_UnseenRetractionsAreIgnoredAndDoNotMarkTheKey(t *testing.T) {
 		cfg := core.Config{StateTTL: 5 * minute, ResetOnDuplicate: true}
 		s := emitWatermarkless(t, cfg, at(10, 0), at(10, 0))
 		s.AdvanceClock(at(10, 5))
-		d := s.Arrive("k", core.Delete, at(10, 5), "-D")
+		d := s.Arrive("k", rowkind.Delete, at(10, 5), "-D")
 		assert.Equal(t, core.IgnoreRetraction, d.Outcome)
 		assert.True(t, d.Expired)
 		assert.Equal(t, core.None, s.State("k").Phase, "the expired key is cleared, not marked again")
 		s.AdvanceClock(at(10, 6))
-		assert.Equal(t, core.Emit, s.Arrive("k", core.Insert, at(10, 6), "+I").Outcome)
+		assert.Equal(t, core.Emit, s.Arrive("k", rowkind.Insert, at(10, 6), "+I").Outcome)
 	})
 }
 
@@ -273,8 +274,8 @@ func TestRule_EventTimeTTL(t *testing.T) {
 			t.Run(fmt.Sprintf("cleanup=%v", cleanup), func(t *testing.T) {
 				cfg := core.Config{EventTTL: d, CleanupTimers: cleanup}
 				s := emitWatermarkless(t, cfg, at(12, 0), e) // the watermark never moves
-				assert.Equal(t, core.DropDuplicate, s.Arrive("k", core.Insert, e+d, "at max+d").Outcome)
-				dec := s.Arrive("k", core.Insert, e+d+1, "at max+d+1ms")
+				assert.Equal(t, core.DropDuplicate, s.Arrive("k", rowkind.Insert, e+d, "at max+d").Outcome)
+				dec := s.Arrive("k", rowkind.Insert, e+d+1, "at max+d+1ms")
 				assert.Equal(t, core.Emit, dec.Outcome)
 				assert.True(t, dec.Expired)
 				assert.Equal(t, []string{"first", "at max+d+1ms"}, s.Rows())
@@ -285,19 +286,19 @@ func TestRule_EventTimeTTL(t *testing.T) {
 	t.Run("duplicates refresh the largest event time only with reset", func(t *testing.T) {
 		for _, tc := range []struct {
 			reset bool
-			kind  core.Kind
+			kind  rowkind.Kind
 			want  core.Outcome // of a row at e+d+1 after a duplicate at e+30m
 		}{
-			{true, core.Insert, core.DropDuplicate},
-			{true, core.UpdateAfter, core.DropDuplicate},
-			{true, core.UpdateBefore, core.Emit},
-			{true, core.Delete, core.Emit},
-			{false, core.Insert, core.Emit},
+			{true, rowkind.Insert, core.DropDuplicate},
+			{true, rowkind.UpdateAfter, core.DropDuplicate},
+			{true, rowkind.UpdateBefore, core.Emit},
+			{true, rowkind.Delete, core.Emit},
+			{false, rowkind.Insert, core.Emit},
 		} {
 			t.Run(fmt.Sprintf("reset=%v kind=%d", tc.reset, tc.kind), func(t *testing.T) {
 				s := emitWatermarkless(t, core.Config{EventTTL: d, ResetOnDuplicate: tc.reset}, at(12, 0), e)
 				s.Arrive("k", tc.kind, e+30*minute, "dup")
-				assert.Equal(t, tc.want, s.Arrive("k", core.Insert, e+d+1, "probe").Outcome)
+				assert.Equal(t, tc.want, s.Arrive("k", rowkind.Insert, e+d+1, "probe").Outcome)
 			})
 		}
 	})
@@ -311,7 +312,7 @@ func TestRule_EventTimeTTL(t *testing.T) {
 		assert.Equal(t, core.Emitted, s.State("k").Phase, "watermark at max+d: retained")
 		s.AdvanceWatermark(e + d + 1)
 		assert.Equal(t, core.None, s.State("k").Phase, "watermark past max+d: cleared")
-		assert.Equal(t, core.Emit, s.Arrive("k", core.Insert, e, "again").Outcome, "a new period")
+		assert.Equal(t, core.Emit, s.Arrive("k", rowkind.Insert, e, "again").Outcome, "a new period")
 	})
 
 	t.Run("event-time mode", func(t *testing.T) {
@@ -319,8 +320,8 @@ func TestRule_EventTimeTTL(t *testing.T) {
 		s := emitEventTime(t, cfg, at(12, 0), e, at(12, 1))
 		timer, _ := s.Timer("k")
 		assert.Equal(t, core.Timer{Kind: core.Cleanup, At: e + d + 1}, timer)
-		assert.Equal(t, core.DropLate, s.Arrive("k", core.Insert, e+d, "at max+d").Outcome)
-		dec := s.Arrive("k", core.Insert, e+d+1, "at max+d+1ms")
+		assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, e+d, "at max+d").Outcome)
+		dec := s.Arrive("k", rowkind.Insert, e+d+1, "at max+d+1ms")
 		assert.Equal(t, core.BecomeCandidate, dec.Outcome)
 		assert.True(t, dec.Expired)
 	})
@@ -350,7 +351,7 @@ func TestRule_EventTimeTTL(t *testing.T) {
 						s = emitWatermarkless(t, cfg, at(12, 0), e) // retained until 12:05
 					}
 					s.AdvanceClock(tc.arrive)
-					dec := s.Arrive("k", core.Insert, tc.et, "probe")
+					dec := s.Arrive("k", rowkind.Insert, tc.et, "probe")
 					assert.Equal(t, tc.expired, dec.Expired)
 					assert.Equal(t, tc.expired, dec.Outcome == core.Emit || dec.Outcome == core.BecomeCandidate, "outcome %v", dec.Outcome)
 				})
@@ -372,10 +373,10 @@ func TestRule_RefreshThrottling(t *testing.T) {
 			t.Run(fmt.Sprintf("extension %dms", tc.extension), func(t *testing.T) {
 				cfg := core.Config{StateTTL: ttl, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
-				require.Equal(t, core.Emit, cfg.OnRow(&st, core.Insert, t0, t0).Outcome)
+				require.Equal(t, core.Emit, cfg.OnRow(&st, rowkind.Insert, t0, t0).Outcome)
 				before := st
 
-				d := cfg.OnRow(&st, core.Insert, t0, t0+tc.extension)
+				d := cfg.OnRow(&st, rowkind.Insert, t0, t0+tc.extension)
 				assert.Equal(t, core.DropDuplicate, d.Outcome)
 				assert.True(t, d.Refreshed, "Refreshed is set however small the extension")
 				assert.Equal(t, tc.write, d.Write)
@@ -392,11 +393,11 @@ func TestRule_RefreshThrottling(t *testing.T) {
 	t.Run("StateTTL throttled refreshes accumulate until one is written", func(t *testing.T) {
 		cfg := core.Config{StateTTL: ttl, ResetOnDuplicate: true}
 		var st core.State
-		cfg.OnRow(&st, core.Insert, t0, t0)
+		cfg.OnRow(&st, rowkind.Insert, t0, t0)
 		for _, off := range []int64{300, 600, 999} {
-			assert.False(t, cfg.OnRow(&st, core.Insert, t0, t0+off).Write, "+%dms", off)
+			assert.False(t, cfg.OnRow(&st, rowkind.Insert, t0, t0+off).Write, "+%dms", off)
 		}
-		assert.True(t, cfg.OnRow(&st, core.Insert, t0, t0+1000).Write, "1s past the stored expiry")
+		assert.True(t, cfg.OnRow(&st, rowkind.Insert, t0, t0+1000).Write, "1s past the stored expiry")
 		assert.Equal(t, t0+1000+ttl, st.ExpireAt)
 	})
 
@@ -408,9 +409,9 @@ func TestRule_RefreshThrottling(t *testing.T) {
 			t.Run(fmt.Sprintf("extension %dms", tc.extension), func(t *testing.T) {
 				cfg := core.Config{EventTTL: ttl, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
-				cfg.OnRow(&st, core.Insert, t0, t0)
+				cfg.OnRow(&st, rowkind.Insert, t0, t0)
 				before := st
-				d := cfg.OnRow(&st, core.Insert, t0+tc.extension, t0)
+				d := cfg.OnRow(&st, rowkind.Insert, t0+tc.extension, t0)
 				assert.True(t, d.Refreshed)
 				assert.Equal(t, tc.write, d.Write)
 				assert.Equal(t, core.Timer{Kind: core.Cleanup, At: t0 + tc.extension + ttl + 1}, d.Timer)
@@ -424,8 +425,8 @@ func TestRule_RefreshThrottling(t *testing.T) {
 	t.Run("a TTL under RefreshFraction ms writes every refresh", func(t *testing.T) {
 		cfg := core.Config{StateTTL: 50, ResetOnDuplicate: true}
 		var st core.State
-		cfg.OnRow(&st, core.Insert, t0, t0)
-		d := cfg.OnRow(&st, core.Insert, t0, t0+1)
+		cfg.OnRow(&st, rowkind.Insert, t0, t0)
+		d := cfg.OnRow(&st, rowkind.Insert, t0, t0+1)
 		assert.True(t, d.Write)
 		assert.Equal(t, t0+51, st.ExpireAt)
 	})
@@ -458,8 +459,8 @@ func TestRule_StaleTimerFiringsAreIgnored(t *testing.T) {
 	t.Run("a replaced candidate is emitted once", func(t *testing.T) {
 		s := newSim(t, cfg, at(12, 0))
 		s.AdvanceWatermark(at(9, 0))
-		s.Arrive("k", core.Insert, at(10, 2), "click")
-		s.Arrive("k", core.Insert, at(10, 1), "view")
+		s.Arrive("k", rowkind.Insert, at(10, 2), "click")
+		s.Arrive("k", rowkind.Insert, at(10, 1), "view")
 		s.AdvanceWatermark(at(10, 5))
 		assert.Equal(t, []string{"view"}, s.Rows())
 	})
@@ -480,7 +481,7 @@ func TestRule_EventTimeStateTTLCleanupTimerRearmsUntilTheProcessingTimeExpiryPas
 		assert.Equal(t, core.Cleanup, next.Kind)
 		assert.Greater(t, next.At, last, "re-armed later")
 		last = next.At
-		assert.Equal(t, core.DropLate, s.Arrive("k", core.Insert, s.wm, "late").Outcome, "the key still deduplicates")
+		assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, s.wm, "late").Outcome, "the key still deduplicates")
 	}
 
 	s.AdvanceClock(at(12, 5))
@@ -505,14 +506,14 @@ func TestRule_EventTimeStateTTLCleanupTimerPastTheWindowEndIsSetAtTheWindowEnd(t
 	s := newSim(t, cfg, at(12, 0))
 	s.windowEnd = at(10, 3) - 1 // window [10:00, 10:03)
 	s.AdvanceWatermark(at(10, 0))
-	s.Arrive("k", core.Insert, at(10, 1), "first")
+	s.Arrive("k", rowkind.Insert, at(10, 1), "first")
 	s.AdvanceWatermark(at(10, 1))
 	require.Equal(t, []string{"first"}, s.Rows())
 	timer, _ := s.Timer("k")
 	assert.Equal(t, core.Timer{Kind: core.Cleanup, At: at(10, 3) - 1}, timer, "the 10:06 cleanup is clamped to the window end, overwriting the finalization")
 	assert.Equal(t, core.Emitted, s.State("k").Phase)
 	s.AdvanceClock(at(12, 1))
-	assert.Equal(t, core.DropLate, s.Arrive("k", core.Insert, at(10, 2), "late").Outcome)
+	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(10, 2), "late").Outcome)
 }
 
 // Window [10:00, 10:10): the first cleanup check at 10:06 fires while the
@@ -524,13 +525,13 @@ func TestRule_EventTimeStateTTLRearmStopsAtTheWindowEndWithoutEndingThePeriodEar
 	s := newSim(t, cfg, at(12, 0))
 	s.windowEnd = at(10, 10) - 1
 	s.AdvanceWatermark(at(10, 0))
-	s.Arrive("k", core.Insert, at(10, 1), "first")
+	s.Arrive("k", rowkind.Insert, at(10, 1), "first")
 	s.AdvanceWatermark(at(10, 1)) // emitted @12:00, expires 12:05, cleanup check at 10:06
 	s.AdvanceClock(at(12, 1))
 	s.AdvanceWatermark(at(10, 6)) // the check fires: not expired; next would be 10:16 > window end
 	assert.Equal(t, core.Emitted, s.State("k").Phase, "still retained: 12:01 < 12:05")
 	s.AdvanceClock(at(12, 2))
-	assert.Equal(t, core.DropLate, s.Arrive("k", core.Insert, at(10, 7), "later").Outcome)
+	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(10, 7), "later").Outcome)
 	s.AdvanceWatermark(at(10, 7))
 	assert.Equal(t, []string{"first"}, s.Rows())
 	timer, _ := s.Timer("k")
@@ -562,11 +563,11 @@ func TestRule_EventTimeTTLCleanupTimerPastTheWindowEndDoesNotLetAnOlderTimerEndT
 			s := newSim(t, tc.cfg, at(12, 0))
 			s.windowEnd = e + 40*second - 1
 			s.AdvanceWatermark(e)
-			require.Equal(t, core.Emit, s.Arrive("k", core.Insert, e, "first").Outcome)
-			require.Equal(t, tc.want, s.Arrive("k", core.Insert, tc.secondAt, "second").Outcome)
+			require.Equal(t, core.Emit, s.Arrive("k", rowkind.Insert, e, "first").Outcome)
+			require.Equal(t, tc.want, s.Arrive("k", rowkind.Insert, tc.secondAt, "second").Outcome)
 			s.AdvanceWatermark(e + tc.cfg.EventTTL + 2) // passes the first row's retention only
 			assert.NotEqual(t, core.None, s.State("k").Phase, "the key's current retention has not ended")
-			d := s.Arrive("k", core.Insert, e+35*second, "later") // on time, within the current retention
+			d := s.Arrive("k", rowkind.Insert, e+35*second, "later") // on time, within the current retention
 			assert.Equal(t, core.DropDuplicate, d.Outcome)
 			assert.Len(t, s.Out(), map[bool]int{true: 2, false: 1}[tc.want == core.Emit])
 		})
@@ -578,16 +579,16 @@ func TestRule_EventTimeTTLCleanupTimerPastTheWindowEndDoesNotLetAnOlderTimerEndT
 func TestRule_StateTTLExpiryHoldsWhateverTheClockValue(t *testing.T) {
 	cfg := core.Config{StateTTL: 5 * minute}
 	var st core.State
-	require.Equal(t, core.Emit, cfg.OnRow(&st, core.Insert, 0, -5*minute).Outcome)
-	d := cfg.OnRow(&st, core.Insert, 0, 0)
+	require.Equal(t, core.Emit, cfg.OnRow(&st, rowkind.Insert, 0, -5*minute).Outcome)
+	d := cfg.OnRow(&st, rowkind.Insert, 0, 0)
 	assert.Equal(t, core.Emit, d.Outcome, "written at -5m with a 5m TTL: expired at 0")
 
 	// The same through the persisted state.
 	s := emitWatermarkless(t, cfg, -5*minute, 0)
 	s.AdvanceClock(-1)
-	assert.Equal(t, core.DropDuplicate, s.Arrive("k", core.Insert, 0, "at -1ms").Outcome)
+	assert.Equal(t, core.DropDuplicate, s.Arrive("k", rowkind.Insert, 0, "at -1ms").Outcome)
 	s.AdvanceClock(0)
-	assert.Equal(t, core.Emit, s.Arrive("k", core.Insert, 0, "at 0").Outcome)
+	assert.Equal(t, core.Emit, s.Arrive("k", rowkind.Insert, 0, "at 0").Outcome)
 }
 
 // A window's state lives until the window expires: until the watermark
@@ -618,7 +619,7 @@ func TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpi
 			s := newSim(t, tc.cfg, at(12, 0))
 			s.windowEnd = windowEnd
 			s.AdvanceWatermark(e)
-			s.Arrive("k", core.Insert, at(10, 1), "first")
+			s.Arrive("k", rowkind.Insert, at(10, 1), "first")
 			s.AdvanceWatermark(at(10, 1))
 			require.Equal(t, []string{"first"}, s.Rows())
 			s.AdvanceClock(at(12, 1))
@@ -626,7 +627,7 @@ func TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpi
 			s.AdvanceWatermark(windowEnd) // the window has not expired yet
 			assert.NotEqual(t, core.None, s.State("k").Phase, "retention has not ended and the window is open")
 
-			d := s.Arrive("k", core.Insert, at(10, 5), "same window")
+			d := s.Arrive("k", rowkind.Insert, at(10, 5), "same window")
 			assert.Equal(t, tc.want, d.Outcome)
 			s.Fire()
 			assert.Equal(t, []string{"first"}, s.Rows())
@@ -664,9 +665,9 @@ func TestConfig_FamilyIsOneFamilyPerOptionCombinationAndCoversEveryTimer(t *test
 			// Every timer the core asks for in a busy scenario belongs to
 			// that family (the sim fails otherwise); none without one.
 			s := newSim(t, cfg, at(12, 0))
-			kinds := []core.Kind{core.Insert, core.Insert, core.UpdateBefore, core.UpdateAfter, core.Delete}
+			kinds := []rowkind.Kind{rowkind.Insert, rowkind.Insert, rowkind.UpdateBefore, rowkind.UpdateAfter, rowkind.Delete}
 			if cfg.EventTime {
-				kinds = []core.Kind{core.Insert}
+				kinds = []rowkind.Kind{rowkind.Insert}
 			}
 			timers := 0
 			for i := range 60 {

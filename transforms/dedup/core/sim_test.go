@@ -11,6 +11,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // sim is a small deterministic model of the Beam runner around the core,
@@ -112,7 +113,7 @@ func (s *sim) Rows() []string {
 
 // Arrive processes one row of key with the given kind and event time at
 // the current processing time, and returns the core's decision.
-func (s *sim) Arrive(key string, kind core.Kind, eventTime int64, row string) core.Decision {
+func (s *sim) Arrive(key string, kind rowkind.Kind, eventTime int64, row string) core.Decision {
 	s.t.Helper()
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the candidate bytes")
 	sk := s.key(key)
@@ -135,7 +136,7 @@ func (s *sim) Arrive(key string, kind core.Kind, eventTime int64, row string) co
 // ArriveLast processes one KeepLast row of key at the current processing
 // time (row is its encoding; seq its SequenceBy value or "") and records
 // each emission as "<kind> <row>".
-func (s *sim) ArriveLast(key string, kind core.Kind, eventTime int64, seq, row string) core.LastDecision {
+func (s *sim) ArriveLast(key string, kind rowkind.Kind, eventTime int64, seq, row string) core.LastDecision {
 	s.t.Helper()
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the stored bytes")
 	sk := s.key(key)
@@ -157,7 +158,7 @@ func (s *sim) ArriveLast(key string, kind core.Kind, eventTime int64, seq, row s
 	return d
 }
 
-var kindNames = map[core.Kind]string{core.Insert: "+I", core.UpdateBefore: "-U", core.UpdateAfter: "+U", core.Delete: "-D"}
+var kindNames = map[rowkind.Kind]string{rowkind.Insert: "+I", rowkind.UpdateBefore: "-U", rowkind.UpdateAfter: "+U", rowkind.Delete: "-D"}
 
 // AdvanceClock moves processing time to now and fires the due timers.
 func (s *sim) AdvanceClock(now int64) {

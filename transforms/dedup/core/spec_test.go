@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The input/output tables of the DEDUPLICATE_KEEP_FIRST spec
@@ -35,7 +36,7 @@ func withAndWithoutCleanupTimers(t *testing.T, cfg core.Config, f func(t *testin
 type watermarklessRow struct {
 	at   int64 // processing-time arrival
 	key  string
-	kind core.Kind
+	kind rowkind.Kind
 	row  string
 	want core.Outcome
 }
@@ -58,7 +59,7 @@ func insertsASecondApart(key string, rowsAndOutcomes ...any) []watermarklessRow 
 	var rows []watermarklessRow
 	for i := 0; i < len(rowsAndOutcomes); i += 2 {
 		rows = append(rows, watermarklessRow{
-			at: at(10, 0) + int64(i/2)*second, key: key, kind: core.Insert,
+			at: at(10, 0) + int64(i/2)*second, key: key, kind: rowkind.Insert,
 			row: rowsAndOutcomes[i].(string), want: rowsAndOutcomes[i+1].(core.Outcome),
 		})
 	}
@@ -98,17 +99,17 @@ func TestSpec_4_1_3_3_KeyedWatermarklessStateTTL_ReemitsAfterExpiry(t *testing.T
 	withAndWithoutCleanupTimers(t, core.Config{StateTTL: 5 * minute, ResetOnDuplicate: true}, func(t *testing.T, cfg core.Config) {
 		const login = "+I[user_name: 'Vas', event: 'login']"
 		s := newSim(t, cfg, at(10, 0))
-		d := s.Arrive("Vas", core.Insert, at(10, 0), login+"@10:00")
+		d := s.Arrive("Vas", rowkind.Insert, at(10, 0), login+"@10:00")
 		assert.Equal(t, core.Emit, d.Outcome)
 
 		s.AdvanceClock(at(10, 3))
-		d = s.Arrive("Vas", core.Insert, at(10, 3), login+"@10:03")
+		d = s.Arrive("Vas", rowkind.Insert, at(10, 3), login+"@10:03")
 		assert.Equal(t, core.DropDuplicate, d.Outcome)
 		assert.True(t, d.Refreshed, "the 10:03 duplicate refreshes the retention (reset_ttl_on_duplicate defaults to true)")
 		assert.Equal(t, at(10, 8), s.State("Vas").ExpireAt, "retention refreshed from 10:05 to 10:08")
 
 		s.AdvanceClock(at(10, 10))
-		d = s.Arrive("Vas", core.Insert, at(10, 10), login+"@10:10")
+		d = s.Arrive("Vas", rowkind.Insert, at(10, 10), login+"@10:10")
 		assert.Equal(t, core.Emit, d.Outcome, "10:10 is after the 10:08 expiry: a new period")
 
 		assert.Equal(t, []emission{
@@ -142,7 +143,7 @@ type boundedSource struct {
 func (b *boundedSource) read(proc int64, key string, rowtime int64, row string) core.Decision {
 	b.s.t.Helper()
 	b.s.AdvanceClock(proc)
-	d := b.s.Arrive(key, core.Insert, rowtime, row)
+	d := b.s.Arrive(key, rowkind.Insert, rowtime, row)
 	if !b.seen || rowtime > b.maxRow {
 		b.maxRow, b.seen = rowtime, true
 	}
@@ -213,7 +214,7 @@ func TestSpec_4_1_3_6_KeyedStateTTLDuplicateRefresh_TrueKeepsTheKeyFalseReemits(
 		s := newSim(t, cfg, arrivals[0])
 		for i, a := range arrivals {
 			s.AdvanceClock(a)
-			d := s.Arrive("Vas", core.Insert, a, login+"#"+string(rune('0'+i)))
+			d := s.Arrive("Vas", rowkind.Insert, a, login+"#"+string(rune('0'+i)))
 			assert.Equal(t, want[i], d.Outcome, "row %d", i)
 		}
 		return s
@@ -240,14 +241,14 @@ func TestSpec_4_1_3_6_KeyedStateTTLDuplicateRefresh_TrueKeepsTheKeyFalseReemits(
 func TestSpec_4_1_3_7_UpdatingInput_EmitsTheFirstInsertAndSwallowsEveryLaterChange(t *testing.T) {
 	withAndWithoutCleanupTimers(t, core.Config{ResetOnDuplicate: true}, func(t *testing.T, cfg core.Config) {
 		rows := []watermarklessRow{
-			{key: "Vas", kind: core.Delete, row: "-D[user_name: 'Vas', event: 'logout']", want: core.IgnoreRetraction},
-			{key: "Vas", kind: core.Insert, row: "+I[user_name: 'Vas', event: 'login']", want: core.Emit},
+			{key: "Vas", kind: rowkind.Delete, row: "-D[user_name: 'Vas', event: 'logout']", want: core.IgnoreRetraction},
+			{key: "Vas", kind: rowkind.Insert, row: "+I[user_name: 'Vas', event: 'login']", want: core.Emit},
 			// "key seen again → swallowed": the core counts a +I/+U of an
 			// emitted key as a dropped duplicate, -U/-D as swallowed.
-			{key: "Vas", kind: core.Insert, row: "+I[user_name: 'Vas', event: 'login'] again", want: core.DropDuplicate},
-			{key: "Vas", kind: core.UpdateBefore, row: "-U[user_name: 'Vas', event: 'login']", want: core.Swallow},
-			{key: "Vas", kind: core.UpdateAfter, row: "+U[user_name: 'Vas', event: 'click']", want: core.DropDuplicate},
-			{key: "Vas", kind: core.Delete, row: "-D[user_name: 'Vas', event: 'click']", want: core.Swallow},
+			{key: "Vas", kind: rowkind.Insert, row: "+I[user_name: 'Vas', event: 'login'] again", want: core.DropDuplicate},
+			{key: "Vas", kind: rowkind.UpdateBefore, row: "-U[user_name: 'Vas', event: 'login']", want: core.Swallow},
+			{key: "Vas", kind: rowkind.UpdateAfter, row: "+U[user_name: 'Vas', event: 'click']", want: core.DropDuplicate},
+			{key: "Vas", kind: rowkind.Delete, row: "-D[user_name: 'Vas', event: 'click']", want: core.Swallow},
 		}
 		for i := range rows {
 			rows[i].at = at(10, 0) + int64(i)*second

@@ -1,4 +1,4 @@
-package changelog
+package rowkind
 
 import (
 	"testing"
@@ -30,4 +30,10 @@ func TestZeroKindIsInsertAndOutOfRangeIsInvalid(t *testing.T) {
 	assert.False(t, Kind(4).Valid())
 	assert.False(t, Kind(-1).Valid())
 	assert.Equal(t, "Kind(4)", Kind(4).String())
+}
+
+func TestIsRetractionIsTrueForUpdateBeforeAndDeleteOnly(t *testing.T) {
+	for k, want := range map[Kind]bool{Insert: false, UpdateBefore: true, UpdateAfter: false, Delete: true} {
+		assert.Equal(t, want, k.IsRetraction(), k.String())
+	}
 }

@@ -1,4 +1,4 @@
-package changelog
+package rowkind
 
 import (
 	"fmt"
