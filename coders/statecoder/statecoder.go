@@ -1,12 +1,19 @@
 // Package statecoder is one key's deduplication state (State) and its
-// persisted form, stored by package dedup in a Beam value state as bytes.
-// The state type lives here, below the transforms that use it (dedup/core
-// names it core.State), so that coders import no transform.
+// persisted forms. The state type lives here, below the transforms that use
+// it (dedup/core names it core.State), so that coders import no transform.
 //
 // State outlives binaries: a pipeline updated on Dataflow or restored from a
 // Flink savepoint reads state written by an older version of this library.
-// So the format is versioned (a version byte first), every version ever
-// written stays decodable, and golden-byte tests pin each version.
+// So the formats are versioned, every version ever written stays decodable,
+// and golden-byte tests pin each version.
+//
+// Each persisted form is chosen for the fewest Fn API state requests, the
+// cost of a stateful step on a portable runner (docs/state.md):
+//
+//   - KeepFirst keeps a bag of int64 marks (version 3, marks.go): a new key
+//     is one append.
+//   - KeepLast keeps a bag of encoded states (versions.go), each in the
+//     byte format below: a change is one append of the new state.
 //
 // Version 1 layout:
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
 func TestCandidateCoder_RoundTrips(t *testing.T) {
@@ -33,39 +34,6 @@ func TestCandidateCoder_RoundTrips(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// The merge is what makes the bounded result repeatable: earliest timestamp,
-// ties to the smaller encoding, in any order of merging.
-func TestMergeCandidates_KeepsEarliestThenSmallestAndIsOrderIndependent(t *testing.T) {
-	a := candidate{Has: true, TS: 5, Row: []byte("b"), Rows: 1}
-	b := candidate{Has: true, TS: 5, Row: []byte("a"), Rows: 1}
-	c := candidate{Has: true, TS: 9, Row: []byte("0"), Rows: 1}
-	r := candidate{Retractions: 1}
-	want := candidate{Has: true, TS: 5, Row: []byte("a"), Rows: 3, Retractions: 1}
-	assert.Equal(t, want, mergeCandidates(dirFirst, mergeCandidates(dirFirst, a, b), mergeCandidates(dirFirst, c, r)))
-	assert.Equal(t, want, mergeCandidates(dirFirst, mergeCandidates(dirFirst, r, c), mergeCandidates(dirFirst, b, a)))
-	assert.Equal(t, want, mergeCandidates(dirFirst, a, mergeCandidates(dirFirst, r, mergeCandidates(dirFirst, c, b))))
-}
-
-// The same merge with dirLast keeps the largest (seq, time, row), and the
-// sequence value comes before the time.
-func TestMergeCandidates_LastKeepsLargestSeqThenTimeThenRowInAnyOrder(t *testing.T) {
-	a := candidate{Has: true, TS: 9, Seq: []byte{1}, Row: []byte("z"), Rows: 1}
-	b := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("a"), Rows: 1}
-	c := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("b"), Rows: 1}
-	r := candidate{Has: true, Retract: true, TS: 1, Seq: []byte{2}, Row: []byte("c"), Retractions: 1}
-	want := candidate{Has: true, TS: 1, Seq: []byte{2}, Row: []byte("b"), Rows: 3, Retractions: 1}
-	cands := []candidate{a, b, c, r}
-	rng := rand.New(rand.NewPCG(5, 6))
-	for range 20 {
-		rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-		got := mergeCandidates(dirLast, mergeCandidates(dirLast, cands[0], cands[1]), mergeCandidates(dirLast, cands[2], cands[3]))
-		assert.Equal(t, want, got, "the +U beats the -U of the same instant; the larger row wins the tie")
-		got = mergeCandidates(dirLast, cands[0], mergeCandidates(dirLast, cands[1], mergeCandidates(dirLast, cands[2], cands[3])))
-		assert.Equal(t, want, got)
-	}
-	assert.Equal(t, a.Row, mergeCandidates(dirFirst, mergeCandidates(dirFirst, a, b), c).Row, "First: the smallest seq wins over an earlier time")
-}
-
 // keyCandidatesFn's in-bundle merge (Local) must give the combine what the
 // per-row candidates would: the same merged candidate per key, whether the
 // map flushes at the end of the bundle or keeps flushing because it is full.
@@ -73,14 +41,14 @@ func TestMergeCandidates_LastKeepsLargestSeqThenTimeThenRowInAnyOrder(t *testing
 func TestKeyCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		dir  direction
+		dir  core.Direction
 		seq  string
-	}{{"first", dirFirst, ""}, {"last", dirLast, ""}, {"first by sequence", dirFirst, "seq"}, {"last by sequence", dirLast, "seq"}} {
+	}{{"first", core.KeepFirst, ""}, {"last", core.KeepLast, ""}, {"first by sequence", core.KeepFirst, "seq"}, {"last by sequence", core.KeepLast, "seq"}} {
 		t.Run(tc.name, func(t *testing.T) { testKeyCandidatesInBundleMerge(t, tc.dir, tc.seq) })
 	}
 }
 
-func testKeyCandidatesInBundleMerge(t *testing.T, dir direction, seqCol string) {
+func testKeyCandidatesInBundleMerge(t *testing.T, dir core.Direction, seqCol string) {
 	type row struct {
 		User string  `beam:"user"`
 		Op   string  `beam:"op"`
@@ -100,7 +68,7 @@ func testKeyCandidatesInBundleMerge(t *testing.T, dir direction, seqCol string) 
 		got := map[string]candidate{}
 		emit := func(_ beam.EventTime, k []byte, c candidate) {
 			if old, ok := got[string(k)]; ok {
-				c = mergeCandidates(dir, old, c)
+				c = dir.Merge(old, c)
 			}
 			got[string(k)] = c
 		}
@@ -140,13 +108,13 @@ func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 		ins = append(ins, in{rng.Int64N(40), row{Op: []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)], Val: rng.Int64N(5)}, beam.EventTime(rng.Int64N(4))})
 	}
 	merged := func(local bool, maxKeys int) map[int64]candidate {
-		f := &toCandidateFn{ValueType: beam.EncodedType{T: reflect.TypeFor[row]()}, KeyType: beam.EncodedType{T: reflect.TypeFor[int64]()}, KindCol: "op", Local: local, Merge: bundleMerge{MaxKeys: maxKeys}}
+		f := &toCandidateFn{ValueType: beam.EncodedType{T: reflect.TypeFor[row]()}, KeyType: beam.EncodedType{T: reflect.TypeFor[int64]()}, Checks: rowChecks{KindCol: "op"}, Local: local, Merge: bundleMerge{MaxKeys: maxKeys}}
 		require.NoError(t, f.Setup())
 		got := map[int64]candidate{}
 		emit := func(_ beam.EventTime, k beam.T, c candidate) {
 			key := k.(int64)
 			if old, ok := got[key]; ok {
-				c = mergeCandidates(dirFirst, old, c)
+				c = core.KeepFirst.Merge(old, c)
 			}
 			got[key] = c
 		}

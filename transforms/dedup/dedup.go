@@ -45,6 +45,7 @@ import (
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
@@ -52,16 +53,18 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
 func init() {
 	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(deadletter.DeadLetter)](&keyRowsFn{})
 	register.DoFn6x0[context.Context, beam.EventTime, beam.U, beam.V, func(beam.EventTime, beam.U, beam.V), func(deadletter.DeadLetter)](&keyPairsFn{})
-	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstEventFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&keepFirstProcFn{})
+	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksFn{})
+	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksEventFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksProcFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsEventFn{})
+	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsProcFn{})
 	register.Emitter3[beam.EventTime, []byte, beam.T]()
 	register.Emitter3[beam.EventTime, beam.U, beam.V]()
 	register.Emitter3[beam.EventTime, beam.T, beam.V]()
@@ -88,7 +91,7 @@ func init() {
 // unknown changelog kind, a NULL event time) are counted as dead_lettered
 // and dropped; use KeepFirstWithErrors to keep them.
 func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryKeep(s, rows, opts, false)
+	out, _, err := tryKeep(s, rows, opts, keepFirst)
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +101,7 @@ func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollec
 // TryKeepFirst is KeepFirst returning construction errors instead of
 // panicking.
 func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryKeep(s, rows, opts, false)
+	out, _, err := tryKeep(s, rows, opts, keepFirst)
 	return out, err
 }
 
@@ -106,7 +109,7 @@ func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCo
 // process, as a PCollection of DeadLetter with the reason. It panics on a
 // construction error.
 func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryKeep(s, rows, opts, false)
+	out, dead, err := tryKeep(s, rows, opts, keepFirst)
 	if err != nil {
 		panic(err)
 	}
@@ -116,7 +119,7 @@ func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (b
 // TryKeepFirstWithErrors is KeepFirstWithErrors returning construction
 // errors instead of panicking.
 func TryKeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
-	return tryKeep(s, rows, opts, false)
+	return tryKeep(s, rows, opts, keepFirst)
 }
 
 // KeepFirstPerKey keeps the first value per key of kvs, a PCollection of
@@ -135,22 +138,21 @@ func KeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) beam.PC
 
 // TryKeepFirstPerKey is KeepFirstPerKey returning construction errors.
 func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	return tryKeepPerKey(s, kvs, opts, false)
+	return tryKeepPerKey(s, kvs, opts, keepFirst)
 }
 
-// newConfig applies opts to the defaults of KeepFirst (last false) or
-// KeepLast.
-func newConfig(opts []Option, last bool) config {
+// newConfig applies opts to the defaults of transform t.
+func newConfig(opts []Option, t transform) config {
 	c := defaultConfig()
-	c.last = last
+	c.transform = t
 	for _, o := range opts {
 		o(&c)
 	}
 	return c
 }
 
-func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool) (beam.PCollection, error) {
-	c := newConfig(opts, last)
+func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, t transform) (beam.PCollection, error) {
+	c := newConfig(opts, t)
 	name := c.name(true)
 	fail := func(err error) (beam.PCollection, error) {
 		return beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
@@ -159,7 +161,7 @@ func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool)
 		return fail(err)
 	}
 	if c.partitionSet || c.partitionAll {
-		return fail(fmt.Errorf("PartitionBy/PartitionByAll is not allowed: the key of each KV is the partition key; use KeepFirst on a struct PCollection to key by columns"))
+		return fail(fmt.Errorf("PartitionBy/PartitionByAll is not allowed: the key of each KV is the partition key; use %s on a PCollection of structs to key by columns", c.name(false)))
 	}
 	if !typex.IsKV(kvs.Type()) {
 		return fail(fmt.Errorf("input must be a PCollection of KV<K,V>, got %v; use %s for a PCollection of structs", kvs.Type(), c.name(false)))
@@ -185,33 +187,20 @@ func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, last bool)
 			return fail(fmt.Errorf("OutputKind: %w", err))
 		}
 	}
-	if (kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64) && !localMerge(&c, kvs) {
-		// Beam Go's lifted combine cannot hash float keys (it panics with
-		// "Unexpected coder for hashing: double"), so float keys keep the
-		// stateful expansion where the bounded one would need the combine
-		// (notes/beam-defects.md #7). A GroupByKey groups them fine.
-		c.forceStateful = true
-	}
-	bounded := pcol.IsBounded(kvs)
-	if err := c.firstSequenceBy(bounded); err != nil {
+	p, err := newPlan(&c, input{
+		bounded: pcol.IsBounded(kvs), globalWindows: kvs.WindowingStrategy().Fn.Kind == window.GlobalWindows,
+		perKey: true, floatKey: kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64,
+	})
+	if err != nil {
 		return fail(err)
 	}
-	s = s.Scope(scopeName(c.uid, name))
-	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: scopeName(c.uid, name)}, kvs)
-	return keyedStep(s, keyed, &c, vt, bounded), nil
-}
-
-// firstSequenceBy checks that KeepFirst's SequenceBy applies: the smallest
-// value is known only once a key's rows are all seen, which the bounded
-// expansion does and a stream does not.
-func (c *config) firstSequenceBy(bounded bool) error {
-	if c.last || c.sequenceBy == "" || useBounded(c, bounded) {
-		return nil
+	uid := scopeName(c.uid, name)
+	s = s.Scope(uid)
+	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: uid}, kvs)
+	if p.expansion == mergeExpansion {
+		return mergeKeyed(s, keyed, &c, &p, vt), nil
 	}
-	if !bounded {
-		return fmt.Errorf("SequenceBy(%q) needs all of a key's rows before the first is known, which a stream never has; use OnTime(%q) for the event-time first row (emitted when the watermark passes it), or window dedup", c.sequenceBy, c.sequenceBy)
-	}
-	return fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which ForceStateful and EventTimeTTL turn off", c.sequenceBy)
+	return statefulStep(s, keyed, &c, &p, vt), nil
 }
 
 func keyTypeError(kt reflect.Type) error {
@@ -225,9 +214,9 @@ func scopeName(uid, def string) string {
 	return def
 }
 
-// tryKeep is the construction of KeepFirst (last false) and KeepLast.
-func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (beam.PCollection, beam.PCollection, error) {
-	c := newConfig(opts, last)
+// tryKeep is the construction of KeepFirst and KeepLast on struct rows.
+func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, t transform) (beam.PCollection, beam.PCollection, error) {
+	c := newConfig(opts, t)
 	name := c.name(false)
 	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
 		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
@@ -235,37 +224,32 @@ func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, last bool) (bea
 	if err := c.validate(); err != nil {
 		return fail(err)
 	}
-	t, cols, checks, err := structRows(&c, rows, "use "+c.name(true)+" for KV input")
+	rt, cols, checks, err := structRows(&c, rows, "use "+c.name(true)+" for KV input")
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := optionalKindField(t, c.kindColumn()); err != nil {
+	if _, err := optionalKindField(rt, c.kindColumn()); err != nil {
 		return fail(fmt.Errorf("OutputKind: %w", err))
 	}
-	bounded := pcol.IsBounded(rows)
-	if err := c.firstSequenceBy(bounded); err != nil {
+	p, err := newPlan(&c, input{bounded: pcol.IsBounded(rows), globalWindows: rows.WindowingStrategy().Fn.Kind == window.GlobalWindows})
+	if err != nil {
 		return fail(err)
 	}
 	uid := scopeName(c.uid, name)
 	s = s.Scope(uid)
-	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
-	if useBounded(&c, bounded) {
-		kept, dead := boundedRows(s, rows, kr, &c)
+	kr := keyRowsFn{RowType: beam.EncodedType{T: rt}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
+	if p.expansion == mergeExpansion {
+		kept, dead := mergeRows(s, rows, kr, &c, &p)
 		return kept, dead, nil
 	}
-	kr.MiniBatch = !c.noMiniBatch && c.eventTTL == 0 && !c.last
-	kr.EventTime = c.onTime != ""
-	kr.StateTTLMs = c.stateTTL.Milliseconds()
+	kr.PreFilter, kr.Rules = p.preFilter, p.rules
 	var keyed, dead beam.PCollection
-	if c.last && c.eventTTL == 0 && localMerge(&c, rows) {
-		// KeepLast folds each bundle's rows per key (rule 6), not with
-		// event-time retention (its expiry depends on every row's time) and
-		// only in the global window (the fold's FinishBundle output's).
-		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr, Ordered: c.ordered()}, rows)
+	if p.fold {
+		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr}, rows)
 	} else {
 		keyed, dead = beam.ParDo2(s.Scope("Key"), &kr, rows)
 	}
-	kept := statefulStep(s, keyed, &c, t, bounded)
+	kept := statefulStep(s, keyed, &c, &p, rt)
 	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
 }
 
@@ -305,49 +289,4 @@ func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, 
 		return nil, nil, rowChecks{}, err
 	}
 	return t, cols, checks, nil
-}
-
-// keyedStep keeps one row per key: the state-free expansion on bounded input,
-// else the stateful one.
-func keyedStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
-	if useBounded(c, bounded) {
-		return boundedStep(s, keyed, c, vt)
-	}
-	return statefulStep(s, keyed, c, vt, bounded)
-}
-
-// statefulStep applies the DoFn variant with the one timer family the
-// configuration needs.
-func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, vt reflect.Type, bounded bool) beam.PCollection {
-	p := params{
-		Last:       c.last,
-		Ordered:    c.ordered(),
-		Upsert:     c.upsert,
-		Retract:    c.retract,
-		OutKindCol: c.kindColumn(),
-		SeqCol:     c.sequenceBy,
-		EventTime:  c.onTime != "",
-		StateTTLMs: c.stateTTL.Milliseconds(),
-		EventTTLMs: c.eventTTL.Milliseconds(),
-		Reset:      c.resetOnDup,
-		// On bounded input, state ends with the input; a processing-time
-		// cleanup timer would only keep the job alive until it fires.
-		Cleanup:   !bounded && !c.noCleanup,
-		ValueType: beam.EncodedType{T: vt},
-		KindCol:   c.changelogCol,
-		Clock:     c.clock,
-	}
-	s = s.Scope("Dedup")
-	names := firstNames
-	if c.last {
-		names = lastNames
-	}
-	st := state.MakeValueState[[]byte](names.state)
-	switch p.coreConfig().Family() {
-	case core.EventTimeFamily:
-		return beam.ParDo(s, &keepFirstEventFn{State: st, Timer: timers.InEventTime(names.event), P: p}, keyed)
-	case core.ProcessingTimeFamily:
-		return beam.ParDo(s, &keepFirstProcFn{State: st, Timer: timers.InProcessingTime(names.proc), P: p}, keyed)
-	}
-	return beam.ParDo(s, &keepFirstFn{State: st, P: p}, keyed)
 }

@@ -114,10 +114,6 @@ func coreKind(k rowkind.Kind) rowkind.Kind {
 	return rowkind.Insert
 }
 
-// asInsert returns a copy of row with its kind set to +I: the output of
-// KeepFirst is insert-only.
-func (f kindField) asInsert(row any) any { return f.withKind(row, rowkind.Insert) }
-
 // withKind returns a copy of row with its kind set to k.
 func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row, k) }
 

@@ -8,13 +8,12 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
-	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// KeepLast's mini-batch fold (issue 10 rule 6; core.FoldLastRow has the
-// rule and why it keeps the final state): the keying step holds each key's
-// rows of a bundle and passes on only the one that decides the key's final
-// state, at the bundle's end.
+// KeepLast's mini-batch fold (core.FoldLastRow has the rule and why it
+// keeps the final state): the keying step holds each key's rows of a bundle
+// and passes on only the one that decides the key's final state, at the
+// bundle's end.
 
 func init() {
 	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(deadletter.DeadLetter)](&foldRowsFn{})
@@ -24,14 +23,13 @@ func init() {
 // each row as keyRowsFn does, then folds it. Its FinishBundle output lands
 // in the global window, which is why it needs globally windowed input.
 type foldRowsFn struct {
-	Rows    keyRowsFn
-	Ordered bool // OnTime or SequenceBy orders the rows
+	Rows keyRowsFn // its Rules say how rows are ordered and grouped
 
 	fold lastFold
 }
 
 func (f *foldRowsFn) Setup() error {
-	f.fold = lastFold{cfg: core.Config{Ordered: f.Ordered, StateTTL: f.Rows.StateTTLMs}, pending: make(map[string]*foldEntry)}
+	f.fold = lastFold{cfg: f.Rows.Rules, pending: make(map[string]*foldEntry)}
 	return f.Rows.Setup()
 }
 
@@ -42,11 +40,11 @@ func (f *foldRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byt
 
 func (f *foldRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(deadletter.DeadLetter)) {
 	// A fresh key slice per row: the fold keeps it.
-	key, ts, kind, ok := f.Rows.admit(ctx, nil, ts, row, dead)
+	a, ok := f.Rows.admit(ctx, nil, ts, row, dead)
 	if !ok {
 		return
 	}
-	f.fold.add(ctx, key, ts, kind, f.Rows.Checks.seq, f.Rows.now(ts.ToTime()).UnixMilli(), row, emit)
+	f.fold.add(ctx, a, f.Rows.now(a.ts.ToTime()).UnixMilli(), row, emit)
 }
 
 // FinishBundle passes on the rows the fold holds.
@@ -70,19 +68,19 @@ type foldEntry struct {
 	row any
 }
 
-// add folds a row of key (kind, SequenceBy value seq or nil, arriving at
-// processing time now) into the key's entry, passing rows on through emit
-// when a group ends or the map is full.
-func (l *lastFold) add(ctx context.Context, key []byte, ts beam.EventTime, kind rowkind.Kind, seq []byte, now int64, row any, emit func(beam.EventTime, []byte, beam.T)) {
-	e := l.pending[string(key)]
+// add folds an admitted row (arriving at processing time now) into its
+// key's entry, passing rows on through emit when a group ends or the map
+// is full.
+func (l *lastFold) add(ctx context.Context, a admitted, now int64, row any, emit func(beam.EventTime, []byte, beam.T)) {
+	e := l.pending[string(a.key)]
 	if e == nil {
 		if len(l.pending) >= miniBatchMaxKeys {
 			l.flush(emit)
 		}
-		e = &foldEntry{key: key}
-		l.pending[string(key)] = e
+		e = &foldEntry{key: a.key}
+		l.pending[string(a.key)] = e
 	}
-	switch l.cfg.FoldLastRow(&e.p, core.LastRow{Kind: kind, Time: int64(ts), Seq: seq}, now) {
+	switch l.cfg.FoldLastRow(&e.p, core.Row{Kind: a.kind, Time: int64(a.ts), Seq: a.seq}, now) {
 	case core.FoldDrop:
 		l.superseded(ctx)
 		return
@@ -91,11 +89,11 @@ func (l *lastFold) add(ctx context.Context, key []byte, ts beam.EventTime, kind 
 	case core.FoldFlush:
 		emit(e.ts, e.key, e.row)
 	}
-	e.ts, e.row = ts, row
+	e.ts, e.row = a.ts, row
 }
 
 func (l *lastFold) superseded(ctx context.Context) {
-	cSuperseded.Inc(ctx, 1)
+	countOutcome(ctx, core.Superseded, 1)
 	cMiniBatchDropped.Inc(ctx, 1)
 }
 

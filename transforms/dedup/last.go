@@ -13,7 +13,7 @@ import "github.com/apache/beam/sdks/v2/go/pkg/beam"
 // a construction error (see TryKeepLast); rows it cannot process are
 // counted as dead_lettered and dropped (see KeepLastWithErrors).
 func KeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryKeep(s, rows, opts, true)
+	out, _, err := tryKeep(s, rows, opts, keepLast)
 	if err != nil {
 		panic(err)
 	}
@@ -23,7 +23,7 @@ func KeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollect
 // TryKeepLast is KeepLast returning construction errors instead of
 // panicking.
 func TryKeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryKeep(s, rows, opts, true)
+	out, _, err := tryKeep(s, rows, opts, keepLast)
 	return out, err
 }
 
@@ -31,7 +31,7 @@ func TryKeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCol
 // process, as a PCollection of DeadLetter with the reason. It panics on a
 // construction error.
 func KeepLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryKeep(s, rows, opts, true)
+	out, dead, err := tryKeep(s, rows, opts, keepLast)
 	if err != nil {
 		panic(err)
 	}
@@ -41,7 +41,7 @@ func KeepLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (be
 // TryKeepLastWithErrors is KeepLastWithErrors returning construction
 // errors instead of panicking.
 func TryKeepLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
-	return tryKeep(s, rows, opts, true)
+	return tryKeep(s, rows, opts, keepLast)
 }
 
 // KeepLastPerKey is KeepLast for a PCollection of KV<K,V>, returning
@@ -58,5 +58,5 @@ func KeepLastPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) beam.PCo
 
 // TryKeepLastPerKey is KeepLastPerKey returning construction errors.
 func TryKeepLastPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	return tryKeepPerKey(s, kvs, opts, true)
+	return tryKeepPerKey(s, kvs, opts, keepLast)
 }

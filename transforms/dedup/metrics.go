@@ -12,10 +12,11 @@ import (
 // Namespace is the Beam metrics namespace of every counter of this package.
 const Namespace = "beamdedup"
 
-// Counter names. Every input row lands in exactly one of Emitted,
-// DuplicatesDropped, LateDropped, CandidatesReplaced, ChangelogSwallowed,
-// RetractionsIgnored and DeadLettered, or is still a pending candidate:
-// RowsIn = the sum of those + pending.
+// Counter names. Every input row of KeepFirst (and of window dedup) lands
+// in exactly one of Emitted, DuplicatesDropped, LateDropped,
+// CandidatesReplaced, ChangelogSwallowed, RetractionsIgnored and
+// DeadLettered, or is still a pending candidate: RowsIn = the sum of those
+// + pending (Counters.Pending).
 const (
 	MetricRowsIn             = "rows_in"
 	MetricEmitted            = "emitted"
@@ -27,13 +28,22 @@ const (
 	MetricKeysExpired        = "keys_expired"
 	MetricDeadLettered       = "dead_lettered"
 	MetricTTLRefreshes       = "ttl_refreshes"
-	MetricStateReads         = "state_reads"
-	MetricStateWrites        = "state_writes"
-	MetricTimerSets          = "timer_sets"
 	// MetricMiniBatchDropped counts the part of DuplicatesDropped (KeepFirst)
 	// or Superseded (KeepLast's fold) that the mini-batch dropped before the
 	// keyed step.
 	MetricMiniBatchDropped = "minibatch_dropped"
+)
+
+// The stateful step's cost: reads of a key's state and writes of a change
+// (SDK calls), the Fn API state requests they made, by kind (state.go has
+// the requests per call), and timers set.
+const (
+	MetricStateReads   = "state_reads"
+	MetricStateWrites  = "state_writes"
+	MetricStateGets    = "state_gets"
+	MetricStateAppends = "state_appends"
+	MetricStateClears  = "state_clears"
+	MetricTimerSets    = "timer_sets"
 )
 
 // KeepLast's counters. Every input row of KeepLast lands in exactly one of
@@ -52,16 +62,39 @@ const (
 	MetricEmittedDelete       = "emitted_delete"        // -D rows emitted
 )
 
-// Counters are the totals of this package's counters over all KeepFirst
-// steps of a pipeline run.
+// outcomeMetrics names the counter of each outcome; "" is not counted
+// (a candidate is counted once it is emitted or replaced).
+var outcomeMetrics = [core.NumOutcomes]string{
+	core.Emit:             MetricEmitted,
+	core.BecomeCandidate:  "",
+	core.ReplaceCandidate: MetricCandidatesReplaced,
+	core.DropDuplicate:    MetricDuplicatesDropped,
+	core.DropLate:         MetricLateDropped,
+	core.Swallow:          MetricChangelogSwallowed,
+	core.IgnoreRetraction: MetricRetractionsIgnored,
+	core.Inserted:         MetricInserts,
+	core.Updated:          MetricUpdates,
+	core.DeletedIn:        MetricDeletesIn,
+	core.OutOfOrder:       MetricOutOfOrderDropped,
+	core.Superseded:       MetricSuperseded,
+}
+
+// Counters are the totals of this package's counters over all steps of a
+// pipeline run.
 type Counters struct {
 	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
 	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
-	TTLRefreshes, StateReads, StateWrites, TimerSets, MiniBatchDropped int64
+	TTLRefreshes, MiniBatchDropped int64
+	// The stateful step's cost.
+	StateReads, StateWrites, StateGets, StateAppends, StateClears, TimerSets int64
 	// KeepLast.
 	Inserts, Updates, DeletesIn, OutOfOrderDropped, Superseded,
 	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
 }
+
+// StateRequests is the number of Fn API state requests of the stateful
+// steps: gets, appends and clears.
+func (c Counters) StateRequests() int64 { return c.StateGets + c.StateAppends + c.StateClears }
 
 // LastUnaccounted is the number of KeepLast input rows in no outcome
 // counter; it is 0 after any run (KeepLast holds no row back).
@@ -83,10 +116,11 @@ func (c Counters) Pending() int64 {
 		c.ChangelogSwallowed - c.RetractionsIgnored - c.DeadLettered
 }
 
-// RowCounts returns c without the state-access and refresh counters, which
-// depend on bundling: what is left is where each row went.
+// RowCounts returns c without the cost and refresh counters, which depend
+// on bundling: what is left is where each row went.
 func (c Counters) RowCounts() Counters {
-	c.StateReads, c.StateWrites, c.TimerSets, c.TTLRefreshes, c.MiniBatchDropped = 0, 0, 0, 0, 0
+	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.TimerSets = 0, 0, 0, 0, 0, 0
+	c.TTLRefreshes, c.MiniBatchDropped = 0, 0
 	return c
 }
 
@@ -103,65 +137,33 @@ func ReadCounters(pr beam.PipelineResult) Counters {
 	if pr == nil {
 		return c
 	}
+	fields := c.fields()
 	for _, r := range pr.Metrics().AllMetrics().Counters() {
 		if r.Namespace() != Namespace {
 			continue
 		}
-		if p := c.field(r.Name()); p != nil {
+		if p := fields[r.Name()]; p != nil {
 			*p += r.Result()
 		}
 	}
 	return c
 }
 
-func (c *Counters) field(name string) *int64 {
-	switch name {
-	case MetricRowsIn:
-		return &c.RowsIn
-	case MetricEmitted:
-		return &c.Emitted
-	case MetricDuplicatesDropped:
-		return &c.DuplicatesDropped
-	case MetricLateDropped:
-		return &c.LateDropped
-	case MetricCandidatesReplaced:
-		return &c.CandidatesReplaced
-	case MetricChangelogSwallowed:
-		return &c.ChangelogSwallowed
-	case MetricRetractionsIgnored:
-		return &c.RetractionsIgnored
-	case MetricKeysExpired:
-		return &c.KeysExpired
-	case MetricDeadLettered:
-		return &c.DeadLettered
-	case MetricTTLRefreshes:
-		return &c.TTLRefreshes
-	case MetricStateReads:
-		return &c.StateReads
-	case MetricStateWrites:
-		return &c.StateWrites
-	case MetricTimerSets:
-		return &c.TimerSets
-	case MetricMiniBatchDropped:
-		return &c.MiniBatchDropped
-	case MetricInserts:
-		return &c.Inserts
-	case MetricUpdates:
-		return &c.Updates
-	case MetricDeletesIn:
-		return &c.DeletesIn
-	case MetricOutOfOrderDropped:
-		return &c.OutOfOrderDropped
-	case MetricSuperseded:
-		return &c.Superseded
-	case MetricEmittedUpdateBefore:
-		return &c.EmittedUpdateBefore
-	case MetricEmittedUpdateAfter:
-		return &c.EmittedUpdateAfter
-	case MetricEmittedDelete:
-		return &c.EmittedDelete
+// fields maps each counter's name to its field of c.
+func (c *Counters) fields() map[string]*int64 {
+	return map[string]*int64{
+		MetricRowsIn: &c.RowsIn, MetricEmitted: &c.Emitted, MetricDuplicatesDropped: &c.DuplicatesDropped,
+		MetricLateDropped: &c.LateDropped, MetricCandidatesReplaced: &c.CandidatesReplaced,
+		MetricChangelogSwallowed: &c.ChangelogSwallowed, MetricRetractionsIgnored: &c.RetractionsIgnored,
+		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
+		MetricMiniBatchDropped: &c.MiniBatchDropped,
+		MetricStateReads:       &c.StateReads, MetricStateWrites: &c.StateWrites, MetricStateGets: &c.StateGets,
+		MetricStateAppends: &c.StateAppends, MetricStateClears: &c.StateClears, MetricTimerSets: &c.TimerSets,
+		MetricInserts: &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
+		MetricOutOfOrderDropped: &c.OutOfOrderDropped, MetricSuperseded: &c.Superseded,
+		MetricEmittedUpdateBefore: &c.EmittedUpdateBefore, MetricEmittedUpdateAfter: &c.EmittedUpdateAfter,
+		MetricEmittedDelete: &c.EmittedDelete,
 	}
-	return nil
 }
 
 var (
@@ -169,31 +171,22 @@ var (
 	cDeadLettered     = beam.NewCounter(Namespace, MetricDeadLettered)
 	cKeysExpired      = beam.NewCounter(Namespace, MetricKeysExpired)
 	cRefreshes        = beam.NewCounter(Namespace, MetricTTLRefreshes)
+	cMiniBatchDropped = beam.NewCounter(Namespace, MetricMiniBatchDropped)
 	cStateReads       = beam.NewCounter(Namespace, MetricStateReads)
 	cStateWrites      = beam.NewCounter(Namespace, MetricStateWrites)
+	cStateGets        = beam.NewCounter(Namespace, MetricStateGets)
+	cStateAppends     = beam.NewCounter(Namespace, MetricStateAppends)
+	cStateClears      = beam.NewCounter(Namespace, MetricStateClears)
 	cTimerSets        = beam.NewCounter(Namespace, MetricTimerSets)
-	cMiniBatchDropped = beam.NewCounter(Namespace, MetricMiniBatchDropped)
-	cOutcome          = [...]beam.Counter{
-		core.Emit:             beam.NewCounter(Namespace, MetricEmitted),
-		core.BecomeCandidate:  {}, // counted when it is emitted or replaced
-		core.ReplaceCandidate: beam.NewCounter(Namespace, MetricCandidatesReplaced),
-		core.DropDuplicate:    beam.NewCounter(Namespace, MetricDuplicatesDropped),
-		core.DropLate:         beam.NewCounter(Namespace, MetricLateDropped),
-		core.Swallow:          beam.NewCounter(Namespace, MetricChangelogSwallowed),
-		core.IgnoreRetraction: beam.NewCounter(Namespace, MetricRetractionsIgnored),
-	}
-)
 
-var (
-	cSuperseded  = beam.NewCounter(Namespace, MetricSuperseded)
-	cLastOutcome = [...]beam.Counter{
-		core.Inserted:          beam.NewCounter(Namespace, MetricInserts),
-		core.Updated:           beam.NewCounter(Namespace, MetricUpdates),
-		core.DeletedIn:         beam.NewCounter(Namespace, MetricDeletesIn),
-		core.Duplicate:         cOutcome[core.DropDuplicate],
-		core.OutOfOrder:        beam.NewCounter(Namespace, MetricOutOfOrderDropped),
-		core.IgnoredRetraction: cOutcome[core.IgnoreRetraction],
-	}
+	cOutcome = func() (cs [core.NumOutcomes]beam.Counter) {
+		for o, name := range outcomeMetrics {
+			if name != "" {
+				cs[o] = beam.NewCounter(Namespace, name)
+			}
+		}
+		return cs
+	}()
 	// cEmittedKind counts KeepLast's output rows by kind; +I rows are
 	// counted by their outcome (inserts), so Insert has no counter here.
 	cEmittedKind = [...]beam.Counter{
@@ -204,8 +197,30 @@ var (
 	}
 )
 
-func countOutcome(ctx context.Context, o core.Outcome) {
-	if o != core.BecomeCandidate {
-		cOutcome[o].Inc(ctx, 1)
+// countOutcome counts n rows with outcome o: the one place where an
+// outcome becomes a metric.
+func countOutcome(ctx context.Context, o core.Outcome, n int64) {
+	if outcomeMetrics[o] != "" {
+		cOutcome[o].Inc(ctx, n)
+	}
+}
+
+// countDecision counts what a stateful decision did to its row.
+func countDecision(ctx context.Context, d *core.Decision) {
+	countOutcome(ctx, d.Outcome, 1)
+	if d.Expired {
+		cKeysExpired.Inc(ctx, 1)
+	}
+	if d.Refreshed {
+		cRefreshes.Inc(ctx, 1)
+	}
+}
+
+// countSettlement counts where a merge's rows went.
+func countSettlement(ctx context.Context, s *core.Settlement) {
+	for o, n := range s.Counts {
+		if n != 0 {
+			countOutcome(ctx, core.Outcome(o), n)
+		}
 	}
 }

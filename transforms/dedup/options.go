@@ -3,11 +3,33 @@ package dedup
 import (
 	"fmt"
 	"time"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
-// Option configures KeepFirst. Options are applied in order; a later option
-// of the same kind replaces an earlier one.
+// Option configures a transform of the family (KeepFirst, KeepLast,
+// WindowFirst, WindowLast and their variants). Options are applied in
+// order; a later option of the same kind replaces an earlier one. Each
+// option's doc says which transforms take it; the others reject it at
+// construction.
 type Option func(*config)
+
+// transform is which transform of the family a config builds.
+type transform uint8
+
+const (
+	keepFirst transform = iota
+	keepLast
+	windowFirst
+	windowLast
+)
+
+var transformNames = [...]string{"KeepFirst", "KeepLast", "WindowFirst", "WindowLast"}
+
+func (t transform) String() string { return transformNames[t] }
+
+// window reports whether t is window dedup.
+func (t transform) window() bool { return t == windowFirst || t == windowLast }
 
 type config struct {
 	partitionBy   []string
@@ -27,7 +49,7 @@ type config struct {
 	outputKind    string // KeepLast
 	upsert        bool   // KeepLast
 	retract       bool   // KeepLast: RetractOnExpiry
-	last          bool   // set by KeepLast, not an option
+	transform     transform
 	errs          []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
@@ -47,20 +69,17 @@ func (c *config) kindColumn() string {
 // rows (KeepLast: the largest wins), rather than arrival.
 func (c *config) ordered() bool { return c.onTime != "" || c.sequenceBy != "" }
 
-// dir is the direction of the bounded merge.
-func (c *config) dir() direction {
-	if c.last {
-		return dirLast
+// dir is which end of a key's order the transform keeps.
+func (c *config) dir() core.Direction {
+	if c.transform == keepLast || c.transform == windowLast {
+		return core.KeepLast
 	}
-	return dirFirst
+	return core.KeepFirst
 }
 
 // name is the transform's default name.
 func (c *config) name(perKey bool) string {
-	n := "KeepFirst"
-	if c.last {
-		n = "KeepLast"
-	}
+	n := c.transform.String()
 	if perKey {
 		n += "PerKey"
 	}
@@ -129,8 +148,9 @@ func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOn
 
 // UID names the transform's scope, so its step names, and with them its
 // state, stay stable across pipeline versions (Dataflow update, Flink
-// savepoints). The default is "KeepFirst" (or "KeepFirstPerKey") within the
-// enclosing scope; set a UID for any pipeline you will update.
+// savepoints). The default is the transform's name ("KeepFirst",
+// "KeepLastPerKey", "WindowFirst", ...) within the enclosing scope; set a
+// UID for any pipeline you will update.
 func UID(uid string) Option { return func(c *config) { c.uid = uid } }
 
 // Changelog declares an updating input whose row kind is in column: a
@@ -154,8 +174,8 @@ func ForceStateful() Option { return func(c *config) { c.forceStateful = true } 
 // bundle are not emitted. Final results are the same either way.
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
-// CleanupTimers sets whether KeepFirst sets timers that delete idle state
-// (default true). Expiry is checked when a row arrives either way, so the
+// CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
+// idle state (default true). Expiry is checked when a row arrives either way, so the
 // results are the same; without them the state of keys never seen again
 // stays until its window ends. Turn them off for a finite streaming run on
 // Prism (which keeps a job alive until its processing-time timers fire) or
@@ -189,14 +209,14 @@ func UseClock(name string) Option { return func(c *config) { c.clock = name } }
 
 // validateLast checks the KeepLast-only options.
 func (c *config) validateLast() error {
-	if !c.last {
+	if c.transform != keepLast {
 		switch {
 		case c.outputKind != "":
-			return fmt.Errorf("OutputKind(%q) is a KeepLast option: KeepFirst's output is insert-only", c.outputKind)
+			return fmt.Errorf("OutputKind(%q) is a KeepLast option: %v's output is insert-only", c.outputKind, c.transform)
 		case c.upsert:
-			return fmt.Errorf("Upsert is a KeepLast option: KeepFirst's output is insert-only")
+			return fmt.Errorf("Upsert is a KeepLast option: %v's output is insert-only", c.transform)
 		case c.retract:
-			return fmt.Errorf("RetractOnExpiry is a KeepLast option: KeepFirst emits nothing to retract")
+			return fmt.Errorf("RetractOnExpiry is a KeepLast option: %v emits nothing to retract", c.transform)
 		}
 		return nil
 	}
@@ -234,7 +254,7 @@ func (c *config) validate() error {
 	if err := c.validateLast(); err != nil {
 		return err
 	}
-	if c.onTime != "" && c.changelogCol != "" && !c.last {
+	if c.onTime != "" && c.changelogCol != "" && c.transform == keepFirst {
 		return fmt.Errorf("OnTime(%q) cannot be combined with Changelog(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.changelogCol)
 	}
 	seen := map[string]bool{}

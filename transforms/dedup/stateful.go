@@ -15,19 +15,20 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// The DoFns below are thin adapters around core.Config: read the key's
-// state, ask the core, write back, set the one timer, emit. There is one
-// DoFn type per timer family, because Beam Go 2.77 hangs any DoFn that
-// declares two timer fields (notes/beam-defects.md), so each configuration
-// gets the variant with only the family it needs. KeepFirst and KeepLast
-// share the variants and the adapter; params.Last picks the core's rules.
+// The stateful expansion: a DoFn per key that reads the key's state, asks
+// the rules (core.First or core.Last, through core.Rules), writes what
+// changed, sets the one timer the decision names and emits. The runtime of
+// that, step, is the same for every DoFn; the DoFn types differ only in
+// their state cell (marks or versions, state.go) and their timer family,
+// because Beam Go 2.77 hangs a DoFn that declares two timer fields
+// (notes/beam-defects.md), so each plan gets the type with only the family
+// it needs.
 
-// stepNames are the names of a step's state and timer families. They are
+// stepNames are the IDs of a step's state cell and timer families. They are
 // part of the persisted state's identity: never rename them.
 type stepNames struct{ state, event, proc string }
 
@@ -36,117 +37,254 @@ var (
 	lastNames  = stepNames{"keeplast", "keeplast-event", "keeplast-cleanup"}
 )
 
-// params is the serialized configuration shared by the DoFn variants.
+// params is the serialized configuration of a stateful step.
 type params struct {
-	Last       bool   // KeepLast's rules (core/last.go)
-	Ordered    bool   // KeepLast: OnTime or SequenceBy orders rows
-	Upsert     bool   // KeepLast: no -U rows
-	Retract    bool   // KeepLast: RetractOnExpiry
-	OutKindCol string // KeepLast: the column output kinds are written into
-	SeqCol     string // KeepLast: SequenceBy
-	EventTime  bool
-	StateTTLMs int64
-	EventTTLMs int64
-	Reset      bool
-	Cleanup    bool
-	ValueType  beam.EncodedType
-	KindCol    string
-	Clock      string
+	Rules core.Config
+	// Last: KeepLast's rules, which compare and store every row; else
+	// KeepFirst's.
+	Last      bool
+	ValueType beam.EncodedType
+	// KindCol is the input's kind column (Changelog); OutKindCol the column
+	// each output row's kind is written into (KeepLast's OutputKind, or
+	// Changelog, where KeepFirst writes +I).
+	KindCol, OutKindCol string
+	SeqCol              string // SequenceBy
+	Clock               string
 }
 
-// coreConfig is the core's configuration of the step. KeepLast's output is
-// immediate, so it has no event-time finalization: OnTime only orders.
-func (p *params) coreConfig() core.Config {
-	return core.Config{
-		EventTime: p.EventTime && !p.Last, StateTTL: p.StateTTLMs, EventTTL: p.EventTTLMs,
-		ResetOnDuplicate: p.Reset, CleanupTimers: p.Cleanup,
-		Ordered: p.Last && p.Ordered, Upsert: p.Upsert, RetractOnExpiry: p.Retract,
-	}
+// step is the runtime of a stateful DoFn.
+type step struct {
+	rules core.Rules
+	store store
+	// readsRow: the rules compare and store rows (KeepLast), so every row
+	// is encoded; KeepFirst's are encoded only to become a candidate.
+	readsRow bool
+	now      func(time.Time) time.Time
+	inKind   *kindField
+	outKind  *kindField
+	seq      *seqField
+	seqBuf   []byte
+	enc      beam.ElementEncoder
+	dec      beam.ElementDecoder
+	buf      bytes.Buffer
 }
 
-// adapter is the per-instance runtime of a DoFn variant.
-type adapter struct {
-	cfg  core.Config
-	last bool
-	now  func(time.Time) time.Time
-	kf   *kindField // the input's kind column (Changelog)
-	okf  *kindField // KeepLast: the output's kind column
-	sf   *seqField  // KeepLast: SequenceBy
-	seq  []byte
-	enc  beam.ElementEncoder
-	dec  beam.ElementDecoder
-	buf  bytes.Buffer
-	st   core.State
-	// Event-time timer tags decided by process for armEvent: the pending
-	// candidate's tag and the tag of the candidate it replaced.
-	tag, replaced string
-}
-
-func (a *adapter) setup(p *params) error {
-	a.cfg, a.last = p.coreConfig(), p.Last
-	var err error
-	if a.now, err = resolveClock(p.Clock); err != nil {
-		return err
-	}
-	if a.kf, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
-		return err
-	}
+func (s *step) setup(p *params, st store) error {
+	s.store = st
+	s.readsRow = p.Last
 	if p.Last {
-		if a.okf, err = optionalKindField(p.ValueType.T, p.OutKindCol); err != nil {
-			return err
-		}
-		if a.sf, err = optionalSeqField(p.ValueType.T, p.SeqCol); err != nil {
-			return err
-		}
+		s.rules = core.Last{Config: p.Rules}
+	} else {
+		s.rules = core.First{Config: p.Rules}
 	}
-	if p.EventTime || p.Last {
-		a.enc = beam.NewElementEncoder(p.ValueType.T)
-		a.dec = beam.NewElementDecoder(p.ValueType.T)
+	var err error
+	if s.now, err = resolveClock(p.Clock); err != nil {
+		return err
 	}
+	if s.inKind, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
+		return err
+	}
+	if s.outKind, err = optionalKindField(p.ValueType.T, p.OutKindCol); err != nil {
+		return err
+	}
+	if s.seq, err = optionalSeqField(p.ValueType.T, p.SeqCol); err != nil {
+		return err
+	}
+	s.enc = beam.NewElementEncoder(p.ValueType.T)
+	s.dec = beam.NewElementDecoder(p.ValueType.T)
 	return nil
 }
 
-func (a *adapter) read(ctx context.Context, sp state.Provider, sv *state.Value[[]byte]) error {
-	cStateReads.Inc(ctx, 1)
-	b, ok, err := sv.Read(sp)
-	if err != nil {
-		return fmt.Errorf("dedup: reading state: %w", err)
-	}
-	if !ok {
-		b = nil
-	}
-	return statecoder.Decode(b, &a.st)
+// arming is a timer decision with what setting it needs.
+type arming struct {
+	core.Timer
+	now int64 // the processing time it was decided at
+	// tag is an event-time candidate's timer tag (candidateTag); replaced
+	// the tag of the candidate it replaced, whose timer is moved.
+	tag, replaced string
 }
 
-func (a *adapter) write(ctx context.Context, sp state.Provider, sv *state.Value[[]byte]) error {
-	cStateWrites.Inc(ctx, 1)
-	if a.st.Phase == core.None {
-		return sv.Clear(sp)
+// process decides on one row and returns the timer to set.
+func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+	v := reflect.ValueOf(row)
+	r := core.Row{Kind: rowkind.Insert, Time: int64(ts)}
+	if s.inKind != nil {
+		k, reason := s.inKind.kind(v)
+		if reason != "" { // validated upstream; never panic on data
+			return arming{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+		}
+		r.Kind = k
 	}
-	return sv.Write(sp, statecoder.Encode(&a.st)) // a fresh slice: the runner may keep it
+	if s.seq != nil {
+		var reason string
+		if s.seqBuf, reason = s.seq.appendTo(s.seqBuf[:0], v); reason != "" { // validated upstream
+			return arming{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+		}
+		r.Seq = s.seqBuf
+	}
+	// The row as kept and emitted as +I: its kind normalized, so that rows
+	// equal but for the kind are identical.
+	var asInsert any
+	var err error
+	if s.readsRow {
+		asInsert = s.withKind(row, rowkind.Insert)
+		if r.Row, err = s.encode(asInsert); err != nil {
+			return arming{}, err
+		}
+	}
+	was, err := s.store.read(ctx, sp)
+	if err != nil {
+		return arming{}, err
+	}
+	st := was.st
+	now := s.now(ts.ToTime()).UnixMilli()
+	// r.Row and r.Seq are scratch buffers: st may keep them only until the
+	// write below encodes it.
+	d := s.rules.OnRow(&st, r, now)
+	if d.Stored && r.Row == nil {
+		if asInsert == nil {
+			asInsert = s.withKind(row, rowkind.Insert)
+		}
+		if st.Cand, err = s.encode(asInsert); err != nil {
+			return arming{}, err
+		}
+	}
+	countDecision(ctx, &d)
+	for _, e := range d.Emissions() {
+		if !e.Old && asInsert == nil {
+			asInsert = s.withKind(row, rowkind.Insert)
+		}
+		if err := s.emit(ctx, ts, key, e, was.st.Cand, asInsert, emit); err != nil {
+			return arming{}, err
+		}
+	}
+	held := was.versions
+	if d.Write {
+		if held, err = s.store.write(ctx, sp, &was, &st); err != nil {
+			return arming{}, err
+		}
+	}
+	a := arming{Timer: d.Timer, now: now}
+	if d.Timer.Kind == core.Finalize {
+		a.tag = candidateTag(st.CandTime, held, st.Cand)
+		if d.Outcome == core.ReplaceCandidate {
+			a.replaced = candidateTag(was.st.CandTime, was.versions, was.st.Cand)
+		}
+	}
+	return a, nil
+}
+
+// onTimer decides on a firing of the key's timer and returns the timer to
+// set next. ts is the firing's hold (a cleanup timer holds nothing: its
+// hold is the max timestamp); tag is an event-time candidate's tag, or "".
+func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+	var was stored
+	if tag == "" {
+		var err error
+		if was, err = s.store.read(ctx, sp); err != nil {
+			return arming{}, err
+		}
+	} else {
+		// A tagged finalization carries its candidate: its time, the row
+		// and the versions its state was written into. It is the key's
+		// pending candidate unless a replacement moved it, giving it a hold
+		// other than its time: a candidate's state is its time and row.
+		at, held, cand, err := parseCandidateTag(tag)
+		if err != nil {
+			return arming{}, err
+		}
+		if int64(ts) != at {
+			return arming{}, nil // replaced: stale
+		}
+		was = stored{st: core.State{Phase: core.Pending, CandTime: at, Cand: cand}, versions: held}
+	}
+	st := was.st
+	finalize := !proc && ts < mtime.MaxTimestamp
+	clockIn := time.Now()
+	if finalize {
+		clockIn = ts.ToTime() // the candidate's time, for a row-driven test clock
+	}
+	now := s.now(clockIn).UnixMilli()
+	d := s.rules.OnTimer(&st, finalize, int64(ts), now, int64(w.MaxTimestamp()))
+	if d.Expired {
+		cKeysExpired.Inc(ctx, 1)
+	}
+	if d.Emit {
+		if d.Kind == rowkind.Insert {
+			countOutcome(ctx, core.Emit, 1) // a finalized candidate
+		}
+		if err := s.emit(ctx, mtime.Time(d.EmitTime), key, core.Emission{Kind: d.Kind, Old: true}, was.st.Cand, nil, emit); err != nil {
+			return arming{}, err
+		}
+	}
+	if d.Write {
+		if _, err := s.store.write(ctx, sp, &was, &st); err != nil {
+			return arming{}, err
+		}
+	}
+	return arming{Timer: d.Timer, now: now}, nil
+}
+
+// emit emits one output row at ts: the key's stored row old (decoded) or
+// the arriving row, with the emission's kind in the kind column. row is
+// already of kind +I when there is a kind column.
+func (s *step) emit(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit func(beam.EventTime, beam.T, beam.V)) error {
+	if e.Old {
+		var err error
+		if row, err = s.dec.Decode(bytes.NewReader(old)); err != nil {
+			return fmt.Errorf("dedup: decoding the stored row: %w", err)
+		}
+	}
+	if e.Kind != rowkind.Insert || e.Old {
+		row = s.withKind(row, e.Kind)
+	}
+	if e.Kind != rowkind.Insert { // a +I is counted as its row's outcome
+		cEmittedKind[e.Kind].Inc(ctx, 1)
+	}
+	emit(ts, key, row)
+	return nil
+}
+
+// withKind returns row with its kind k, a copy, when there is a kind column
+// to write it into.
+func (s *step) withKind(row any, k rowkind.Kind) any {
+	if s.outKind == nil {
+		return row
+	}
+	return s.outKind.withKind(row, k)
+}
+
+// encode returns the encoding of row in the step's scratch buffer, valid
+// until the next encode.
+func (s *step) encode(row any) ([]byte, error) {
+	s.buf.Reset()
+	if err := s.enc.Encode(row, &s.buf); err != nil {
+		return nil, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	return s.buf.Bytes(), nil
 }
 
 // armEvent sets an event-time timer decision: finalization holds the output
 // watermark at the candidate's time; cleanup holds nothing and is clamped to
 // the window's end (core.ClampToWindow).
 //
-// A finalization carries its candidate in its tag when tag is set
-// (candidateTag), so its firing needs no state read; replaced is the tag of
-// the candidate it replaced, whose timer is moved to the new candidate's
+// A finalization carries its candidate in its tag when a.tag is set
+// (candidateTag), so its firing needs no state read; a.replaced is the tag
+// of the candidate it replaced, whose timer is moved to the new candidate's
 // time with a hold that no longer matches its tag, which makes its firing
 // stale without a state read too. Timers are never cleared: on Prism a
 // clear fires the timer (notes/beam-defects.md).
-func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm core.Timer, w beam.Window, tag, replaced string) {
-	switch tm.Kind {
+func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, a arming, w beam.Window) {
+	switch a.Kind {
 	case core.Finalize:
-		at := time.UnixMilli(tm.At)
-		if replaced != "" && replaced != tag {
-			t.Set(tp, at, timers.WithTag(replaced), timers.WithOutputTimestamp(at))
+		at := time.UnixMilli(a.At)
+		if a.replaced != "" && a.replaced != a.tag {
+			t.Set(tp, at, timers.WithTag(a.replaced), timers.WithOutputTimestamp(at))
 			cTimerSets.Inc(ctx, 1)
 		}
-		t.Set(tp, at, timers.WithTag(tag), timers.WithOutputTimestamp(at))
+		t.Set(tp, at, timers.WithTag(a.tag), timers.WithOutputTimestamp(at))
 	case core.Cleanup:
-		tm = core.ClampToWindow(tm, int64(w.MaxTimestamp()))
+		tm := core.ClampToWindow(a.Timer, int64(w.MaxTimestamp()))
 		t.Set(tp, time.UnixMilli(tm.At), timers.WithNoOutputTimestamp())
 	default:
 		return
@@ -154,274 +292,197 @@ func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, tm co
 	cTimerSets.Inc(ctx, 1)
 }
 
+// armProc sets a processing-time cleanup timer decision, relative to the
+// wall clock, so a test clock shifts expiry checks but not timers.
+func armProc(ctx context.Context, t timers.ProcessingTime, tp timers.Provider, a arming) {
+	if a.Kind == core.NoTimer {
+		return
+	}
+	t.Set(tp, time.Now().Add(time.Duration(a.At-a.now)*time.Millisecond), timers.WithNoOutputTimestamp())
+	cTimerSets.Inc(ctx, 1)
+}
+
 // maxTagCandidate is the largest encoded candidate carried in a timer tag;
 // a larger one waits in state only, and its firing reads it from there.
 const maxTagCandidate = 1024
 
-// candidateTag is the timer tag that carries a candidate: its event time and
-// encoded row, base64 so that runners holding tags as UTF-8 strings keep
-// them intact. It is "" (the untagged timer) for a candidate too large, and
-// for one at time 0: that is the hold of a cleared timer, which the Go SDK
-// sends after firing a timer inline and Prism may fire (notes/beam-defects.md),
-// so only the state could tell such a firing from a live one.
-func candidateTag(at int64, cand []byte) string {
+// candidateTag is the timer tag that carries a candidate: its event time,
+// how many versions its key's state cell held once the candidate was
+// written (so that the firing's write needs no read), and its encoded row,
+// base64 so that runners holding tags as UTF-8 strings keep them intact.
+// It is "" (the untagged timer) for a candidate too large, and for one at
+// time 0: that is the hold of a cleared timer, which the Go SDK sends after
+// firing a timer inline and Prism may fire (notes/beam-defects.md), so only
+// the state could tell such a firing from a live one.
+func candidateTag(at int64, held int, cand []byte) string {
 	if len(cand) > maxTagCandidate || at == 0 {
 		return ""
 	}
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(cand)), uint64(at))
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64+len(cand)), uint64(at))
+	b = binary.AppendUvarint(b, uint64(held))
 	return "c" + base64.RawURLEncoding.EncodeToString(append(b, cand...))
 }
 
 // parseCandidateTag reverses candidateTag.
-func parseCandidateTag(tag string) (int64, []byte, error) {
+func parseCandidateTag(tag string) (at int64, held int, cand []byte, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tag, "c"))
-	if err != nil || !strings.HasPrefix(tag, "c") || len(b) < 8 {
-		return 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
+	if err != nil || !strings.HasPrefix(tag, "c") || len(b) < 9 {
+		return 0, 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
 	}
-	return int64(binary.BigEndian.Uint64(b)), b[8:], nil
+	n, k := binary.Uvarint(b[8:])
+	if k <= 0 {
+		return 0, 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
+	}
+	return int64(binary.BigEndian.Uint64(b)), int(n), b[8+k:], nil
 }
 
-// armProc sets a processing-time cleanup timer decision, relative to the
-// wall clock, so a test clock shifts expiry checks but not timers.
-func armProc(ctx context.Context, t timers.ProcessingTime, tp timers.Provider, tm core.Timer, nowMs int64) {
-	if tm.Kind == core.NoTimer {
-		return
-	}
-	t.Set(tp, time.Now().Add(time.Duration(tm.At-nowMs)*time.Millisecond), timers.WithNoOutputTimestamp())
-	cTimerSets.Inc(ctx, 1)
+// The DoFn types, one per state layout and timer family. Each holds its
+// cell and its timer, and embeds the family's methods, which drive the
+// step.
+
+// untimed is the runtime of a step with no timer family.
+type untimed struct {
+	P params
+	s step
 }
 
-// process decides on one row and returns the timer to set, with the
-// processing time it was decided at.
-func (a *adapter) process(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
-	kind := rowkind.Insert
-	if a.kf != nil {
-		k, reason := a.kf.kind(reflect.ValueOf(row))
-		if reason != "" { // validated upstream; never panic on data
-			return core.Timer{}, 0, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
-		}
-		kind = k
-	}
-	if a.last {
-		return a.processLast(ctx, ts, sp, sv, key, kind, row, emit)
-	}
-	if err := a.read(ctx, sp, sv); err != nil {
-		return core.Timer{}, 0, err
-	}
-	oldTime, oldCand := a.st.CandTime, a.st.Cand
-	a.tag, a.replaced = "", ""
-	now := a.now(ts.ToTime()).UnixMilli()
-	d := a.cfg.OnRow(&a.st, kind, int64(ts), now)
-	if d.Expired {
-		cKeysExpired.Inc(ctx, 1)
-	}
-	if d.Refreshed {
-		cRefreshes.Inc(ctx, 1)
-	}
-	countOutcome(ctx, d.Outcome)
-	switch d.Outcome {
-	case core.Emit:
-		if a.kf != nil {
-			row = a.kf.asInsert(row)
-		}
-		emit(ts, key, row)
-	case core.BecomeCandidate, core.ReplaceCandidate:
-		a.buf.Reset()
-		if err := a.enc.Encode(row, &a.buf); err != nil {
-			return core.Timer{}, 0, fmt.Errorf("dedup: encoding candidate: %w", err)
-		}
-		a.st.Cand = a.buf.Bytes()
-		a.tag = candidateTag(a.st.CandTime, a.st.Cand)
-		if d.Outcome == core.ReplaceCandidate {
-			a.replaced = candidateTag(oldTime, oldCand)
-		}
-	}
-	if d.Write {
-		if err := a.write(ctx, sp, sv); err != nil {
-			return core.Timer{}, 0, err
-		}
-	}
-	return d.Timer, now, nil
-}
-
-// onTimer decides on a firing of the key's timer and returns the timer to
-// set next, with the processing time it was decided at. ts is the firing's
-// hold: a cleanup timer holds nothing, so its hold is the max timestamp.
-func (a *adapter) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], proc bool, key beam.T, tag string, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
-	if tag == "" {
-		if err := a.read(ctx, sp, sv); err != nil {
-			return core.Timer{}, 0, err
-		}
-	} else {
-		// A tagged finalization carries its candidate. It is the key's
-		// pending candidate unless a replacement moved it, giving it a hold
-		// other than its time: a candidate's state is its time and row.
-		at, cand, err := parseCandidateTag(tag)
-		if err != nil {
-			return core.Timer{}, 0, err
-		}
-		if int64(ts) != at {
-			return core.Timer{}, 0, nil // replaced: stale
-		}
-		a.st = core.State{Phase: core.Pending, CandTime: at, Cand: cand}
-	}
-	cand := a.st.Cand
-	finalize := !proc && ts < mtime.MaxTimestamp
-	clockIn := time.Now()
-	if finalize {
-		clockIn = ts.ToTime() // the candidate's time, for a row-driven test clock
-	}
-	now := a.now(clockIn).UnixMilli()
-	candTime := a.st.CandTime
-	d := a.cfg.OnTimer(&a.st, finalize, int64(ts), now, int64(w.MaxTimestamp()))
-	if d.Expired {
-		cKeysExpired.Inc(ctx, 1)
-	}
-	if d.Retract {
-		// KeepLast: the expired row, retracted at its own time.
-		if err := a.emitLast(ctx, mtime.Time(candTime), key, core.Emission{Kind: rowkind.Delete, Old: true}, cand, nil, emit); err != nil {
-			return core.Timer{}, 0, err
-		}
-	}
-	if d.Emit {
-		row, err := a.dec.Decode(bytes.NewReader(cand))
-		if err != nil {
-			return core.Timer{}, 0, fmt.Errorf("dedup: decoding candidate: %w", err)
-		}
-		countOutcome(ctx, core.Emit)
-		emit(mtime.Time(d.EmitTime), key, row)
-	}
-	if d.Write {
-		if err := a.write(ctx, sp, sv); err != nil {
-			return core.Timer{}, 0, err
-		}
-	}
-	return d.Timer, now, nil
-}
-
-// keepFirstFn has no timer: watermarkless mode without cleanup timers.
-type keepFirstFn struct {
-	State state.Value[[]byte]
-	P     params
-	a     adapter
-}
-
-func (f *keepFirstFn) Setup() error { return f.a.setup(&f.P) }
-
-func (f *keepFirstFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	_, _, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit) // no timer family, no timer
+func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
+	_, err := u.s.process(ctx, ts, sp, key, row, emit) // no family, no timer
 	return err
 }
 
-// keepFirstEventFn has one event-time timer family: finalization of
-// event-time candidates and event-time cleanup.
-type keepFirstEventFn struct {
-	State state.Value[[]byte]
+// eventTimed is the runtime of a step with the event-time timer family:
+// event-time finalization and cleanup.
+type eventTimed struct {
+	P     params
+	s     step
+	timer *timers.EventTime
+}
+
+func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
+	a, err := e.s.process(ctx, ts, sp, key, row, emit)
+	armEvent(ctx, *e.timer, tp, a, w)
+	return err
+}
+
+func (e *eventTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
+	a, err := e.s.onTimer(ctx, w, ts, sp, false, key, timer.Tag, emit)
+	armEvent(ctx, *e.timer, tp, a, w)
+	return err
+}
+
+// procTimed is the runtime of a step with the processing-time timer
+// family: state cleanup.
+type procTimed struct {
+	P     params
+	s     step
+	timer *timers.ProcessingTime
+}
+
+func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
+	a, err := p.s.process(ctx, ts, sp, key, row, emit)
+	armProc(ctx, *p.timer, tp, a)
+	return err
+}
+
+func (p *procTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
+	a, err := p.s.onTimer(ctx, w, ts, sp, true, key, "", emit)
+	armProc(ctx, *p.timer, tp, a)
+	return err
+}
+
+// marksFn keeps marks, no timer (KeepFirst watermarkless, no cleanup).
+type marksFn struct {
+	State state.Bag[int64]
+	untimed
+}
+
+func (f *marksFn) Setup() error { return f.s.setup(&f.P, marksStore{&f.State}) }
+
+// marksEventFn keeps marks, with event-time cleanup (EventTimeTTL).
+type marksEventFn struct {
+	State state.Bag[int64]
 	Timer timers.EventTime
-	P     params
-	a     adapter
+	eventTimed
 }
 
-func (f *keepFirstEventFn) Setup() error { return f.a.setup(&f.P) }
-
-func (f *keepFirstEventFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, _, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit)
-	armEvent(ctx, f.Timer, tp, t, w, f.a.tag, f.a.replaced)
-	return err
+func (f *marksEventFn) Setup() error {
+	f.timer = &f.Timer
+	return f.s.setup(&f.P, marksStore{&f.State})
 }
 
-func (f *keepFirstEventFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, _, err := f.a.onTimer(ctx, w, ts, sp, &f.State, false, key, timer.Tag, emit)
-	armEvent(ctx, f.Timer, tp, t, w, "", "")
-	return err
-}
-
-// keepFirstProcFn has one processing-time timer family: state cleanup in
-// watermarkless mode with StateTTL.
-type keepFirstProcFn struct {
-	State state.Value[[]byte]
+// marksProcFn keeps marks, with processing-time cleanup (StateTTL).
+type marksProcFn struct {
+	State state.Bag[int64]
 	Timer timers.ProcessingTime
-	P     params
-	a     adapter
+	procTimed
 }
 
-func (f *keepFirstProcFn) Setup() error { return f.a.setup(&f.P) }
-
-func (f *keepFirstProcFn) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, now, err := f.a.process(ctx, ts, sp, &f.State, key, row, emit)
-	armProc(ctx, f.Timer, tp, t, now)
-	return err
+func (f *marksProcFn) Setup() error {
+	f.timer = &f.Timer
+	return f.s.setup(&f.P, marksStore{&f.State})
 }
 
-func (f *keepFirstProcFn) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
-	t, now, err := f.a.onTimer(ctx, w, ts, sp, &f.State, true, key, "", emit)
-	armProc(ctx, f.Timer, tp, t, now)
-	return err
+// versionsFn keeps versions, no timer (KeepLast without cleanup).
+type versionsFn struct {
+	State state.Bag[[]byte]
+	untimed
 }
 
-// processLast decides on one KeepLast row: it encodes the row with its kind
-// normalized to +I (so rows equal but for the kind are identical, and the
-// stored row is ready to emit with any kind), asks the core and emits.
-func (a *adapter) processLast(ctx context.Context, ts beam.EventTime, sp state.Provider, sv *state.Value[[]byte], key beam.T, kind rowkind.Kind, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (core.Timer, int64, error) {
-	norm := row
-	if a.okf != nil {
-		norm = a.okf.withKind(row, rowkind.Insert)
-	}
-	a.buf.Reset()
-	if err := a.enc.Encode(norm, &a.buf); err != nil {
-		return core.Timer{}, 0, fmt.Errorf("dedup: encoding row: %w", err)
-	}
-	var seq []byte
-	if a.sf != nil {
-		var reason string
-		if a.seq, reason = a.sf.appendTo(a.seq[:0], reflect.ValueOf(row)); reason != "" { // validated upstream
-			return core.Timer{}, 0, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
-		}
-		seq = a.seq
-	}
-	if err := a.read(ctx, sp, sv); err != nil {
-		return core.Timer{}, 0, err
-	}
-	old := a.st.Cand // the state's own bytes, not reused by the read
-	now := a.now(ts.ToTime()).UnixMilli()
-	// seq and the row's bytes are scratch buffers: a.st may keep them only
-	// until write encodes it (a fresh slice), and the next read replaces a.st.
-	d := a.cfg.OnLastRow(&a.st, core.LastRow{Kind: kind, Time: int64(ts), Seq: seq, Row: a.buf.Bytes()}, now)
-	if d.Expired {
-		cKeysExpired.Inc(ctx, 1)
-	}
-	if d.Refreshed {
-		cRefreshes.Inc(ctx, 1)
-	}
-	cLastOutcome[d.Outcome].Inc(ctx, 1)
-	for _, e := range d.Emissions() {
-		if err := a.emitLast(ctx, ts, key, e, old, norm, emit); err != nil {
-			return core.Timer{}, 0, err
-		}
-	}
-	if d.Write {
-		if err := a.write(ctx, sp, sv); err != nil {
-			return core.Timer{}, 0, err
-		}
-	}
-	return d.Timer, now, nil
+func (f *versionsFn) Setup() error { return f.s.setup(&f.P, versionsStore{&f.State}) }
+
+// versionsEventFn keeps versions, with event-time timers (KeepFirst's
+// event-time finalization and cleanup, KeepLast's EventTimeTTL cleanup).
+type versionsEventFn struct {
+	State state.Bag[[]byte]
+	Timer timers.EventTime
+	eventTimed
 }
 
-// emitLast emits one KeepLast output row at ts: the stored row old
-// (decoded) or the arriving row, with the emission's kind.
-func (a *adapter) emitLast(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit func(beam.EventTime, beam.T, beam.V)) error {
-	if e.Old {
-		var err error
-		if row, err = a.dec.Decode(bytes.NewReader(old)); err != nil {
-			return fmt.Errorf("dedup: decoding the stored row: %w", err)
-		}
+func (f *versionsEventFn) Setup() error {
+	f.timer = &f.Timer
+	return f.s.setup(&f.P, versionsStore{&f.State})
+}
+
+// versionsProcFn keeps versions, with processing-time cleanup (KeepLast
+// with StateTTL).
+type versionsProcFn struct {
+	State state.Bag[[]byte]
+	Timer timers.ProcessingTime
+	procTimed
+}
+
+func (f *versionsProcFn) Setup() error {
+	f.timer = &f.Timer
+	return f.s.setup(&f.P, versionsStore{&f.State})
+}
+
+// statefulStep applies the DoFn of the plan's layout and timer family to
+// keyed, KV<key, row> of row type vt.
+func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) beam.PCollection {
+	pr := params{
+		Rules: p.rules, Last: p.last, ValueType: beam.EncodedType{T: vt},
+		KindCol: c.changelogCol, OutKindCol: c.kindColumn(), SeqCol: c.sequenceBy, Clock: c.clock,
 	}
-	if a.okf != nil && (e.Old || e.Kind != rowkind.Insert) { // the arriving row is already +I (processLast)
-		row = a.okf.withKind(row, e.Kind)
+	names := firstNames
+	if p.last {
+		names = lastNames
 	}
-	if e.Kind != rowkind.Insert { // a +I is counted as its row's outcome
-		cEmittedKind[e.Kind].Inc(ctx, 1)
+	s = s.Scope("Dedup")
+	var fn any
+	switch {
+	case p.layout == marks && p.family == core.EventTimeFamily:
+		fn = &marksEventFn{State: state.MakeBagState[int64](names.state), Timer: timers.InEventTime(names.event), eventTimed: eventTimed{P: pr}}
+	case p.layout == marks && p.family == core.ProcessingTimeFamily:
+		fn = &marksProcFn{State: state.MakeBagState[int64](names.state), Timer: timers.InProcessingTime(names.proc), procTimed: procTimed{P: pr}}
+	case p.layout == marks:
+		fn = &marksFn{State: state.MakeBagState[int64](names.state), untimed: untimed{P: pr}}
+	case p.family == core.EventTimeFamily:
+		fn = &versionsEventFn{State: state.MakeBagState[[]byte](names.state), Timer: timers.InEventTime(names.event), eventTimed: eventTimed{P: pr}}
+	case p.family == core.ProcessingTimeFamily:
+		fn = &versionsProcFn{State: state.MakeBagState[[]byte](names.state), Timer: timers.InProcessingTime(names.proc), procTimed: procTimed{P: pr}}
+	default:
+		fn = &versionsFn{State: state.MakeBagState[[]byte](names.state), untimed: untimed{P: pr}}
 	}
-	emit(ts, key, row)
-	return nil
+	return beam.ParDo(s, fn, keyed)
 }

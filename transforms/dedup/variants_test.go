@@ -25,9 +25,9 @@ func timerFields(t reflect.Type) int {
 
 // Regression guard for the Beam Go 2.77 hang (notes/beam-defects.md #1): a
 // DoFn with two timer fields hangs after its first bundle, so no variant may
-// declare more than one.
+// declare more than one (Beam looks at a DoFn's top-level fields only).
 func TestVariants_DeclareAtMostOneTimerField(t *testing.T) {
-	for _, v := range []any{keepFirstFn{}, keepFirstEventFn{}, keepFirstProcFn{}} {
+	for _, v := range []any{marksFn{}, marksEventFn{}, marksProcFn{}, versionsFn{}, versionsEventFn{}, versionsProcFn{}} {
 		assert.LessOrEqual(t, timerFields(reflect.TypeOf(v)), 1, "%T", v)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
 func init() {
@@ -39,7 +40,7 @@ func init() {
 // EventTimeTTL, CleanupTimers, Changelog and ForceStateful are construction
 // errors, as is a globally windowed input.
 func WindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
+	out, _, err := tryWindow(s, rows, opts, windowFirst)
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +50,7 @@ func WindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PColl
 // TryWindowFirst is WindowFirst returning construction errors instead of
 // panicking.
 func TryWindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
+	out, _, err := tryWindow(s, rows, opts, windowFirst)
 	return out, err
 }
 
@@ -57,7 +58,7 @@ func TryWindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.P
 // not process, as a PCollection of DeadLetter in the rows' windows. It
 // panics on a construction error.
 func WindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryWindow(s, rows, opts, "WindowFirst", dirFirst)
+	out, dead, err := tryWindow(s, rows, opts, windowFirst)
 	if err != nil {
 		panic(err)
 	}
@@ -67,7 +68,7 @@ func WindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) 
 // TryWindowFirstWithErrors is WindowFirstWithErrors returning construction
 // errors instead of panicking.
 func TryWindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
-	return tryWindow(s, rows, opts, "WindowFirst", dirFirst)
+	return tryWindow(s, rows, opts, windowFirst)
 }
 
 // WindowLast is WindowFirst keeping, per key and window, the row with the
@@ -75,7 +76,7 @@ func TryWindowFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Optio
 // larger encoded row. Seed 002 is its example: the last row of every
 // 10-minute tumbling window.
 func WindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	out, _, err := tryWindow(s, rows, opts, windowLast)
 	if err != nil {
 		panic(err)
 	}
@@ -85,7 +86,7 @@ func WindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PColle
 // TryWindowLast is WindowLast returning construction errors instead of
 // panicking.
 func TryWindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	out, _, err := tryWindow(s, rows, opts, windowLast)
 	return out, err
 }
 
@@ -93,7 +94,7 @@ func TryWindowLast(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PC
 // not process, as a PCollection of DeadLetter in the rows' windows. It
 // panics on a construction error.
 func WindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryWindow(s, rows, opts, "WindowLast", dirLast)
+	out, dead, err := tryWindow(s, rows, opts, windowLast)
 	if err != nil {
 		panic(err)
 	}
@@ -103,11 +104,12 @@ func WindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (
 // TryWindowLastWithErrors is WindowLastWithErrors returning construction
 // errors instead of panicking.
 func TryWindowLastWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
-	return tryWindow(s, rows, opts, "WindowLast", dirLast)
+	return tryWindow(s, rows, opts, windowLast)
 }
 
-func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string, dir direction) (beam.PCollection, beam.PCollection, error) {
-	c := newConfig(opts, false)
+func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, t transform) (beam.PCollection, beam.PCollection, error) {
+	c := newConfig(opts, t)
+	name := c.name(false)
 	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
 		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
 	}
@@ -117,19 +119,23 @@ func tryWindow(s beam.Scope, rows beam.PCollection, opts []Option, name string, 
 	if err := c.validateWindow(); err != nil {
 		return fail(err)
 	}
-	t, cols, checks, err := structRows(&c, rows, name+" takes struct rows and keys them by PartitionBy columns; use KeepFirstPerKey for KV input")
+	rt, cols, checks, err := structRows(&c, rows, name+" takes struct rows and keys them by PartitionBy columns; use KeepFirstPerKey for KV input")
 	if err != nil {
 		return fail(err)
 	}
 	if rows.WindowingStrategy().Fn.Kind == window.GlobalWindows {
 		return fail(fmt.Errorf("input is in the global window, which never closes on a stream: window it first, e.g. beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), rows), or use KeepFirst/KeepLast for per-row results"))
 	}
+	p, err := newPlan(&c, input{bounded: pcol.IsBounded(rows)})
+	if err != nil {
+		return fail(err)
+	}
 	uid := scopeName(c.uid, name)
 	s = s.Scope(uid)
-	kr := keyRowsFn{RowType: beam.EncodedType{T: t}, Columns: cols, Checks: checks, UID: uid}
-	key := windowKeyFn{keyCandidatesFn{Rows: kr, Merge: bundleMerge{Dir: dir}}}
+	kr := keyRowsFn{RowType: beam.EncodedType{T: rt}, Columns: cols, Checks: checks, UID: uid}
+	key := windowKeyFn{keyCandidatesFn{Rows: kr, Merge: bundleMerge{Dir: p.dir}}}
 	cands, dead := beam.ParDo2(s.Scope("Key"), &key, rows)
-	return combineRows(s, cands, fromCandidateFn{ValueType: kr.RowType, Dir: dir}), dead, nil
+	return combineRows(s, cands, p.dir, fromCandidateFn{ValueType: kr.RowType, Last: p.last}), dead, nil
 }
 
 // windowKeyFn is keyCandidatesFn (one candidate per row, no in-bundle

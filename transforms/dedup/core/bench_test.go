@@ -40,7 +40,7 @@ func BenchmarkOnRow_WatermarklessFirstRowAndDuplicates(b *testing.B) {
 	cfg := core.Config{ResetOnDuplicate: true}
 	now := at(10, 0)
 	benchRows(b, 16, func(i int, st *core.State) core.Decision {
-		return cfg.OnRow(st, rowkind.Insert, now, now+int64(i))
+		return core.First{Config: cfg}.OnRow(st, core.Row{Kind: rowkind.Insert, Time: now}, now+int64(i))
 	})
 }
 
@@ -56,7 +56,7 @@ func BenchmarkOnRow_WatermarklessStateTTLRefresh(b *testing.B) {
 			step = 6 * minute // an expiry
 		}
 		now += step
-		return cfg.OnRow(st, rowkind.Insert, now, now)
+		return core.First{Config: cfg}.OnRow(st, core.Row{Kind: rowkind.Insert, Time: now}, now)
 	})
 }
 
@@ -74,7 +74,7 @@ func BenchmarkOnRow_EventTimeCandidateReplacementsAndLate(b *testing.B) {
 			if i%2 == 1 {
 				et = e + int64(i)*second
 			}
-			d := cfg.OnRow(st, rowkind.Insert, et, now)
+			d := core.First{Config: cfg}.OnRow(st, core.Row{Kind: rowkind.Insert, Time: et}, now)
 			if d.Outcome == core.BecomeCandidate || d.Outcome == core.ReplaceCandidate {
 				st.Cand = cand
 			}
@@ -83,7 +83,7 @@ func BenchmarkOnRow_EventTimeCandidateReplacementsAndLate(b *testing.B) {
 			}
 			return d
 		default: // emitted: late rows
-			return cfg.OnRow(st, rowkind.Insert, e-int64(i)*second, now)
+			return core.First{Config: cfg}.OnRow(st, core.Row{Kind: rowkind.Insert, Time: e - int64(i)*second}, now)
 		}
 	})
 }
@@ -94,6 +94,6 @@ func BenchmarkOnRow_ChangelogMixOfKinds(b *testing.B) {
 	kinds := [...]rowkind.Kind{rowkind.Delete, rowkind.Insert, rowkind.Insert, rowkind.UpdateBefore, rowkind.UpdateAfter, rowkind.Delete, rowkind.UpdateBefore, rowkind.UpdateAfter}
 	now := at(10, 0)
 	benchRows(b, len(kinds), func(i int, st *core.State) core.Decision {
-		return cfg.OnRow(st, kinds[i], now, now)
+		return core.First{Config: cfg}.OnRow(st, core.Row{Kind: kinds[i], Time: now}, now)
 	})
 }

@@ -1,10 +1,15 @@
-// Package core is the decision core of dedup.KeepFirst: the rules of
-// DEDUPLICATE_KEEP_FIRST as pure functions over one key's state.
+// Package core is the decision core of beamdedup's deduplications: the
+// rules of KeepFirst (DEDUPLICATE_KEEP_FIRST) and KeepLast (keep-last, a
+// changelog of each key's current row) as pure functions over one key's
+// state, and the one ordering of a key's rows that every expansion uses.
 //
-// It has no Beam imports. The Beam DoFn in package dedup is a thin adapter:
-// it reads a key's State, calls OnRow or OnTimer, writes the state back when
-// the Decision says so, sets the one timer the Decision names and emits.
-// Every rule lives here once, so it is tested here once, with a fake clock.
+// It has no Beam imports. The Beam steps in package dedup are thin
+// adapters: the stateful step reads a key's State, asks its Rules (First or
+// Last) about a row or a timer firing, writes the state back when the
+// Decision says so, sets the one timer it names and emits; the bounded and
+// window expansions merge a key's rows with Direction.Merge and account for
+// them with Rules.Settle. Every rule lives here once, so it is tested here
+// once, with a fake clock.
 //
 // All times are Unix milliseconds. Processing time ("now") is passed in by
 // the caller; event time is the row's Beam timestamp.
@@ -26,35 +31,90 @@ const (
 	Emitted = statecoder.Emitted
 )
 
-// State is one key's deduplication state; its type and persisted form are
+// State is one key's deduplication state; its type and persisted forms are
 // coders/statecoder's.
 type State = statecoder.State
 
-// Outcome is what happened to an arriving row. Each row has exactly one,
-// and each maps to one metric.
+// Rules are one deduplication's decisions: First (KeepFirst) or Last
+// (KeepLast). The stateful step drives either through OnRow and OnTimer;
+// the bounded and window expansions account for a key's merged rows with
+// Settle.
+type Rules interface {
+	// OnRow decides on row r arriving at processing time now at a key with
+	// state st, updating st in place.
+	OnRow(st *State, r Row, now int64) Decision
+	// OnTimer decides on a firing of the key's timer: finalize is true for
+	// a Finalize timer, whose hold time is hold; windowEnd is the last
+	// event time of the key's window (timers past it are not set: the
+	// runner drops the window's state then).
+	OnTimer(st *State, finalize bool, hold, now, windowEnd int64) TimerDecision
+	// Settle accounts for a key's rows merged into m (bounded input, window
+	// dedup): whether m's row is emitted, and where every row went.
+	Settle(m Candidate) Settlement
+}
+
+// Row is a row arriving at a key.
+type Row struct {
+	Kind rowkind.Kind
+	Time int64  // event time (the row's timestamp)
+	Seq  []byte // its SequenceBy value (coders/ordercoder); nil without SequenceBy
+	// Row is the row's encoding, normalized to kind +I, which Last compares
+	// and stores but never reads. First never compares rows and takes nil:
+	// a decision that makes the row the key's candidate says so (Stored),
+	// and the caller encodes it then.
+	Row []byte
+}
+
+// Order is the row's place in its key's order.
+func (r Row) Order() Order { return Order{Seq: r.Seq, Time: r.Time} }
+
+// Outcome is what happened to an input row. Each row has exactly one, and
+// each maps to one metric.
 type Outcome uint8
 
-// Outcomes of OnRow.
+// Outcomes.
 const (
-	// Emit: watermarkless first row of a period; emit it now.
+	// Emit: KeepFirst, watermarkless, the first row of a period; emitted
+	// now (and a kept row of a merge).
 	Emit Outcome = iota
-	// BecomeCandidate: event-time first row of a period; pending.
+	// BecomeCandidate: KeepFirst, event time, the first row of a period;
+	// pending until the watermark passes it (counted once it is emitted or
+	// replaced).
 	BecomeCandidate
 	// ReplaceCandidate: an earlier event time replaced the pending
 	// candidate (the old candidate is the row counted as replaced).
 	ReplaceCandidate
-	// DropDuplicate: a later row of a key that is seen (emitted, or
-	// pending with an earlier or equal candidate).
+	// DropDuplicate: a row of a key that is seen (KeepFirst), or equal to
+	// the key's stored row (KeepLast).
 	DropDuplicate
-	// DropLate: event-time mode, a row of a key already finalized.
+	// DropLate: KeepFirst, event time, a row of a key already finalized.
 	DropLate
-	// Swallow: a -U/-D of a key already emitted.
+	// Swallow: KeepFirst, a -U/-D of a key already emitted.
 	Swallow
-	// IgnoreRetraction: a -U/-D of a key not seen; it does not mark it.
+	// IgnoreRetraction: a -U/-D of a key with nothing to retract; it does
+	// not mark the key as seen.
 	IgnoreRetraction
+	// Inserted: KeepLast, the key's first row (or first after expiry or a
+	// delete), emitted as +I.
+	Inserted
+	// Updated: KeepLast, the row replaced the key's stored row.
+	Updated
+	// DeletedIn: KeepLast, a -U/-D deleted the key's stored row.
+	DeletedIn
+	// OutOfOrder: KeepLast, ordered, the row ranks below the stored one.
+	OutOfOrder
+	// Superseded: KeepLast, merged away before the state by a row of the
+	// key that ranks after it (bounded input, the mini-batch fold).
+	Superseded
+
+	// NumOutcomes is the number of outcomes.
+	NumOutcomes = iota
 )
 
-var outcomeNames = [...]string{"emitted", "became_candidate", "replaced_candidate", "dropped_duplicate", "dropped_late", "swallowed", "ignored_retraction"}
+var outcomeNames = [NumOutcomes]string{
+	"emitted", "became_candidate", "replaced_candidate", "dropped_duplicate", "dropped_late", "swallowed",
+	"ignored_retraction", "inserted", "updated", "deleted_in", "out_of_order", "superseded",
+}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -96,22 +156,65 @@ const (
 	ProcessingTimeFamily
 )
 
-// Decision is the result of OnRow.
+// Emission is one output row of a decision: its kind, and whether it is
+// the key's previously stored row (Old: State.Cand before the call) or the
+// arriving row.
+type Emission struct {
+	Kind rowkind.Kind
+	Old  bool
+}
+
+// Decision is the result of Rules.OnRow. Emit[:N] are the rows to emit, in
+// order (Emissions).
 type Decision struct {
 	Outcome Outcome
-	// Write: the state changed and must be written (or cleared when
-	// State.Phase is None).
+	Emit    [2]Emission
+	N       int
+	// Write: the state changed and must be written (or cleared when its
+	// Phase is None).
 	Write bool
-	// Expired: the key's previous period had expired on arrival.
+	// Stored: the arriving row is now the key's stored row or candidate
+	// (State.Cand). A caller that passed no Row.Row sets State.Cand to its
+	// encoding.
+	Stored bool
+	// Expired: the key's previous period had expired on arrival (with
+	// RetractOnExpiry, Emit starts with a -D of the expired row).
 	Expired bool
-	// Refreshed: the row extended the key's retention.
+	// Refreshed: a duplicate extended the key's retention.
 	Refreshed bool
 	Timer     Timer
 }
 
+func (d *Decision) emit(k rowkind.Kind, old bool) {
+	d.Emit[d.N] = Emission{Kind: k, Old: old}
+	d.N++
+}
+
+// Emissions returns the rows to emit, in order.
+func (d *Decision) Emissions() []Emission { return d.Emit[:d.N] }
+
+// TimerDecision is the result of Rules.OnTimer.
+type TimerDecision struct {
+	// Emit: emit the key's stored row (State.Cand before the call) as Kind
+	// with event time EmitTime: KeepFirst's finalized candidate (+I), or
+	// KeepLast's expired row (-D, with RetractOnExpiry).
+	Emit     bool
+	Kind     rowkind.Kind
+	EmitTime int64
+	// Write: the state changed (cleared when its Phase is None).
+	Write bool
+	// Expired: the timer ended the key's period.
+	Expired bool
+	// Stale: the firing matched nothing in the state and was ignored.
+	Stale bool
+	Timer Timer
+}
+
 // Config holds the options that shape the rules.
 type Config struct {
-	// EventTime: OnTime was given (event-time mode).
+	// EventTime: KeepFirst with OnTime (event-time mode: the earliest row
+	// is emitted when the watermark passes it). KeepLast's output is
+	// immediate, so OnTime only orders its rows (Ordered).
 	EventTime bool
 	// StateTTL is the processing-time retention in ms; 0 = forever.
 	StateTTL int64
@@ -168,66 +271,20 @@ func (c Config) expired(st *State, et, now int64) bool {
 	return false
 }
 
-// OnRow decides on a row of kind k with event time et arriving at
-// processing time now, updating st in place.
-func (c Config) OnRow(st *State, k rowkind.Kind, et, now int64) Decision {
-	var d Decision
-	if c.expired(st, et, now) {
-		*st = State{}
-		d.Expired = true
-		d.Write = true // at least clear the expired state
+// retain starts an emitted key's retention: stored row (or seen marker)
+// with event time et at processing time now. Fields a configuration does
+// not use stay zero, so that they are not persisted.
+func (c Config) retain(st *State, et, now int64) {
+	if c.EventTTL > 0 {
+		st.MaxEvent = et
 	}
-	switch st.Phase {
-	case None:
-		if k.IsRetraction() {
-			d.Outcome = IgnoreRetraction
-			return d
-		}
-		d.Write = true
-		if c.EventTime {
-			*st = State{Phase: Pending, CandTime: et}
-			d.Outcome = BecomeCandidate
-			d.Timer = Timer{Kind: Finalize, At: et}
-			return d
-		}
-		*st = State{Phase: Emitted}
-		if c.EventTTL > 0 { // stored only when needed: it is most of a seen marker's bytes
-			st.MaxEvent = et
-		}
-		if c.StateTTL > 0 {
-			st.ExpireAt = now + c.StateTTL
-		}
-		d.Outcome = Emit
-		d.Timer = c.cleanupAfterEmit(st)
-		return d
-	case Pending:
-		if et < st.CandTime {
-			st.CandTime = et
-			d.Write = true
-			d.Outcome = ReplaceCandidate
-			d.Timer = Timer{Kind: Finalize, At: et}
-			return d
-		}
-		d.Outcome = DropDuplicate // ties: the first arrival stays
-		return d
-	default: // Emitted
-		switch {
-		case k.IsRetraction():
-			d.Outcome = Swallow
-		case c.EventTime:
-			d.Outcome = DropLate
-		default:
-			d.Outcome = DropDuplicate
-			if c.ResetOnDuplicate {
-				c.refresh(st, et, now, &d.Refreshed, &d.Write, &d.Timer)
-			}
-		}
-		return d
+	if c.StateTTL > 0 {
+		st.ExpireAt = now + c.StateTTL
 	}
 }
 
-// cleanupAfterEmit returns the cleanup timer for a key just emitted, and
-// records what the state needs to recognise it.
+// cleanupAfterEmit returns the cleanup timer for a key just emitted (or
+// stored), and records what the state needs to recognise it.
 func (c Config) cleanupAfterEmit(st *State) Timer {
 	if !c.CleanupTimers {
 		return Timer{}
@@ -248,33 +305,42 @@ func (c Config) cleanupAfterEmit(st *State) Timer {
 	return Timer{}
 }
 
-// refresh extends an emitted key's retention for a duplicate (watermarkless
-// mode only). State is rewritten only when the extension is worth at least
-// TTL/RefreshFraction; the cleanup timer moves on every refresh.
-func (c Config) refresh(st *State, et, now int64, refreshed, write *bool, timer *Timer) {
+// refresh is what a duplicate does to an emitted key's retention.
+type refresh struct {
+	Refreshed bool  // the retention was extended
+	Write     bool  // by enough to rewrite the state
+	Timer     Timer // the cleanup timer moved with it, or NoTimer
+}
+
+// refresh extends an emitted key's retention for a duplicate with event
+// time et at processing time now. The state is rewritten only when the
+// extension is worth at least TTL/RefreshFraction; the cleanup timer moves
+// on every refresh.
+func (c Config) refresh(st *State, et, now int64) refresh {
+	var r refresh
 	if c.StateTTL > 0 {
-		exp := now + c.StateTTL
-		if exp > st.ExpireAt {
-			*refreshed = true
+		if exp := now + c.StateTTL; exp > st.ExpireAt {
+			r.Refreshed = true
 			if exp-st.ExpireAt >= max(c.StateTTL/RefreshFraction, 1) {
 				st.ExpireAt = exp
-				*write = true
+				r.Write = true
 			}
 			if c.CleanupTimers && c.Family() == ProcessingTimeFamily {
-				*timer = Timer{Kind: Cleanup, At: exp}
+				r.Timer = Timer{Kind: Cleanup, At: exp}
 			}
 		}
 	}
 	if c.EventTTL > 0 && et > st.MaxEvent {
-		*refreshed = true
+		r.Refreshed = true
 		if et-st.MaxEvent >= max(c.EventTTL/RefreshFraction, 1) {
 			st.MaxEvent = et
-			*write = true
+			r.Write = true
 		}
 		if c.CleanupTimers {
-			*timer = Timer{Kind: Cleanup, At: et + c.EventTTL + 1}
+			r.Timer = Timer{Kind: Cleanup, At: et + c.EventTTL + 1}
 		}
 	}
+	return r
 }
 
 // ClampToWindow moves an event-time cleanup timer past the window's end to
@@ -288,85 +354,11 @@ func ClampToWindow(t Timer, windowEnd int64) Timer {
 	return t
 }
 
-// TimerDecision is the result of OnTimer.
-type TimerDecision struct {
-	// Emit: emit the pending candidate (State.Cand before the call) with
-	// its event time EmitTime.
-	Emit     bool
-	EmitTime int64
-	// Write: the state changed (cleared when its Phase is None).
-	Write bool
-	// Expired: the timer ended the key's period.
-	Expired bool
-	// Stale: the firing matched nothing in the state and was ignored.
-	Stale bool
-	// Retract: KeepLast with RetractOnExpiry; emit a -D of the stored row
-	// (State.Cand before the call), which the expiry deleted.
-	Retract bool
-	Timer   Timer
-}
-
-// OnTimer decides on the firing of the key's timer. finalize is true for a
-// firing of a Finalize timer, whose hold time is holdTime; now is the
-// processing time and windowEnd the last event time of the key's window
-// (timers past it are not set: the runner drops the window's state then).
-func (c Config) OnTimer(st *State, finalize bool, holdTime, now, windowEnd int64) TimerDecision {
-	var d TimerDecision
-	switch st.Phase {
-	case Pending:
-		if !finalize || holdTime != st.CandTime {
-			d.Stale = true // a cleanup timer or an overwritten finalization
-			return d
-		}
-		d.Emit, d.EmitTime = true, st.CandTime
-		*st = State{Phase: Emitted, CandTime: st.CandTime}
-		if c.EventTTL > 0 {
-			st.MaxEvent = st.CandTime
-		}
-		if c.StateTTL > 0 {
-			st.ExpireAt = now + c.StateTTL // retention starts at emission
-		}
-		d.Write = true
-		d.Timer = ClampToWindow(c.cleanupAfterEmit(st), windowEnd)
-		return d
-	case Emitted:
-		if finalize {
-			d.Stale = true
-			return d
-		}
-		stateExpired := c.StateTTL > 0 && now >= st.ExpireAt
-		if c.EventTime && c.EventTTL == 0 && c.StateTTL > 0 && !stateExpired {
-			// Event-time mode with StateTTL: the event-time cleanup timer
-			// checks the processing-time expiry and re-arms until it passed.
-			if st.CleanupAt >= windowEnd {
-				// The last check, at the window's end: keep the state (rows
-				// of this window may still come until it expires) and let
-				// the runner drop it with the window.
-				return d
-			}
-			step := c.StateTTL << min(st.Rearms+1, 40)
-			next := st.CleanupAt + step
-			if next < st.CleanupAt || next > windowEnd {
-				next = windowEnd
-			}
-			st.CleanupAt = next
-			st.Rearms++
-			d.Write = true
-			d.Timer = Timer{Kind: Cleanup, At: next}
-			return d
-		}
-		if c.Family() == EventTimeFamily && c.EventTTL > 0 && st.MaxEvent+c.EventTTL+1 > windowEnd && !stateExpired {
-			// The cleanup was clamped to the window's end, before the
-			// retention ends: keep the state until the window expires.
-			return d
-		}
-		// A cleanup timer fires only at the latest time it was set to
-		// (timers are overwritten, never cleared), so the key expired.
-		d.Retract = c.RetractOnExpiry && len(st.Cand) > 0
-		*st = State{}
-		d.Write, d.Expired = true, true
-		return d
-	}
-	d.Stale = true
-	return d
+// SameMiniBatchGroup reports whether a row arriving at processing time now
+// may be folded with (KeepLast) or dropped after (KeepFirst) a key's row of
+// the same bundle that arrived at since: always without StateTTL, else
+// within TTL/RefreshFraction, so that no expiry decision moves by more than
+// the refresh throttle already allows.
+func (c Config) SameMiniBatchGroup(since, now int64) bool {
+	return c.StateTTL == 0 || now-since < max(c.StateTTL/RefreshFraction, 1)
 }

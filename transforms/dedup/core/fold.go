@@ -1,8 +1,11 @@
 package core
 
-// Rule 6 of KeepLast, the mini-batch fold: before the shuffle, the keying
-// step holds each key's rows of a bundle and passes on only the one that
-// decides the key's final state. Worked out against OnLastRow:
+// The mini-batch steps before the shuffle: what the keying step may drop or
+// fold within a bundle without changing any result.
+//
+// KeepLast's fold: the keying step holds each key's rows of a bundle and
+// passes on only the one that decides the key's final state. Worked out
+// against Last.OnRow:
 //
 //   - Arrival order: every +I/+U overwrites the stored row and every -U/-D
 //     clears it (or is ignored when nothing is stored), so whatever the
@@ -11,11 +14,11 @@ package core
 //     insert replaces the stored row (-U/+U) where the unfolded sequence
 //     deletes and re-inserts it (-D/+I), the same final state.
 //   - Ordered (OnTime, SequenceBy): the stored ordering value only grows, so
-//     the bundle's row that LastReplaces every earlier one (the largest
-//     value, ties to the later arrival) is accepted exactly when the
-//     unfolded sequence ends with it, and every later row below it is out of
-//     order in both. A retraction that wins leaves the same tombstone, and
-//     a row identical to the stored one leaves its value stored (OnLastRow's
+//     the bundle's row that replaces every earlier one (KeepLast.Replaces:
+//     the largest value, ties to the later arrival) is accepted exactly when
+//     the unfolded sequence ends with it, and every later row below it is
+//     out of order in both. A retraction that wins leaves the same tombstone, and
+//     a row identical to the stored one leaves its value stored (Last.OnRow's
 //     duplicate with a larger value), as if it had replaced it.
 //
 // So one row per key per bundle suffices, and the stateful step emits at
@@ -64,19 +67,10 @@ func (a FoldAction) String() string {
 	return "unknown"
 }
 
-// SameMiniBatchGroup reports whether a row arriving at processing time now
-// may be folded with (KeepLast) or dropped after (KeepFirst) a key's row of
-// the same bundle that arrived at since: always without StateTTL, else
-// within TTL/RefreshFraction, so that no expiry decision moves by more than
-// the refresh throttle already allows.
-func (c Config) SameMiniBatchGroup(since, now int64) bool {
-	return c.StateTTL == 0 || now-since < max(c.StateTTL/RefreshFraction, 1)
-}
-
 // FoldLastRow decides on row r of a key arriving at the fold at processing
 // time now, with the key's pending row p, updating p in place (its Seq is
 // copied). r.Row is not read. Only Ordered and StateTTL of c matter.
-func (c Config) FoldLastRow(p *Fold, r LastRow, now int64) FoldAction {
+func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 	hold := func() {
 		p.Has, p.Time, p.Seq = true, r.Time, append(p.Seq[:0], r.Seq...)
 		if r.Seq == nil {
@@ -92,9 +86,42 @@ func (c Config) FoldLastRow(p *Fold, r LastRow, now int64) FoldAction {
 		hold()
 		p.Since = now
 		return FoldFlush
-	case c.Ordered && !LastReplaces(r.Seq, r.Time, p.Seq, p.Time):
+	case c.Ordered && !KeepLast.Replaces(r.Order(), Order{Seq: p.Seq, Time: p.Time}):
 		return FoldDrop
 	}
 	hold()
 	return FoldReplace
+}
+
+// Passed is what KeepFirst's mini-batch pre-filter remembers of a key's
+// rows passed on in a bundle.
+type Passed struct {
+	Has   bool
+	Since int64 // processing time of the key's first row passed on
+	Time  int64 // the smallest event time passed on (event-time mode)
+}
+
+// PreFilterFirstRow decides whether KeepFirst's keying step drops row r of
+// a key arriving at processing time now, given what it passed on of the key
+// in this bundle (p, updated in place), and with which outcome. A later
+// +I/+U of a key passed on can only be a duplicate (in event-time mode,
+// unless it is earlier than every row passed on: it may still become the
+// candidate), and a -U/-D of it can only be swallowed; a retraction of a
+// key not passed on must reach the state. With StateTTL a row is dropped
+// only within the key's mini-batch group (SameMiniBatchGroup), so no row
+// that could start a new period, or refresh retention by more than the
+// documented precision, is dropped.
+func (c Config) PreFilterFirstRow(p *Passed, r Row, now int64) (drop bool, o Outcome) {
+	recent := p.Has && c.SameMiniBatchGroup(p.Since, now)
+	switch {
+	case r.Kind.IsRetraction():
+		return recent, Swallow
+	case !recent:
+		*p = Passed{Has: true, Since: now, Time: r.Time}
+		return false, 0
+	case c.EventTime && KeepFirst.Replaces(r.Order(), Order{Time: p.Time}):
+		p.Time = r.Time
+		return false, 0
+	}
+	return true, DropDuplicate
 }

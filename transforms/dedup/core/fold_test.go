@@ -57,7 +57,7 @@ func TestFold_Rule6_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p core.Fold
 			for i, r := range tc.rows {
-				got := tc.cfg.FoldLastRow(&p, core.LastRow{Kind: r.kind, Time: r.et, Seq: seqOrNil(r.seq)}, r.now)
+				got := tc.cfg.FoldLastRow(&p, core.Row{Kind: r.kind, Time: r.et, Seq: seqOrNil(r.seq)}, r.now)
 				assert.Equal(t, r.want, got, "row %d", i)
 			}
 		})
@@ -73,9 +73,9 @@ func seqOrNil(s string) []byte {
 
 // folded runs rows through the fold as the keying step does: it returns the
 // rows passed on, in order, and how many were superseded.
-func folded(cfg core.Config, rows []core.LastRow, nows []int64) (out []core.LastRow, superseded int) {
+func folded(cfg core.Config, rows []core.Row, nows []int64) (out []core.Row, superseded int) {
 	var p core.Fold
-	var pending core.LastRow
+	var pending core.Row
 	for i, r := range rows {
 		switch cfg.FoldLastRow(&p, r, nows[i]) {
 		case core.FoldReplace:
@@ -108,9 +108,9 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 	for iter := range 5000 {
 		cfg := core.Config{Ordered: rng.IntN(2) == 0, Upsert: rng.IntN(4) == 0, ResetOnDuplicate: rng.IntN(2) == 0}
 		seqs := cfg.Ordered && rng.IntN(2) == 0
-		row := func() core.LastRow {
+		row := func() core.Row {
 			et := int64(rng.IntN(6))
-			r := core.LastRow{Kind: kinds[rng.IntN(len(kinds))], Time: et}
+			r := core.Row{Kind: kinds[rng.IntN(len(kinds))], Time: et}
 			var seq string
 			if seqs {
 				seq = string(rune('a' + rng.IntN(4)))
@@ -128,7 +128,7 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 		// The key's prior state: what earlier bundles left.
 		var st core.State
 		held := map[string]bool{} // downstream: the rows the changelog left
-		apply := func(d core.LastDecision, old, arriving []byte) {
+		apply := func(d core.Decision, old, arriving []byte) {
 			for _, e := range d.Emissions() {
 				r := arriving
 				if e.Old {
@@ -147,9 +147,9 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 		for range rng.IntN(3) {
 			r := row()
 			old := st.Cand
-			apply(cfg.OnLastRow(&st, r, 0), old, r.Row)
+			apply(core.Last{Config: cfg}.OnRow(&st, r, 0), old, r.Row)
 		}
-		bundle := make([]core.LastRow, 1+rng.IntN(6))
+		bundle := make([]core.Row, 1+rng.IntN(6))
 		nows := make([]int64, len(bundle))
 		for i := range bundle {
 			bundle[i] = row()
@@ -159,11 +159,11 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 		for k := range held {
 			heldB[k] = true
 		}
-		run := func(st *core.State, h map[string]bool, rows []core.LastRow) {
+		run := func(st *core.State, h map[string]bool, rows []core.Row) {
 			held = h
 			for _, r := range rows {
 				old := st.Cand
-				apply(cfg.OnLastRow(st, r, 0), old, r.Row)
+				apply(core.Last{Config: cfg}.OnRow(st, r, 0), old, r.Row)
 			}
 		}
 		run(&stA, heldA, bundle)
@@ -173,5 +173,55 @@ func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T)
 		run(&stB, heldB, fold)
 		require.Equal(t, stA, stB, "iteration %d %+v: state after\n%q\nfolded to\n%q", iter, cfg, bundle, fold)
 		require.Equal(t, heldA, heldB, "iteration %d %+v: downstream after\n%q\nfolded to\n%q", iter, cfg, bundle, fold)
+	}
+}
+
+// KeepFirst's pre-filter drops only what the state would drop: a later row
+// of a key passed on in the bundle (a duplicate, or swallowed if a
+// retraction), never an earlier event time (it may become the candidate),
+// never a retraction of a key not passed on, and with StateTTL only within
+// TTL/100 of the key's first row passed on.
+func TestPreFilterFirstRow_DropsOnlyRowsTheStateWouldDrop(t *testing.T) {
+	type in struct {
+		kind rowkind.Kind
+		et   int64
+		now  int64
+		drop bool
+		o    core.Outcome
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  core.Config
+		rows []in
+	}{
+		{"watermarkless", core.Config{}, []in{
+			{rowkind.UpdateBefore, 1, 0, false, 0}, // not passed on: it must reach the state
+			{rowkind.Insert, 5, 0, false, 0},
+			{rowkind.Insert, 1, 0, true, core.DropDuplicate},
+			{rowkind.Delete, 1, 0, true, core.Swallow},
+		}},
+		{"event time", core.Config{EventTime: true}, []in{
+			{rowkind.Insert, 5, 0, false, 0},
+			{rowkind.Insert, 5, 0, true, core.DropDuplicate}, // a tie keeps the first arrival
+			{rowkind.Insert, 4, 0, false, 0},                 // earlier: may become the candidate
+			{rowkind.Insert, 5, 0, true, core.DropDuplicate},
+		}},
+		{"StateTTL: within TTL/100 only", core.Config{StateTTL: 100 * minute}, []in{
+			{rowkind.Insert, 1, 0, false, 0},
+			{rowkind.Insert, 1, minute - 1, true, core.DropDuplicate},
+			{rowkind.Insert, 1, minute, false, 0}, // a new group: it may refresh or start a period
+			{rowkind.Insert, 1, 2*minute - 1, true, core.DropDuplicate},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p core.Passed
+			for i, r := range tc.rows {
+				drop, o := tc.cfg.PreFilterFirstRow(&p, core.Row{Kind: r.kind, Time: r.et}, r.now)
+				assert.Equal(t, r.drop, drop, "row %d", i)
+				if drop {
+					assert.Equal(t, r.o, o, "row %d", i)
+				}
+			}
+		})
 	}
 }

@@ -20,92 +20,16 @@ import (
 // than the deletion, arriving after it, stays deleted, as the bounded
 // merge decides. Tombstones expire with the key's retention.
 
-// LastRow is a row arriving at KeepLast.
-type LastRow struct {
-	Kind rowkind.Kind
-	Time int64  // event time (the row's timestamp)
-	Seq  []byte // its SequenceBy value (coders/ordercoder); nil without SequenceBy
-	Row  []byte // encoded, kind normalized; the core compares it, never reads it
-}
+// Last is KeepLast's rules: per key the last row (by arrival, or ordered
+// by OnTime or SequenceBy), emitted as a changelog on every change.
+type Last struct{ Config }
 
-// LastOutcome is what happened to a row arriving at KeepLast. Each row has
-// exactly one, and each maps to one metric.
-type LastOutcome uint8
-
-// Outcomes of OnLastRow.
-const (
-	// Inserted: the key's first row (or first after expiry or a delete).
-	Inserted LastOutcome = iota
-	// Updated: the row replaced the key's stored row.
-	Updated
-	// DeletedIn: a -U/-D deleted the key's stored row.
-	DeletedIn
-	// Duplicate: the row equals the stored one; nothing is emitted.
-	Duplicate
-	// OutOfOrder: ordered mode, the row's value is below the stored one's.
-	OutOfOrder
-	// IgnoredRetraction: a -U/-D of a key with no stored row.
-	IgnoredRetraction
-)
-
-var lastOutcomeNames = [...]string{"inserted", "updated", "deleted_in", "duplicate", "out_of_order", "ignored_retraction"}
-
-func (o LastOutcome) String() string {
-	if int(o) < len(lastOutcomeNames) {
-		return lastOutcomeNames[o]
-	}
-	return "unknown"
-}
-
-// Emission is one output row of KeepLast: its kind, and whether it carries
-// the key's previous stored row (Old) or the arriving row.
-type Emission struct {
-	Kind rowkind.Kind
-	Old  bool
-}
-
-// LastDecision is the result of OnLastRow. Emit[:N] are the rows to emit,
-// in order.
-type LastDecision struct {
-	Outcome LastOutcome
-	Emit    [2]Emission
-	N       int
-	// Write: the state changed and must be written (cleared when its Phase
-	// is None).
-	Write bool
-	// Expired: the key's previous period had expired on arrival (with
-	// RetractOnExpiry, Emit starts with a -D of the expired row).
-	Expired bool
-	// Refreshed: a duplicate extended the key's retention.
-	Refreshed bool
-	Timer     Timer
-}
-
-func (d *LastDecision) emit(k rowkind.Kind, old bool) {
-	d.Emit[d.N] = Emission{Kind: k, Old: old}
-	d.N++
-}
-
-// Emissions returns the rows to emit, in order.
-func (d *LastDecision) Emissions() []Emission { return d.Emit[:d.N] }
-
-// LastReplaces reports whether an arriving row with order (seq, t) replaces
-// a stored one with order (storedSeq, storedT) in ordered mode (OnTime or
-// SequenceBy): when its value is greater or equal, the SequenceBy value
-// first, then the event time; ties go to the later arrival, as in Flink's
-// keep-last. The mini-batch fold before the shuffle uses the same rule.
-func LastReplaces(seq []byte, t int64, storedSeq []byte, storedT int64) bool {
-	if c := bytes.Compare(seq, storedSeq); c != 0 {
-		return c > 0
-	}
-	return t >= storedT
-}
-
-// OnLastRow decides on row r arriving at processing time now at a key with
-// state st, updating st in place. The new stored row is r.Row; the caller
-// keeps the previous st.Cand for the emissions marked Old.
-func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
-	var d LastDecision
+// OnRow decides on row r arriving at processing time now at a key with
+// state st, updating st in place. The new stored row is r.Row (required);
+// the caller keeps the previous st.Cand for the emissions marked Old.
+func (l Last) OnRow(st *State, r Row, now int64) Decision {
+	c := l.Config
+	var d Decision
 	if c.expired(st, r.Time, now) {
 		if c.RetractOnExpiry && len(st.Cand) > 0 {
 			d.emit(rowkind.Delete, true)
@@ -114,13 +38,13 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		d.Expired = true
 		d.Write = true // at least clear the expired state
 	}
-	if c.Ordered && st.Phase == Emitted && !LastReplaces(r.Seq, r.Time, st.Seq, st.CandTime) {
+	if c.Ordered && st.Phase == Emitted && !KeepLast.Replaces(r.Order(), Order{Seq: st.Seq, Time: st.CandTime}) {
 		d.Outcome = OutOfOrder // below the stored row or the tombstone
 		return d
 	}
 	if st.Phase != Emitted || len(st.Cand) == 0 {
 		if r.Kind.IsRetraction() {
-			d.Outcome = IgnoredRetraction
+			d.Outcome = IgnoreRetraction
 			if c.Ordered {
 				prev := *st
 				c.tombstone(st, r, now)
@@ -136,7 +60,7 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		c.store(st, r, now)
 		d.Outcome = Inserted
 		d.emit(rowkind.Insert, false)
-		d.Write = true
+		d.Write, d.Stored = true, true
 		d.Timer = c.cleanupAfterEmit(st)
 		return d
 	}
@@ -152,7 +76,7 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 		return d // without a tombstone, the key's cleanup timer finds no state
 	}
 	if bytes.Equal(r.Row, st.Cand) {
-		d.Outcome = Duplicate
+		d.Outcome = DropDuplicate
 		if c.Ordered && (r.Time != st.CandTime || !bytes.Equal(r.Seq, st.Seq)) {
 			// The identical row is the later arrival with a value no smaller:
 			// it is now the key's last row, so its value is the stored one
@@ -163,7 +87,9 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 			d.Write = true
 		}
 		if c.ResetOnDuplicate {
-			c.refresh(st, r.Time, now, &d.Refreshed, &d.Write, &d.Timer)
+			rf := c.refresh(st, r.Time, now)
+			d.Refreshed, d.Timer = rf.Refreshed, rf.Timer
+			d.Write = d.Write || rf.Write
 		}
 		return d
 	}
@@ -173,25 +99,40 @@ func (c Config) OnLastRow(st *State, r LastRow, now int64) LastDecision {
 	d.emit(rowkind.UpdateAfter, false)
 	c.store(st, r, now)
 	d.Outcome = Updated
-	d.Write = true
+	d.Write, d.Stored = true, true
 	d.Timer = c.cleanupAfterEmit(st)
 	return d
 }
 
 // tombstone records a retraction's ordering value in place of a row.
-func (c Config) tombstone(st *State, r LastRow, now int64) {
+func (c Config) tombstone(st *State, r Row, now int64) {
 	r.Row = nil
 	c.store(st, r, now)
 }
 
 // store makes r the key's stored row, its retention starting now: every
 // accepted row refreshes it.
-func (c Config) store(st *State, r LastRow, now int64) {
+func (c Config) store(st *State, r Row, now int64) {
 	*st = State{Phase: Emitted, CandTime: r.Time, Cand: r.Row, Seq: r.Seq}
-	if c.EventTTL > 0 {
-		st.MaxEvent = r.Time
+	c.retain(st, r.Time, now)
+}
+
+// Settle accounts for a key's rows merged into m as KeepLast does on
+// bounded input: the changelog collapsed to its final state. The kept row
+// is emitted as +I (Inserted), or nothing when it is a retraction (the key
+// ends deleted: it deletes a row never emitted); every other row was
+// superseded.
+func (Last) Settle(m Candidate) Settlement {
+	var s Settlement
+	if !m.Has {
+		return s
 	}
-	if c.StateTTL > 0 {
-		st.ExpireAt = now + c.StateTTL
+	s.add(Superseded, m.Rows+m.Retractions-1)
+	if m.Retract {
+		s.add(IgnoreRetraction, 1)
+		return s
 	}
+	s.Emit = true
+	s.add(Inserted, 1)
+	return s
 }

@@ -103,7 +103,7 @@ func (m *lastModel) advance() {
 		if m.cfg.Family() == core.ProcessingTimeFamily && m.now >= k.retainFrom+m.cfg.StateTTL ||
 			m.cfg.EventTTL > 0 && m.wm > k.maxEvent+m.cfg.EventTTL {
 			if m.cfg.RetractOnExpiry && k.row != "" {
-				m.out = append(m.out, emission{Row: "-D " + k.row, Key: key, ProcTime: m.now})
+				m.emit(key, "-D", k.row, k.time) // retracted at its own time
 			}
 			*k = lastKey{}
 		}

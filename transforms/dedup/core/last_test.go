@@ -18,7 +18,7 @@ type lastIn struct {
 	et   int64
 	seq  string
 	row  string
-	want core.LastOutcome
+	want core.Outcome
 }
 
 func runLast(t *testing.T, cfg core.Config, ins []lastIn) *sim {
@@ -36,7 +36,7 @@ func TestLast_Rule2_FirstRowInsertsAReplacementIsAPairAnIdenticalRowNothing(t *t
 	s := runLast(t, core.Config{}, []lastIn{
 		{rowkind.Insert, at(10, 0), "", "created", core.Inserted},
 		{rowkind.Insert, at(10, 5), "", "paid", core.Updated},
-		{rowkind.Insert, at(10, 5), "", "paid", core.Duplicate},
+		{rowkind.Insert, at(10, 5), "", "paid", core.DropDuplicate},
 	})
 	assert.Equal(t, []string{"+I created", "-U created", "+U paid"}, s.Rows())
 	assert.Equal(t, []byte("paid"), s.State("k").Cand)
@@ -75,7 +75,7 @@ func TestLast_Rule1_OrderedARowBelowTheStoredValueIsOutOfOrderATieReplaces(t *te
 func TestLast_Rule1_OrderedAnIdenticalLaterRowHoldsTheValue(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
 		{rowkind.Insert, at(10, 1), "b", "R", core.Inserted},
-		{rowkind.Insert, at(10, 3), "b", "R", core.Duplicate},
+		{rowkind.Insert, at(10, 3), "b", "R", core.DropDuplicate},
 		{rowkind.Insert, at(10, 2), "b", "X", core.OutOfOrder},
 	})
 	assert.Equal(t, []string{"+I R"}, s.Rows())
@@ -95,7 +95,7 @@ func TestLast_Rule1_SequenceValueComesBeforeTheEventTime(t *testing.T) {
 func TestLast_Rule3_ARetractionOfAStoredKeyDeletesItAndTheNextRowInserts(t *testing.T) {
 	for _, kind := range []rowkind.Kind{rowkind.UpdateBefore, rowkind.Delete} {
 		s := runLast(t, core.Config{}, []lastIn{
-			{rowkind.Delete, at(10, 0), "", "ghost", core.IgnoredRetraction},
+			{rowkind.Delete, at(10, 0), "", "ghost", core.IgnoreRetraction},
 			{rowkind.Insert, at(10, 1), "", "a", core.Inserted},
 			{kind, at(10, 2), "", "a-retracted", core.DeletedIn},
 			{rowkind.UpdateAfter, at(10, 3), "", "b", core.Inserted},
@@ -117,7 +117,7 @@ func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
 // newer one inserts.
 func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
-		{rowkind.Delete, at(10, 5), "", "unseen-delete", core.IgnoredRetraction},
+		{rowkind.Delete, at(10, 5), "", "unseen-delete", core.IgnoreRetraction},
 		{rowkind.Insert, at(10, 3), "", "older", core.OutOfOrder},
 		{rowkind.Insert, at(10, 6), "", "newer", core.Inserted},
 		{rowkind.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
@@ -131,13 +131,13 @@ func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 func TestLast_Rule3_OrderedAResentRetractionWritesNoState(t *testing.T) {
 	cfg := core.Config{Ordered: true}
 	var st core.State
-	first := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 0))
-	require.Equal(t, core.IgnoredRetraction, first.Outcome)
+	first := core.Last{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 0))
+	require.Equal(t, core.IgnoreRetraction, first.Outcome)
 	require.True(t, first.Write, "the first retraction writes the tombstone")
-	again := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 1))
-	assert.Equal(t, core.IgnoredRetraction, again.Outcome)
+	again := core.Last{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Delete, Time: at(10, 5)}, at(12, 1))
+	assert.Equal(t, core.IgnoreRetraction, again.Outcome)
 	assert.False(t, again.Write, "the same tombstone again")
-	later := cfg.OnLastRow(&st, core.LastRow{Kind: rowkind.Delete, Time: at(10, 6)}, at(12, 2))
+	later := core.Last{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Delete, Time: at(10, 6)}, at(12, 2))
 	assert.True(t, later.Write, "a later retraction moves the tombstone")
 }
 
@@ -161,9 +161,9 @@ func TestLast_Rule4_DuplicateRefreshesRetentionOnlyWithResetOnDuplicate(t *testi
 		s := newSim(t, core.Config{StateTTL: 5 * minute, ResetOnDuplicate: reset}, at(12, 0))
 		s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a")
 		s.AdvanceClock(at(12, 4))
-		require.Equal(t, core.Duplicate, s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a").Outcome)
+		require.Equal(t, core.DropDuplicate, s.ArriveLast("k", rowkind.Insert, at(10, 0), "", "a").Outcome)
 		s.AdvanceClock(at(12, 6))
-		want := core.Duplicate
+		want := core.DropDuplicate
 		if !reset {
 			want = core.Inserted
 		}
@@ -235,9 +235,12 @@ func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
 	}
 }
 
-func TestLastReplaces_IsTheOrderedRule(t *testing.T) {
-	assert.True(t, core.LastReplaces(nil, 5, nil, 5), "a tie replaces")
-	assert.False(t, core.LastReplaces(nil, 4, nil, 5))
-	assert.True(t, core.LastReplaces([]byte{2}, 1, []byte{1}, 9))
-	assert.False(t, core.LastReplaces([]byte{1}, 9, []byte{2}, 1))
+func TestKeepLastReplaces_IsTheOrderedRule(t *testing.T) {
+	replaces := func(seq []byte, t int64, storedSeq []byte, storedT int64) bool {
+		return core.KeepLast.Replaces(core.Order{Seq: seq, Time: t}, core.Order{Seq: storedSeq, Time: storedT})
+	}
+	assert.True(t, replaces(nil, 5, nil, 5), "a tie replaces")
+	assert.False(t, replaces(nil, 4, nil, 5))
+	assert.True(t, replaces([]byte{2}, 1, []byte{1}, 9))
+	assert.False(t, replaces([]byte{1}, 9, []byte{2}, 1))
 }

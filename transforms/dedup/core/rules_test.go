@@ -240,13 +240,13 @@ func TestRule_UnseenRetractionsAreIgnoredAndDoNotMarkTheKey(t *testing.T) {
 			t.Run(fmt.Sprintf("kind %d then kind %d", retraction, next), func(t *testing.T) {
 				cfg := core.Config{StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
-				d := cfg.OnRow(&st, retraction, at(10, 0), at(10, 0))
+				d := core.First{Config: cfg}.OnRow(&st, core.Row{Kind: retraction, Time: at(10, 0)}, at(10, 0))
 				assert.Equal(t, core.IgnoreRetraction, d.Outcome)
 				assert.False(t, d.Write, "nothing to write")
 				assert.Equal(t, core.Timer{}, d.Timer, "no timer")
 				assert.Equal(t, core.State{}, st, "the key is not marked")
 
-				d = cfg.OnRow(&st, next, at(10, 0), at(10, 0))
+				d = core.First{Config: cfg}.OnRow(&st, core.Row{Kind: next, Time: at(10, 0)}, at(10, 0))
 				assert.Equal(t, core.Emit, d.Outcome, "the next +I/+U is still the first")
 			})
 		}
@@ -373,10 +373,10 @@ func TestRule_RefreshThrottling(t *testing.T) {
 			t.Run(fmt.Sprintf("extension %dms", tc.extension), func(t *testing.T) {
 				cfg := core.Config{StateTTL: ttl, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
-				require.Equal(t, core.Emit, cfg.OnRow(&st, rowkind.Insert, t0, t0).Outcome)
+				require.Equal(t, core.Emit, core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0).Outcome)
 				before := st
 
-				d := cfg.OnRow(&st, rowkind.Insert, t0, t0+tc.extension)
+				d := core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0+tc.extension)
 				assert.Equal(t, core.DropDuplicate, d.Outcome)
 				assert.True(t, d.Refreshed, "Refreshed is set however small the extension")
 				assert.Equal(t, tc.write, d.Write)
@@ -393,11 +393,11 @@ func TestRule_RefreshThrottling(t *testing.T) {
 	t.Run("StateTTL throttled refreshes accumulate until one is written", func(t *testing.T) {
 		cfg := core.Config{StateTTL: ttl, ResetOnDuplicate: true}
 		var st core.State
-		cfg.OnRow(&st, rowkind.Insert, t0, t0)
+		core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0)
 		for _, off := range []int64{300, 600, 999} {
-			assert.False(t, cfg.OnRow(&st, rowkind.Insert, t0, t0+off).Write, "+%dms", off)
+			assert.False(t, core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0+off).Write, "+%dms", off)
 		}
-		assert.True(t, cfg.OnRow(&st, rowkind.Insert, t0, t0+1000).Write, "1s past the stored expiry")
+		assert.True(t, core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0+1000).Write, "1s past the stored expiry")
 		assert.Equal(t, t0+1000+ttl, st.ExpireAt)
 	})
 
@@ -409,9 +409,9 @@ func TestRule_RefreshThrottling(t *testing.T) {
 			t.Run(fmt.Sprintf("extension %dms", tc.extension), func(t *testing.T) {
 				cfg := core.Config{EventTTL: ttl, ResetOnDuplicate: true, CleanupTimers: true}
 				var st core.State
-				cfg.OnRow(&st, rowkind.Insert, t0, t0)
+				core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0)
 				before := st
-				d := cfg.OnRow(&st, rowkind.Insert, t0+tc.extension, t0)
+				d := core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0 + tc.extension}, t0)
 				assert.True(t, d.Refreshed)
 				assert.Equal(t, tc.write, d.Write)
 				assert.Equal(t, core.Timer{Kind: core.Cleanup, At: t0 + tc.extension + ttl + 1}, d.Timer)
@@ -425,8 +425,8 @@ func TestRule_RefreshThrottling(t *testing.T) {
 	t.Run("a TTL under RefreshFraction ms writes every refresh", func(t *testing.T) {
 		cfg := core.Config{StateTTL: 50, ResetOnDuplicate: true}
 		var st core.State
-		cfg.OnRow(&st, rowkind.Insert, t0, t0)
-		d := cfg.OnRow(&st, rowkind.Insert, t0, t0+1)
+		core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0)
+		d := core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: t0}, t0+1)
 		assert.True(t, d.Write)
 		assert.Equal(t, t0+51, st.ExpireAt)
 	})
@@ -579,8 +579,8 @@ func TestRule_EventTimeTTLCleanupTimerPastTheWindowEndDoesNotLetAnOlderTimerEndT
 func TestRule_StateTTLExpiryHoldsWhateverTheClockValue(t *testing.T) {
 	cfg := core.Config{StateTTL: 5 * minute}
 	var st core.State
-	require.Equal(t, core.Emit, cfg.OnRow(&st, rowkind.Insert, 0, -5*minute).Outcome)
-	d := cfg.OnRow(&st, rowkind.Insert, 0, 0)
+	require.Equal(t, core.Emit, core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: 0}, -5*minute).Outcome)
+	d := core.First{Config: cfg}.OnRow(&st, core.Row{Kind: rowkind.Insert, Time: 0}, 0)
 	assert.Equal(t, core.Emit, d.Outcome, "written at -5m with a 5m TTL: expired at 0")
 
 	// The same through the persisted state.

@@ -118,7 +118,7 @@ func (s *sim) Arrive(key string, kind rowkind.Kind, eventTime int64, row string)
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the candidate bytes")
 	sk := s.key(key)
 	st := s.State(key)
-	d := s.cfg.OnRow(&st, kind, eventTime, s.now)
+	d := core.First{Config: s.cfg}.OnRow(&st, core.Row{Kind: kind, Time: eventTime}, s.now)
 	switch d.Outcome {
 	case core.Emit:
 		s.out = append(s.out, emission{Row: row, Key: key, EventTime: eventTime, ProcTime: s.now})
@@ -136,13 +136,13 @@ func (s *sim) Arrive(key string, kind rowkind.Kind, eventTime int64, row string)
 // ArriveLast processes one KeepLast row of key at the current processing
 // time (row is its encoding; seq its SequenceBy value or "") and records
 // each emission as "<kind> <row>".
-func (s *sim) ArriveLast(key string, kind rowkind.Kind, eventTime int64, seq, row string) core.LastDecision {
+func (s *sim) ArriveLast(key string, kind rowkind.Kind, eventTime int64, seq, row string) core.Decision {
 	s.t.Helper()
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the stored bytes")
 	sk := s.key(key)
 	st := s.State(key)
 	old := string(st.Cand)
-	d := s.cfg.OnLastRow(&st, core.LastRow{Kind: kind, Time: eventTime, Seq: seqOrNil(seq), Row: []byte(row)}, s.now)
+	d := core.Last{Config: s.cfg}.OnRow(&st, core.Row{Kind: kind, Time: eventTime, Seq: seqOrNil(seq), Row: []byte(row)}, s.now)
 	for _, e := range d.Emissions() {
 		r := row
 		if e.Old {
@@ -221,13 +221,13 @@ func (s *sim) fire(key string) {
 	st := s.State(key)
 	cand := string(st.Cand)
 	d := s.cfg.OnTimer(&st, timer.Kind == core.Finalize, timer.At, s.now, s.windowEnd)
-	if d.Retract {
-		require.NotEmpty(s.t, cand, "retracting a row that was never stored")
-		s.out = append(s.out, emission{Row: "-D " + cand, Key: key, ProcTime: s.now})
-	}
 	if d.Emit {
-		require.NotEmpty(s.t, cand, "emitting a candidate that was never stored")
-		s.out = append(s.out, emission{Row: cand, Key: key, EventTime: d.EmitTime, ProcTime: s.now})
+		require.NotEmpty(s.t, cand, "emitting a row that was never stored")
+		row := cand
+		if d.Kind == rowkind.Delete { // KeepLast's retraction on expiry
+			row = "-D " + cand
+		}
+		s.out = append(s.out, emission{Row: row, Key: key, EventTime: d.EmitTime, ProcTime: s.now})
 	}
 	if d.Write {
 		s.write(sk, &st)

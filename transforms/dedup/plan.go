@@ -1,0 +1,145 @@
+package dedup
+
+import (
+	"fmt"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// The plan step: which expansion a transform of the family builds, decided
+// once, from its options and its input, before anything is built. The rest
+// of the construction follows the plan without deciding again.
+
+// expansion is the shape of a transform's pipeline.
+type expansion uint8
+
+const (
+	// statefulExpansion: per-key state in a stateful DoFn (stateful.go),
+	// output at once; the expansion a stream needs.
+	statefulExpansion expansion = iota
+	// mergeExpansion: bounded input, a merge of each key's rows
+	// (bounded.go): a lifted combine, or an in-bundle merge and a
+	// GroupByKey.
+	mergeExpansion
+	// windowExpansion: window dedup, a combine per key and window
+	// (window.go).
+	windowExpansion
+)
+
+var expansionNames = [...]string{"stateful", "merge", "window"}
+
+func (e expansion) String() string { return expansionNames[e] }
+
+// input is what the plan needs to know of a transform's input.
+type input struct {
+	bounded       bool
+	globalWindows bool
+	// perKey: KeepFirstPerKey or KeepLastPerKey, a KV input keyed
+	// already; its keying step neither pre-filters nor folds.
+	perKey bool
+	// floatKey: perKey with a float key, which Beam Go's lifted combine
+	// cannot hash ("Unexpected coder for hashing: double",
+	// notes/beam-defects.md 7).
+	floatKey bool
+}
+
+// plan is how a transform expands.
+type plan struct {
+	expansion expansion
+	// rules are the decisions the expansion applies: KeepFirst's or
+	// KeepLast's (Last), with their options.
+	rules core.Config
+	last  bool
+	// dir is which row per key a merge keeps.
+	dir core.Direction
+
+	// stateful: how state is kept (marks or versions, statecoder) and the
+	// one timer family of the DoFn (Beam Go 2.77 hangs a DoFn with two).
+	layout layout
+	family core.Family
+	// stateful: the keying step drops in-bundle duplicates before the
+	// shuffle (KeepFirst's pre-filter) or folds each key's rows of a
+	// bundle to the one that decides its state (KeepLast's fold). Both
+	// need globally windowed input for the fold (its FinishBundle output
+	// lands in the global window) and no EventTimeTTL (whose expiry
+	// depends on every row's event time).
+	preFilter, fold bool
+
+	// merge: each key's rows are merged within the bundle and grouped
+	// with a GroupByKey, rather than combined by a lifted combine (needs
+	// global windows, as the fold).
+	localMerge bool
+}
+
+// layout is how a stateful step keeps a key's state (coders/statecoder).
+type layout uint8
+
+const (
+	// marks: a bag of int64 marks, for KeepFirst's watermarkless state
+	// (a seen marker and its retention): a new key is one append.
+	marks layout = iota
+	// versions: a bag of encoded states, for state that holds a row
+	// (KeepLast's last row, event-time KeepFirst's candidate): a change is
+	// one append of the new version.
+	versions
+)
+
+// newPlan decides how the transform c describes expands on in.
+func newPlan(c *config, in input) (plan, error) {
+	last := c.transform == keepLast
+	p := plan{last: last, dir: c.dir()}
+	inBundle := !c.noMiniBatch && in.globalWindows
+	switch {
+	case c.transform.window():
+		p.expansion = windowExpansion
+	case in.bounded && !c.forceStateful && c.eventTTL == 0 && !(in.floatKey && !inBundle):
+		// On bounded input a key's first or last row is a plain minimum or
+		// maximum: no per-row state access. Event-time retention splits a
+		// key's rows into periods, which one merge cannot express.
+		p.expansion = mergeExpansion
+		p.localMerge = inBundle
+	default:
+		p.expansion = statefulExpansion
+	}
+	if !last && c.sequenceBy != "" && p.expansion == statefulExpansion {
+		// KeepFirst's smallest SequenceBy value is known only once a key's
+		// rows are all seen, which a merge does and a stream does not.
+		if !in.bounded {
+			return plan{}, fmt.Errorf("SequenceBy(%q) needs all of a key's rows before the first is known, which a stream never has; use OnTime(%q) for the event-time first row (emitted when the watermark passes it), or window dedup", c.sequenceBy, c.sequenceBy)
+		}
+		return plan{}, fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which ForceStateful and EventTimeTTL turn off", c.sequenceBy)
+	}
+	if p.expansion != statefulExpansion {
+		return p, nil
+	}
+	p.rules = core.Config{
+		// KeepLast's output is immediate, never held for the watermark:
+		// OnTime only orders its rows.
+		EventTime:        c.onTime != "" && !last,
+		StateTTL:         c.stateTTL.Milliseconds(),
+		EventTTL:         c.eventTTL.Milliseconds(),
+		ResetOnDuplicate: c.resetOnDup,
+		// On bounded input state ends with the input; a processing-time
+		// cleanup timer would only keep the job alive until it fires.
+		CleanupTimers:   !in.bounded && !c.noCleanup,
+		Ordered:         last && c.ordered(),
+		Upsert:          c.upsert,
+		RetractOnExpiry: c.retract,
+	}
+	p.family = p.rules.Family()
+	if last || p.rules.EventTime {
+		p.layout = versions
+	}
+	keyedHere := !in.perKey && c.eventTTL == 0
+	p.preFilter = keyedHere && !last && !c.noMiniBatch
+	p.fold = keyedHere && last && inBundle
+	return p, nil
+}
+
+// coreRules are the plan's rules.
+func (p *plan) coreRules() core.Rules {
+	if p.last {
+		return core.Last{Config: p.rules}
+	}
+	return core.First{Config: p.rules}
+}

@@ -1,0 +1,134 @@
+package dedup
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+
+	"github.com/beamdedup/beamdedup/coders/statecoder"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// How a stateful step keeps a key's core.State in its state cell, and what
+// that costs. On a portable runner every state access of a Go DoFn is a
+// synchronous Fn API request to the runner (about 40 µs on Prism, whatever
+// it carries), and the Go SDK caches no user state across elements
+// (harness/statecache/statecache.go SetValidTokens skips user-state cache
+// tokens). So the cost of the step is its requests, counted here per SDK
+// call, Beam Go v2.77.0:
+//
+//   - Bag.Read is one get (exec/userstate.go ReadBagState, through
+//     harness/statemgr.go stateKeyReader: one StateGetRequest; a
+//     continuation token would add one, which a key's few bytes never need).
+//   - Bag.Clear is one clear (exec/userstate.go ClearBagState: one Write on
+//     the clearer).
+//   - Bag[int64].Add is one append (exec/userstate.go WriteBagState encodes
+//     with graph/coder/varint.go EncodeVarInt, one Write, and
+//     harness/statemgr.go stateKeyWriter.Write sends one request per Write).
+//   - Bag[[]byte].Add is two appends (graph/coder/bytes.go EncodeBytes: the
+//     length, then the bytes).
+//
+// A Value[[]byte] write would be a clear and two appends, which is why no
+// step uses one. TestStateRequests_CountersMatchTheFnAPI (testing/bench)
+// checks these counts against the requests the SDK sends.
+
+// Requests per SDK call, from the list above.
+const (
+	getsPerRead       = 1
+	appendsPerMark    = 1
+	appendsPerVersion = 2
+	clearsPerClear    = 1
+)
+
+// stored is a key's state as read from its cell, with what writing it
+// back needs: the marks read, or how many versions the bag holds.
+type stored struct {
+	st       core.State
+	marks    []int64
+	versions int
+}
+
+// store keeps a key's core.State in a stateful step's state cell, in one of
+// coders/statecoder's layouts.
+type store interface {
+	// read reads the key's state.
+	read(ctx context.Context, sp state.Provider) (stored, error)
+	// write stores st, which the key's state became since it was read as
+	// was, and returns how many versions the cell holds after it (0 for
+	// marks), which an event-time candidate's timer tag carries.
+	write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error)
+}
+
+// marksStore keeps the state as marks in a Bag[int64].
+type marksStore struct{ cell *state.Bag[int64] }
+
+func (m marksStore) read(ctx context.Context, sp state.Provider) (stored, error) {
+	countRead(ctx)
+	marks, _, err := m.cell.Read(sp)
+	if err != nil {
+		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
+	}
+	st, err := statecoder.FoldMarks(marks)
+	return stored{st: st, marks: marks}, err
+}
+
+func (m marksStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error) {
+	clear, add, err := statecoder.MarkChanges(was.marks, &was.st, st)
+	if err != nil {
+		return 0, err
+	}
+	cStateWrites.Inc(ctx, 1)
+	if clear {
+		if err := m.cell.Clear(sp); err != nil {
+			return 0, fmt.Errorf("dedup: clearing state: %w", err)
+		}
+		cStateClears.Inc(ctx, clearsPerClear)
+	}
+	for _, mk := range add {
+		if err := m.cell.Add(sp, mk); err != nil {
+			return 0, fmt.Errorf("dedup: writing state: %w", err)
+		}
+	}
+	cStateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
+	return 0, nil
+}
+
+// versionsStore keeps the state as versions in a Bag[[]byte].
+type versionsStore struct{ cell *state.Bag[[]byte] }
+
+func (v versionsStore) read(ctx context.Context, sp state.Provider) (stored, error) {
+	countRead(ctx)
+	vs, _, err := v.cell.Read(sp)
+	if err != nil {
+		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
+	}
+	st, err := statecoder.LastVersion(vs)
+	return stored{st: st, versions: len(vs)}, err
+}
+
+func (v versionsStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error) {
+	clear, add := statecoder.VersionChanges(was.versions, st)
+	cStateWrites.Inc(ctx, 1)
+	held := was.versions
+	if clear {
+		if err := v.cell.Clear(sp); err != nil {
+			return 0, fmt.Errorf("dedup: clearing state: %w", err)
+		}
+		cStateClears.Inc(ctx, clearsPerClear)
+		held = 0
+	}
+	if add == nil {
+		return held, nil
+	}
+	if err := v.cell.Add(sp, add); err != nil { // a fresh slice: the runner may keep it
+		return 0, fmt.Errorf("dedup: writing state: %w", err)
+	}
+	cStateAppends.Inc(ctx, appendsPerVersion)
+	return held + 1, nil
+}
+
+func countRead(ctx context.Context) {
+	cStateReads.Inc(ctx, 1)
+	cStateGets.Inc(ctx, getsPerRead)
+}
