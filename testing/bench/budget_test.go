@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -17,8 +19,17 @@ import (
 var budgetInput = bench.Workload{Rows: 2000, Keys: 200, Seed: 7}
 
 // TestStateBudget counts (never times) the stateful expansion's state
-// accesses on a fixed input, so it is deterministic on any machine and runs
-// in CI. The budget, per mode:
+// accesses and the Fn API state requests they make on a fixed input, so it
+// is deterministic on any machine and runs in CI. The budget, per mode:
+//   - the requests dedup counts (state_gets, state_appends, state_clears,
+//     from the cost of each SDK call in transforms/dedup/state.go) are the
+//     requests the SDK sent (fnapitest);
+//   - watermarkless modes (with or without StateTTL, and changelog input):
+//     exactly 2 requests per new key, its get and one append of a mark, and
+//     one get per other row; no clear;
+//   - event time: a candidate, its replacement and its emission each append
+//     one version (two appends: Beam writes a byte slice's length and bytes
+//     apart), with a clear only when a key's bag is rewritten;
 //   - at most one state read per input row, in every mode: an event-time
 //     candidate's timer carries the candidate in its tag, so its firing
 //     reads nothing;
@@ -43,17 +54,25 @@ func TestStateBudget(t *testing.T) {
 		{"watermarkless", nil, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted")
+			assertTwoRequestsPerNewKey(t, c)
 			assert.Zero(t, c.TimerSets)
 		}},
 		{"stateTTL_refresh", []dedup.Option{dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "refreshes within TTL/100 must not write")
+			assertTwoRequestsPerNewKey(t, c)
 			assert.Zero(t, c.TimerSets, "bounded input: no cleanup timers")
 		}},
 		{"stateTTL_no_refresh", []dedup.Option{dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(false)}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted")
+			assertTwoRequestsPerNewKey(t, c)
 			assert.Zero(t, c.TimerSets)
+		}},
+		{"eventTimeTTL", []dedup.Option{dedup.EventTimeTTL(24 * time.Hour)}, func(t *testing.T, c dedup.Counters) {
+			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
+			assert.Equal(t, c.Emitted, c.StateWrites, "refreshes within TTL/100 must not write")
+			assertTwoRequestsPerNewKey(t, c)
 		}},
 		{"eventtime", []dedup.Option{dedup.OnTime("ts")}, func(t *testing.T, c dedup.Counters) {
 			// On bounded input every candidate is emitted: candidates == emitted.
@@ -63,10 +82,12 @@ func TestStateBudget(t *testing.T) {
 			// A replacement sets the new candidate's timer and moves the
 			// replaced one's (so that it fires stale).
 			assert.LessOrEqual(t, c.TimerSets, candidates+2*c.CandidatesReplaced, "timers set only for a new or replaced candidate")
+			assertVersionWrites(t, c)
 		}},
 		{"changelog", []dedup.Option{dedup.Changelog("op")}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted; retractions never write")
+			assertTwoRequestsPerNewKey(t, c)
 			assert.Zero(t, c.TimerSets)
 		}},
 	} {
@@ -82,11 +103,36 @@ func TestStateBudget(t *testing.T) {
 	}
 }
 
+// assertTwoRequestsPerNewKey checks a watermarkless KeepFirst's requests:
+// one get per row reaching the state, one append per new key, no clear, so
+// that a new key costs exactly 2 requests and any other row 1.
+func assertTwoRequestsPerNewKey(t *testing.T, c dedup.Counters) {
+	t.Helper()
+	assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
+	assert.Equal(t, c.Emitted, c.StateAppends, "one append per new key")
+	assert.Zero(t, c.StateClears, "no clear")
+	others := c.StateReads - c.Emitted // rows reaching the state that were not a new key
+	assert.Equal(t, 2*c.Emitted, c.StateRequests()-others, "requests per new key")
+}
+
+// assertVersionWrites checks a versions layout's requests: every write of
+// a new version is two appends, with no clear but where a key's bag was
+// rewritten (past statecoder.MaxVersions) or its state deleted.
+func assertVersionWrites(t *testing.T, c dedup.Counters) {
+	t.Helper()
+	assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
+	assert.Zero(t, c.StateAppends%2, "two appends per version")
+	versions := c.StateAppends / 2
+	assert.LessOrEqual(t, versions, c.StateWrites)
+	deletions := c.StateWrites - versions // writes that only cleared
+	assert.LessOrEqual(t, c.StateClears, deletions+versions/statecoder.MaxVersions+c.Emitted+c.Inserts, "a clear only to delete or to rewrite a full bag")
+}
+
 // budgetRun runs the stateful expansion with opts on w and checks the
 // row accounting, then the mode's budget.
 func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*testing.T, dedup.Counters)) {
 	rows, keys := int64(w.Rows), int64(w.Keys)
-	c, out := statefulRun(t, dedup.KeepFirst, w, opts)
+	c, out := statefulRun(t, dedup.KeepFirst, w, opts, "keepfirst")
 	require.Equal(t, keys, out, "one row out per key")
 	require.Equal(t, rows, c.RowsIn)
 	require.Equal(t, keys, c.Emitted)
@@ -95,13 +141,17 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 	// costs at most one read when it is processed, and nothing else reads.
 	assert.LessOrEqual(t, c.StateReads, rows-c.MiniBatchDropped, "reads ≤ 1 per row reaching the stateful step")
 	check(t, c)
-	t.Logf("per row: %.3f reads, %.3f writes, %.3f timer sets (%d rows dropped by the pre-filter)",
-		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.TimerSets)/float64(rows), c.MiniBatchDropped)
+	t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets (%d rows dropped by the pre-filter)",
+		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.StateRequests())/float64(rows),
+		float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
+		float64(c.TimerSets)/float64(rows), c.MiniBatchDropped)
 }
 
 // statefulRun runs keep (KeepFirst or KeepLast) by key on its stateful
 // expansion with opts on w and returns its counters and output row count.
-func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection, w bench.Workload, opts []dedup.Option) (dedup.Counters, int64) {
+// The state requests it counted must be those the SDK sent on its state
+// cell, stateID: the measurement of transforms/dedup/state.go's costs.
+func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection, w bench.Workload, opts []dedup.Option, stateID string) (dedup.Counters, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
 	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.ForceStateful()}, opts...)
@@ -110,9 +160,12 @@ func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.
 	// stalled a KeepLast run for minutes on a loaded machine
 	// (notes/performance.md).
 	bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), keep(s, in, opts...)))
+	fnapitest.Reset()
 	pr, _ := runOnPrism(t, p, 3*time.Minute)
 	c := dedup.ReadCounters(pr)
 	t.Logf("%+v", c)
+	assert.Equal(t, fnapitest.Of(stateID), fnapitest.Requests{Gets: c.StateGets, Appends: c.StateAppends, Clears: c.StateClears},
+		"the requests counted are the requests sent")
 	return c, bench.OutCount(pr)
 }
 
@@ -149,13 +202,16 @@ func TestStateBudget_KeepLast(t *testing.T) {
 		keepLastRules bool
 		// ordered: changelog input with OnTime/SequenceBy (tombstones).
 		ordered bool
+		// upsert: no -U rows.
+		upsert bool
 	}{
-		{"watermarkless", []dedup.Option{dedup.OutputKind("op")}, true, false},
-		{"stateTTL_refresh", []dedup.Option{dedup.OutputKind("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, true, false},
-		{"eventtime", []dedup.Option{dedup.OutputKind("op"), dedup.OnTime("ts")}, true, false},
-		{"sequenceBy", []dedup.Option{dedup.OutputKind("op"), dedup.SequenceBy("seq")}, false, false},
-		{"changelog", []dedup.Option{dedup.Changelog("op")}, false, false},
-		{"changelog_eventtime", []dedup.Option{dedup.Changelog("op"), dedup.OnTime("ts")}, false, true},
+		{name: "watermarkless", opts: []dedup.Option{dedup.OutputKind("op")}, keepLastRules: true},
+		{name: "stateTTL_refresh", opts: []dedup.Option{dedup.OutputKind("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true},
+		{name: "eventtime", opts: []dedup.Option{dedup.OutputKind("op"), dedup.OnTime("ts")}, keepLastRules: true},
+		{name: "sequenceBy", opts: []dedup.Option{dedup.OutputKind("op"), dedup.SequenceBy("seq")}},
+		{name: "upsert", opts: []dedup.Option{dedup.Upsert()}, keepLastRules: true, upsert: true},
+		{name: "changelog", opts: []dedup.Option{dedup.Changelog("op")}},
+		{name: "changelog_eventtime", opts: []dedup.Option{dedup.Changelog("op"), dedup.OnTime("ts")}, ordered: true},
 	} {
 		for _, miniBatch := range []bool{true, false} {
 			name := tc.name
@@ -163,13 +219,17 @@ func TestStateBudget_KeepLast(t *testing.T) {
 				name += "/no_minibatch"
 			}
 			t.Run(name, func(t *testing.T) {
-				c, out := statefulRun(t, dedup.KeepLast, w, append([]dedup.Option{dedup.MiniBatch(miniBatch)}, tc.opts...))
+				c, out := statefulRun(t, dedup.KeepLast, w, append([]dedup.Option{dedup.MiniBatch(miniBatch)}, tc.opts...), "keeplast")
 				rows := int64(w.Rows)
 				require.Equal(t, rows, c.RowsIn)
 				require.Zero(t, c.LastUnaccounted(), "every row in one outcome")
 				require.Zero(t, c.DeadLettered)
 				assert.Equal(t, out, c.LastEmitted(), "output rows == emitted by the counters")
-				assert.Equal(t, c.Updates, c.EmittedUpdateBefore, "a -U per update")
+				if tc.upsert {
+					assert.Zero(t, c.EmittedUpdateBefore, "no -U")
+				} else {
+					assert.Equal(t, c.Updates, c.EmittedUpdateBefore, "a -U per update")
+				}
 				assert.Equal(t, c.Updates, c.EmittedUpdateAfter, "a +U per update")
 				assert.Equal(t, c.DeletesIn, c.EmittedDelete, "a -D per deletion")
 				reaching := rows - c.MiniBatchDropped // the fold's rows, also counted in Superseded
@@ -191,6 +251,10 @@ func TestStateBudget_KeepLast(t *testing.T) {
 				}
 				assert.Zero(t, c.TimerSets, "no timers")
 				assert.Zero(t, c.KeysExpired)
+				// A first version or an update is one get and two appends:
+				// one request fewer than a value state's write (a clear and
+				// two appends), but where a key's bag is rewritten.
+				assertVersionWrites(t, c)
 				if !miniBatch {
 					require.Equal(t, rows, reaching, "without the fold every row reaches the state")
 					assert.Positive(t, c.DuplicatesDropped, "the resends reach the state and are suppressed")
@@ -199,8 +263,10 @@ func TestStateBudget_KeepLast(t *testing.T) {
 						assert.Equal(t, want, bench.LastCount{Inserts: c.Inserts, Updates: c.Updates, Duplicates: c.DuplicatesDropped, OutOfOrder: c.OutOfOrderDropped})
 					}
 				}
-				t.Logf("per row: %.3f reads, %.3f writes, %.3f timer sets; %d rows merged before the state",
-					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.TimerSets)/float64(rows), rows-reaching)
+				t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets; %d rows merged before the state",
+					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.StateRequests())/float64(rows),
+					float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
+					float64(c.TimerSets)/float64(rows), rows-reaching)
 			})
 		}
 	}

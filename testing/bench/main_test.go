@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
 
@@ -16,7 +17,12 @@ import (
 // off: a split of a stateful stage's bundle can process one key in two
 // bundles at once and emit its first row twice (notes/beam-defects.md 9),
 // which a loaded machine triggers. The reproduction turns it back on.
-func TestMain(m *testing.M) { prismtest.Main(m) }
+// It also counts every Fn API state request the in-process workers send
+// (fnapitest), which the budget tests and the benchmarks read.
+func TestMain(m *testing.M) {
+	fnapitest.Install()
+	prismtest.Main(m)
+}
 
 // runOnPrism is prismtest.Run that also returns the run's wall time
 // (construction excluded).
