@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -71,12 +72,24 @@ func lastUpsert(w bench.Workload) int64    { return bench.KeepLast(w.ByEventTime
 // refresh threshold (TTL/100 = 36 s) is rarely crossed.
 const ttl = time.Hour
 
-// The floor (b) comes first: the other cases report their ratio to it.
+// The floors come first: the other cases report their ratio to them. b is
+// the value-state floor (a read and a write of a value state of bytes: four
+// requests per row), b0 the protocol's floor (a read, and an append of a
+// bool for a new key: two requests per new key, one per duplicate).
 var floorCase = pipelineCase{
 	name: "b_floor_stateful_identity",
 	build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
 		keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
 		return beam.ParDo(s.Scope("Floor"), bench.NewFloorFn(), keyed)
+	},
+	out: allRows,
+}
+
+var protocolFloorCase = pipelineCase{
+	name: "b0_protocol_floor",
+	build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+		keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
+		return beam.ParDo(s.Scope("Floor"), bench.NewProtocolFloorFn(), keyed)
 	},
 	out: allRows,
 }
@@ -101,6 +114,7 @@ func terminal(c pipelineCase) pipelineCase {
 
 var gridCases = []pipelineCase{
 	floorCase,
+	protocolFloorCase,
 	{name: "a_stateless_fused", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
 		return beam.ParDo(s, bench.PassThrough, rows)
 	}, out: allRows},
@@ -171,9 +185,9 @@ func workloadName(w bench.Workload) string {
 	return fmt.Sprintf("rows=%d/keys=%d/dup=%.0f%%", w.Rows, w.Keys, 100*w.DupShare())
 }
 
-// floorRate and distinctRate hold the floor's and g's rows/s per workload
-// of this run.
-var floorRate, distinctRate = map[string]float64{}, map[string]float64{}
+// floorRate, protocolRate and distinctRate hold the floors' and g's
+// rows/s per workload of this run.
+var floorRate, protocolRate, distinctRate = map[string]float64{}, map[string]float64{}, map[string]float64{}
 
 // BenchmarkPipelines is the grid: every case on every workload, the floor
 // first. Rows default to 100,000 (BEAMDEDUP_BENCH_ROWS).
@@ -233,6 +247,7 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var total time.Duration
 	var counters dedup.Counters
 	var peak float64
+	var requests int64 // Fn API state requests, all steps
 	for i := 0; i < b.N; i++ {
 		p, s := beam.NewPipelineWithRoot()
 		rows := bench.Generate(s, w)
@@ -240,9 +255,13 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 			b.Skipf("not measured: constructing the pipeline failed: %v", err)
 		}
 		rsstest.ResetPeak()
+		fnapitest.Reset()
 		pr, d := runOnPrism(b, p, 45*time.Minute)
 		peak = max(peak, rsstest.PeakMB())
 		total += d
+		for _, r := range fnapitest.All() {
+			requests += r.Total()
+		}
 		counters = dedup.ReadCounters(pr)
 		checkOut(b, w, c, bench.OutCount(pr), counters)
 	}
@@ -250,6 +269,7 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	rate := 1 / perRow
 	b.ReportMetric(rate, "rows/s")
 	b.ReportMetric(perRow*1e6, "µs/row")
+	b.ReportMetric(float64(requests)/float64(b.N*w.Rows), "requests/row")
 	b.ReportMetric(load1(), "load1")
 	if peak > 0 {
 		b.ReportMetric(peak, "peakRSS_MB")
@@ -260,6 +280,11 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		b.ReportMetric(1, "x_floor")
 	} else if f, ok := floorRate[key]; ok {
 		b.ReportMetric(rate/f, "x_floor")
+	}
+	if c.name == protocolFloorCase.name {
+		protocolRate[key] = rate
+	} else if f, ok := protocolRate[key]; ok {
+		b.ReportMetric(rate/f, "x_protocol")
 	}
 	if c.name == distinctCase.name {
 		distinctRate[key] = rate

@@ -209,9 +209,10 @@ func KeyColumn(r Row) string { return r.Key }
 // PassThrough is the stateless identity ParDo.
 func PassThrough(r Row) Row { return r }
 
-// FloorFn is the runner's floor for a stateful step: per row, one value
-// state read and one write of a small value (the size of KeepFirst's seen
-// marker), and the row emitted.
+// FloorFn is the value-state floor for a stateful step: per row, one value
+// state read and one write of a small value (the size of KeepFirst's
+// earlier seen marker), and the row emitted: four state requests per row
+// (a get, and a clear and two appends for the write).
 type FloorFn struct {
 	State state.Value[[]byte]
 }
@@ -228,6 +229,36 @@ func (f *FloorFn) ProcessElement(sp state.Provider, _ string, r Row, emit func(R
 	}
 	if err := f.State.Write(sp, floorValue); err != nil {
 		return err
+	}
+	emit(r)
+	return nil
+}
+
+// ProtocolFloorFn is the protocol's floor for a stateful dedup on the Fn
+// API: per row, one read (has this key been seen?) and, for a new key, one
+// blind append of a bool (remember it): two state requests per new key,
+// one per duplicate, the least any stateful dedup can do. The row is
+// emitted.
+type ProtocolFloorFn struct {
+	Seen state.Bag[bool]
+}
+
+// NewProtocolFloorFn returns the protocol floor DoFn with its bag state.
+func NewProtocolFloorFn() *ProtocolFloorFn {
+	return &ProtocolFloorFn{Seen: state.MakeBagState[bool]("seen")}
+}
+
+// ProcessElement reads the key's bag, appends to it when it is empty and
+// emits the row.
+func (f *ProtocolFloorFn) ProcessElement(sp state.Provider, _ string, r Row, emit func(Row)) error {
+	_, ok, err := f.Seen.Read(sp)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := f.Seen.Add(sp, true); err != nil {
+			return err
+		}
 	}
 	emit(r)
 	return nil
@@ -263,6 +294,7 @@ func init() {
 	register.DoFn2x0[[]byte, func(beam.EventTime, Row)](&genFn{})
 	register.Emitter2[beam.EventTime, Row]()
 	register.DoFn4x1[state.Provider, string, Row, func(Row), error](&FloorFn{})
+	register.DoFn4x1[state.Provider, string, Row, func(Row), error](&ProtocolFloorFn{})
 	register.Emitter1[Row]()
 	register.Function1x2(KeyOf)
 	register.Function1x1(KeyColumn)

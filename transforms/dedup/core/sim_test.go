@@ -17,7 +17,7 @@ import (
 // sim is a small deterministic model of the Beam runner around the core,
 // used the way the adapter in package dedup uses it:
 //
-//   - per key, the state is read (decoded from its persisted bytes), OnRow
+//   - per key, the state is read (folded from its persisted form), OnRow
 //     or OnTimer decides, and the state is written back only when the
 //     decision says Write (a Phase None state is cleared);
 //   - each key has ONE timer; setting it overwrites the previous one and
@@ -30,8 +30,10 @@ import (
 //     "next bundle": on AdvanceClock, AdvanceWatermark or Fire, never inside
 //     Arrive, so a timer set behind the watermark fires at the next advance.
 //
-// The state round-trips through coders/statecoder on every write, as in the
-// adapter, so a field the coder forgot would show up here.
+// The state round-trips through coders/statecoder on every write, in the
+// layout the adapter uses (marks for watermarkless KeepFirst, versions for
+// event-time KeepFirst and KeepLast), so a field a layout forgot would show
+// up here.
 type sim struct {
 	t         testing.TB
 	cfg       core.Config
@@ -44,8 +46,9 @@ type sim struct {
 }
 
 type simKey struct {
-	state []byte // persisted state; nil when absent
-	timer core.Timer
+	marks    []int64  // persisted state, marks layout
+	versions [][]byte // persisted state, versions layout
+	timer    core.Timer
 	proc  bool // the timer is a processing-time timer
 	set   bool
 }
@@ -83,10 +86,17 @@ func (s *sim) key(k string) *simKey {
 
 // State returns the key's persisted state (Phase None when absent).
 func (s *sim) State(key string) core.State {
-	var st core.State
-	if sk, ok := s.keys[key]; ok {
-		require.NoError(s.t, statecoder.Decode(sk.state, &st))
+	sk, ok := s.keys[key]
+	if !ok {
+		return core.State{}
 	}
+	if len(sk.versions) > 0 {
+		st, err := statecoder.LastVersion(sk.versions)
+		require.NoError(s.t, err)
+		return st
+	}
+	st, err := statecoder.FoldMarks(sk.marks)
+	require.NoError(s.t, err)
 	return st
 }
 
@@ -118,16 +128,18 @@ func (s *sim) Arrive(key string, kind rowkind.Kind, eventTime int64, row string)
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the candidate bytes")
 	sk := s.key(key)
 	st := s.State(key)
+	old := st
 	d := core.First{Config: s.cfg}.OnRow(&st, core.Row{Kind: kind, Time: eventTime}, s.now)
 	switch d.Outcome {
 	case core.Emit:
 		s.out = append(s.out, emission{Row: row, Key: key, EventTime: eventTime, ProcTime: s.now})
 	case core.BecomeCandidate, core.ReplaceCandidate:
 		require.True(s.t, d.Write, "a new candidate must be written")
+		require.True(s.t, d.Stored, "a new candidate is the stored row")
 		st.Cand = []byte(row)
 	}
 	if d.Write {
-		s.write(sk, &st)
+		s.write(sk, &old, &st, s.cfg.EventTime)
 	}
 	s.arm(sk, d.Timer)
 	return d
@@ -141,6 +153,7 @@ func (s *sim) ArriveLast(key string, kind rowkind.Kind, eventTime int64, seq, ro
 	require.NotEmpty(s.t, row, "row ids must be non-empty: they are the stored bytes")
 	sk := s.key(key)
 	st := s.State(key)
+	was := st
 	old := string(st.Cand)
 	d := core.Last{Config: s.cfg}.OnRow(&st, core.Row{Kind: kind, Time: eventTime, Seq: seqOrNil(seq), Row: []byte(row)}, s.now)
 	for _, e := range d.Emissions() {
@@ -152,7 +165,7 @@ func (s *sim) ArriveLast(key string, kind rowkind.Kind, eventTime int64, seq, ro
 		s.out = append(s.out, emission{Row: kindNames[e.Kind] + " " + r, Key: key, EventTime: eventTime, ProcTime: s.now})
 	}
 	if d.Write {
-		s.write(sk, &st)
+		s.write(sk, &was, &st, true)
 	}
 	s.arm(sk, d.Timer)
 	return d
@@ -219,6 +232,7 @@ func (s *sim) fire(key string) {
 	sk.set = false // it fired
 	s.firings++
 	st := s.State(key)
+	was := st
 	cand := string(st.Cand)
 	d := s.cfg.OnTimer(&st, timer.Kind == core.Finalize, timer.At, s.now, s.windowEnd)
 	if d.Emit {
@@ -230,17 +244,32 @@ func (s *sim) fire(key string) {
 		s.out = append(s.out, emission{Row: row, Key: key, EventTime: d.EmitTime, ProcTime: s.now})
 	}
 	if d.Write {
-		s.write(sk, &st)
+		s.write(sk, &was, &st, len(sk.versions) > 0)
 	}
 	s.arm(sk, d.Timer)
 }
 
-func (s *sim) write(sk *simKey, st *core.State) {
-	if st.Phase == core.None {
-		sk.state = nil
+// write persists the key's state, which was old when read, as the adapter
+// does: in versions (a state that holds a row) or marks.
+func (s *sim) write(sk *simKey, old, st *core.State, versions bool) {
+	if versions {
+		clear, add := statecoder.VersionChanges(len(sk.versions), st)
+		if clear {
+			sk.versions = nil
+		}
+		if add != nil {
+			sk.versions = append(sk.versions, add)
+		}
+		require.LessOrEqual(s.t, len(sk.versions), statecoder.MaxVersions)
 		return
 	}
-	sk.state = statecoder.Encode(st)
+	clear, add, err := statecoder.MarkChanges(sk.marks, old, st)
+	require.NoError(s.t, err)
+	if clear {
+		sk.marks = nil
+	}
+	sk.marks = append(sk.marks, add...)
+	require.LessOrEqual(s.t, len(sk.marks), statecoder.MaxMarks)
 }
 
 // arm sets the key's one timer as the adapter does, checking that the

@@ -1,0 +1,109 @@
+package dedup
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// The plan, from options and input: which expansion, which rules, which
+// state layout and timer family, and which mini-batch step.
+func TestPlan_FromOptionsAndInput(t *testing.T) {
+	stream := input{globalWindows: true}
+	file := input{bounded: true, globalWindows: true}
+	windowed := input{bounded: true}
+	type want struct {
+		expansion  expansion
+		last       bool
+		dir        core.Direction
+		layout     layout
+		family     core.Family
+		preFilter  bool
+		fold       bool
+		localMerge bool
+		eventTime  bool
+		cleanup    bool
+	}
+	for _, tc := range []struct {
+		name string
+		t    transform
+		opts []Option
+		in   input
+		want want
+	}{
+		{"KeepFirst on a stream: marks, no timer, pre-filter", keepFirst, nil, stream,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true, cleanup: true}},
+		{"KeepFirst with StateTTL: processing-time cleanup", keepFirst, []Option{StateTTL(time.Hour)}, stream,
+			want{expansion: statefulExpansion, layout: marks, family: core.ProcessingTimeFamily, preFilter: true, cleanup: true}},
+		{"KeepFirst with EventTimeTTL: event-time cleanup, no pre-filter", keepFirst, []Option{EventTimeTTL(time.Hour)}, stream,
+			want{expansion: statefulExpansion, layout: marks, family: core.EventTimeFamily, cleanup: true}},
+		{"KeepFirst with StateTTL, no cleanup timers", keepFirst, []Option{StateTTL(time.Hour), CleanupTimers(false)}, stream,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
+		{"KeepFirst in event time: versions, event-time finalization", keepFirst, []Option{OnTime("ts")}, stream,
+			want{expansion: statefulExpansion, layout: versions, family: core.EventTimeFamily, preFilter: true, eventTime: true, cleanup: true}},
+		{"KeepFirst without mini-batch", keepFirst, []Option{MiniBatch(false)}, stream,
+			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
+		{"KeepFirst on a file: in-bundle merge", keepFirst, nil, file,
+			want{expansion: mergeExpansion, localMerge: true}},
+		{"KeepFirst on a windowed file: lifted combine", keepFirst, nil, windowed,
+			want{expansion: mergeExpansion}},
+		{"KeepFirst on a file, forced stateful: no cleanup timers", keepFirst, []Option{ForceStateful(), StateTTL(time.Hour)}, file,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
+		{"KeepFirst on a file with EventTimeTTL: stateful", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
+			want{expansion: statefulExpansion, layout: marks}},
+		{"KeepFirst on a file by SequenceBy: merge", keepFirst, []Option{SequenceBy("seq")}, file,
+			want{expansion: mergeExpansion, localMerge: true}},
+		{"KeepLast on a stream: versions, fold", keepLast, []Option{Upsert()}, stream,
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
+		{"KeepLast on windowed stream: no fold", keepLast, []Option{Upsert()}, input{},
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
+		{"KeepLast with StateTTL", keepLast, []Option{Upsert(), StateTTL(time.Hour)}, stream,
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, family: core.ProcessingTimeFamily, fold: true, cleanup: true}},
+		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{Upsert(), OnTime("ts")}, stream,
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
+		{"KeepLast on a file: merge, last", keepLast, []Option{Upsert()}, file,
+			want{expansion: mergeExpansion, last: true, dir: core.KeepLast, localMerge: true}},
+		{"KeepLastPerKey: no fold", keepLast, []Option{Upsert()}, input{globalWindows: true, perKey: true},
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
+		{"KeepFirstPerKey: no pre-filter", keepFirst, nil, input{globalWindows: true, perKey: true},
+			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
+		{"KeepFirstPerKey, float keys on a windowed file: stateful (no lifted combine)", keepFirst, nil, input{bounded: true, perKey: true, floatKey: true},
+			want{expansion: statefulExpansion, layout: marks}},
+		{"KeepFirstPerKey, float keys on a file: merge, grouped", keepFirst, nil, input{bounded: true, globalWindows: true, perKey: true, floatKey: true},
+			want{expansion: mergeExpansion, localMerge: true}},
+		{"WindowFirst", windowFirst, nil, windowed, want{expansion: windowExpansion}},
+		{"WindowLast", windowLast, nil, input{}, want{expansion: windowExpansion, dir: core.KeepLast}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConfig(tc.opts, tc.t)
+			require.NoError(t, c.validate())
+			p, err := newPlan(&c, tc.in)
+			require.NoError(t, err)
+			got := want{expansion: p.expansion, last: p.last, dir: p.dir, layout: p.layout, family: p.family,
+				preFilter: p.preFilter, fold: p.fold, localMerge: p.localMerge, eventTime: p.rules.EventTime, cleanup: p.rules.CleanupTimers}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		in   input
+		want string
+	}{
+		{"a stream", nil, input{globalWindows: true}, "which a stream never has"},
+		{"forced stateful", []Option{ForceStateful()}, input{bounded: true, globalWindows: true}, "only supported by KeepFirst's bounded expansion"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConfig(append(tc.opts, SequenceBy("seq")), keepFirst)
+			_, err := newPlan(&c, tc.in)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
