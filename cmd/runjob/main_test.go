@@ -295,8 +295,9 @@ func TestRunDataflowDryRunTranslatesDedupStateAndTimers(t *testing.T) {
 		steps       int // steps with state
 		timerDomain pipepb.TimeDomain_Enum
 	}{
-		// What an unbounded source gets: a value state, plus the
-		// event-time timer that finalizes the candidate in event-time mode.
+		// What an unbounded source gets: a bag state (marks, or versions
+		// in event-time mode, docs/state.md), plus the event-time timer
+		// that finalizes the candidate in event-time mode.
 		{"orders stateful", []string{"--force_stateful", "--state_ttl=2h"}, "orders-dedup", 1, pipepb.TimeDomain_UNSPECIFIED},
 		{"userevents stateful", []string{"--pipeline=userevents", "--force_stateful"}, "user-events-dedup", 1, pipepb.TimeDomain_EVENT_TIME},
 		{"userevents event-time ttl", []string{"--pipeline=userevents", "--event_time_ttl=1h"}, "user-events-dedup", 1, pipepb.TimeDomain_EVENT_TIME},
@@ -310,7 +311,7 @@ func TestRunDataflowDryRunTranslatesDedupStateAndTimers(t *testing.T) {
 			for name, pd := range steps {
 				assert.NotEmpty(t, pd.GetStateSpecs(), "%s state specs", name)
 				for id, st := range pd.GetStateSpecs() {
-					assert.NotNil(t, st.GetReadModifyWriteSpec(), "state %s is a value state", id)
+					assert.NotNil(t, st.GetBagSpec(), "state %s is a bag state", id)
 				}
 				if tc.timerDomain == pipepb.TimeDomain_UNSPECIFIED {
 					assert.Empty(t, pd.GetTimerFamilySpecs(), "%s: no timers on bounded input", name)

@@ -99,36 +99,11 @@ func (f kindField) kind(row reflect.Value) (rowkind.Kind, string) {
 	if err != nil {
 		return 0, err.Error()
 	}
-	return coreKind(k), ""
-}
-
-func coreKind(k rowkind.Kind) rowkind.Kind {
-	switch k {
-	case rowkind.UpdateBefore:
-		return rowkind.UpdateBefore
-	case rowkind.UpdateAfter:
-		return rowkind.UpdateAfter
-	case rowkind.Delete:
-		return rowkind.Delete
-	}
-	return rowkind.Insert
+	return k, ""
 }
 
 // withKind returns a copy of row with its kind set to k.
 func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row, k) }
-
-// changelogKind is the inverse of coreKind.
-func changelogKind(k rowkind.Kind) rowkind.Kind {
-	switch k {
-	case rowkind.UpdateBefore:
-		return rowkind.UpdateBefore
-	case rowkind.UpdateAfter:
-		return rowkind.UpdateAfter
-	case rowkind.Delete:
-		return rowkind.Delete
-	}
-	return rowkind.Insert
-}
 
 // seqField reads the SequenceBy column of a row as order-preserving bytes
 // (coders/ordercoder). The field index is resolved once, at construction.

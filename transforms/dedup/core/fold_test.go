@@ -96,7 +96,7 @@ func folded(cfg core.Config, rows []core.Row, nows []int64) (out []core.Row, sup
 	return out, superseded
 }
 
-// The fold against OnLastRow: for random prior states and random bundles,
+// The fold against Last.OnRow: for random prior states and random bundles,
 // the folded rows leave the key's state and what downstream holds (the
 // changelog applied to a map) as the unfolded rows do, every row is either
 // passed on or superseded, and one row is passed on. Without a StateTTL the

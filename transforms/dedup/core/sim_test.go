@@ -49,8 +49,8 @@ type simKey struct {
 	marks    []int64  // persisted state, marks layout
 	versions [][]byte // persisted state, versions layout
 	timer    core.Timer
-	proc  bool // the timer is a processing-time timer
-	set   bool
+	proc     bool // the timer is a processing-time timer
+	set      bool
 }
 
 // emission is one output row: its id, key, output event time and the
