@@ -1,7 +1,8 @@
-// Package dedup is deduplication for Apache Beam Go pipelines: KeepFirst
-// (Flink SQL's DEDUPLICATE_KEEP_FIRST, insert-only output) and KeepLast
-// (keep-last, a changelog of each key's current row) as Beam transforms that
-// work on streams and on every runner.
+// Package dedup is deduplication for Apache Beam Go pipelines, with the
+// semantics of Flink SQL's: KeepFirst (DEDUPLICATE_KEEP_FIRST, insert-only
+// output), KeepLast (keep-last, a changelog of each key's current row) and
+// WindowFirst/WindowLast (one row per key and window), as Beam transforms
+// that work on streams and files and on every runner.
 //
 //	out := dedup.KeepFirst(s, rows,
 //	    dedup.PartitionBy("user_id"),   // key columns; omitted = one global partition
@@ -10,33 +11,22 @@
 //	    dedup.UID("user-events-dedup")) // stable identity of the transform and its state
 //
 // rows is a PCollection of a Go struct type; a column's name is its
-// `beam:"name"` tag, else the field name. The output has the input's type
-// and is insert-only.
+// `beam:"name"` tag, else the field name. The output has the input's type.
+// Every transform has a Try form that returns construction errors and a
+// WithErrors form that also returns the rows it could not process, as
+// deadletter.DeadLetter; every input row is counted (metrics.go).
 //
-// Watermarkless mode emits the first row observed per key at once and drops
-// the key's later rows while its state exists. Event-time mode keeps the row
-// with the smallest event time per key and emits it when the watermark
-// reaches that time, with that time as its timestamp. The rules, and where
-// they differ from Flink's, are in the README.
-//
-// Expansion: a DoFn keys each row by its encoded PARTITION BY columns
-// (coders/keycoder), then a stateful DoFn keeps one small value state per key
-// (coders/statecoder) and at most one timer family. The decisions are made by
-// package core, which has no Beam imports. On bounded input no state is
-// needed: the keying DoFn merges each key's rows within the bundle, and a
-// GroupByKey and a merge (a combine per key with non-global windows) keep
-// the earliest row per key.
-//
-// KeepLast has the same options and expansion, with its own rules in core
-// (last.go): it stores each key's last row and emits +I for a key's first
-// row, -U/+U for a replacement and -D for a deletion into the OutputKind
-// column (or only +I/+U with Upsert). Rows are ordered by arrival, by OnTime
-// or by SequenceBy; on bounded input the shared merge keeps each key's last
-// row, emitted once as +I. With MiniBatch its keying step folds each
-// bundle's rows per key to the one that decides the key's final state
-// (core.FoldLastRow), so intermediate versions inside a bundle are not
-// emitted. docs/keeplast.md has the semantics and where they differ from
-// Flink's.
+// How a row travels: the keying step (keyfn.go) counts and validates it and
+// keys it by its encoded PARTITION BY columns (coders/keycoder). What
+// follows is chosen once by the plan (plan.go) from the options and the
+// input: on a stream the stateful step (stateful.go), which keeps a key's
+// state in a bag (state.go, coders/statecoder) and asks the rules of
+// package core (core.First or core.Last, no Beam imports) what to emit,
+// store and time; on bounded input, or for window dedup, a merge of each
+// key's rows (bounded.go, window.go) by core's one ordering. Which row wins
+// is decided in core once, for every expansion. docs/keepfirst.md,
+// docs/keeplast.md and docs/window.md have the semantics and where they
+// differ from Flink's; docs/development.md the map of the code.
 package dedup
 
 import (

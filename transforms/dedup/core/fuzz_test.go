@@ -13,7 +13,7 @@ import (
 )
 
 // The core, run by the runner model, against refModel: an independent and
-// deliberately naive statement of the rules (issue 2, rules 2-6).
+// deliberately naive statement of KeepFirst's rules (docs/keepfirst.md, "Semantics").
 //
 // All times are multiples of fuzzGrain and every TTL is at most
 // 100*fuzzGrain, so every refresh extends retention by at least

@@ -14,7 +14,8 @@ import (
 )
 
 // KeepLast's core, run by the runner model, against lastModel: an
-// independent and deliberately naive statement of issue 10's rules 1-4.
+// independent and deliberately naive statement of KeepLast's rules 1-4
+// (docs/keeplast.md, "Semantics").
 // Times are multiples of fuzzGrain, so refresh throttling never applies.
 
 type lastModel struct {

@@ -10,7 +10,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// The rules of KeepLast (issue 10, "Semantics" 1-4 and 7), one by one,
+// The rules of KeepLast (docs/keeplast.md, "Semantics" 1-4 and 7), one by one,
 // through the core and the runner model with a fake clock.
 
 type lastIn struct {

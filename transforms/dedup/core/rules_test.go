@@ -11,7 +11,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// The rules of issue 2 ("Semantics", rules 1-6) where the spec is silent,
+// The rules of KeepFirst (docs/keepfirst.md, "Semantics") where the spec is silent,
 // one by one, through the core and the runner model.
 
 // emitWatermarkless returns a sim in which key "k" was emitted at
