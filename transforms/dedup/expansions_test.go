@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 
@@ -187,4 +188,34 @@ func withAndWithoutMiniBatch(s beam.Scope, in beam.PCollection, opts ...dedup.Op
 	with = dedup.KeepFirst(s.Scope("with"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(true)})...)
 	without = dedup.KeepFirst(s.Scope("without"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(false)})...)
 	return with, without
+}
+
+// The one ordering, through the three expansions that keep a key's first
+// or last row: the stateful step, the merge of bounded input and window
+// dedup's combine keep the same row per key on random rows (event times
+// distinct, so that the stateful step's arrival order decides nothing), and
+// the merge and the window combine agree where times tie too (both break a
+// tie by the encoded row).
+func TestExpansions_StatefulMergeAndWindowKeepTheSameRowPerKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 8))
+	distinct, earliest := randomTimedEvents(rng, at(10, 0), 300, 20)
+	var tied []any
+	for i := range 300 {
+		tied = append(tied, timedEvent{UserID: string(rune('a' + rng.IntN(20))), Event: fmt.Sprint(i), Rowtime: at(10, rng.IntN(3))})
+	}
+	day := window.NewFixedWindows(24 * time.Hour) // one window holds every row
+	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}
+
+	p, s := beam.NewPipelineWithRoot()
+	in := beam.Create(s, distinct...)
+	passert.Equals(s, dedup.KeepFirst(s.Scope("stateful"), in, append(opts, dedup.ForceStateful())...), earliest...)
+	passert.Equals(s, dedup.KeepFirst(s.Scope("merge"), in, opts...), earliest...)
+	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window"), beam.WindowInto(s, day, in), opts...)), earliest...)
+
+	ties := beam.Create(s.Scope("ties"), tied...)
+	first := dedup.KeepFirst(s.Scope("merge-first"), ties, opts...)
+	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window-first"), beam.WindowInto(s, day, ties), opts...)), first)
+	last := dedup.KeepLast(s.Scope("merge-last"), ties, append(opts, dedup.Upsert())...)
+	passert.Equals(s, global(s, dedup.WindowLast(s.Scope("window-last"), beam.WindowInto(s, day, ties), opts...)), last)
+	run(t, p)
 }
