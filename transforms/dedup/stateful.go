@@ -104,33 +104,56 @@ type arming struct {
 	tag, replaced string
 }
 
-// process decides on one row and returns the timer to set.
-func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+// arrival is a row arriving at the step, as the rules see it (its kind,
+// time, sequence value and, for rules that read rows, its encoding), and
+// the row as kept and emitted as +I, made when first needed.
+type arrival struct {
+	core.Row
+	row      any
+	asInsert any
+}
+
+// arrive reads a row's kind and sequence value (the keying step validated
+// them) and encodes it when the rules read rows.
+func (s *step) arrive(ts beam.EventTime, row any) (arrival, error) {
+	a := arrival{Row: core.Row{Kind: rowkind.Insert, Time: int64(ts)}, row: row}
 	v := reflect.ValueOf(row)
-	r := core.Row{Kind: rowkind.Insert, Time: int64(ts)}
 	if s.inKind != nil {
 		k, reason := s.inKind.kind(v)
 		if reason != "" { // validated upstream; never panic on data
-			return arming{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+			return arrival{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
 		}
-		r.Kind = k
+		a.Kind = k
 	}
 	if s.seq != nil {
 		var reason string
-		if s.seqBuf, reason = s.seq.appendTo(s.seqBuf[:0], v); reason != "" { // validated upstream
-			return arming{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+		if s.seqBuf, reason = s.seq.appendTo(s.seqBuf[:0], v); reason != "" {
+			return arrival{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
 		}
-		r.Seq = s.seqBuf
+		a.Seq = s.seqBuf
 	}
-	// The row as kept and emitted as +I: its kind normalized, so that rows
-	// equal but for the kind are identical.
-	var asInsert any
-	var err error
 	if s.readsRow {
-		asInsert = s.withKind(row, rowkind.Insert)
-		if r.Row, err = s.encode(asInsert); err != nil {
-			return arming{}, err
-		}
+		var err error
+		a.Row.Row, err = s.encode(s.insertForm(&a))
+		return a, err
+	}
+	return a, nil
+}
+
+// insertForm is the arriving row with its kind normalized to +I, so that
+// rows equal but for the kind are identical: how it is kept and emitted.
+func (s *step) insertForm(a *arrival) any {
+	if a.asInsert == nil {
+		a.asInsert = s.withKind(a.row, rowkind.Insert)
+	}
+	return a.asInsert
+}
+
+// process decides on one row and returns the timer to set.
+func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+	a, err := s.arrive(ts, row)
+	if err != nil {
+		return arming{}, err
 	}
 	was, err := s.store.read(ctx, sp)
 	if err != nil {
@@ -138,23 +161,21 @@ func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider
 	}
 	st := was.st
 	now := s.now(ts.ToTime()).UnixMilli()
-	// r.Row and r.Seq are scratch buffers: st may keep them only until the
+	// a.Row and a.Seq are scratch buffers: st may keep them only until the
 	// write below encodes it.
-	d := s.rules.OnRow(&st, r, now)
-	if d.Stored && r.Row == nil {
-		if asInsert == nil {
-			asInsert = s.withKind(row, rowkind.Insert)
-		}
-		if st.Cand, err = s.encode(asInsert); err != nil {
+	d := s.rules.OnRow(&st, a.Row, now)
+	if d.Stored && a.Row.Row == nil {
+		if st.Cand, err = s.encode(s.insertForm(&a)); err != nil {
 			return arming{}, err
 		}
 	}
 	countDecision(ctx, &d)
 	for _, e := range d.Emissions() {
-		if !e.Old && asInsert == nil {
-			asInsert = s.withKind(row, rowkind.Insert)
+		var arriving any
+		if !e.Old {
+			arriving = s.insertForm(&a)
 		}
-		if err := s.emit(ctx, ts, key, e, was.st.Cand, asInsert, emit); err != nil {
+		if err := s.emit(ctx, ts, key, e, was.st.Cand, arriving, emit); err != nil {
 			return arming{}, err
 		}
 	}
@@ -164,14 +185,14 @@ func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider
 			return arming{}, err
 		}
 	}
-	a := arming{Timer: d.Timer, now: now}
+	t := arming{Timer: d.Timer, now: now}
 	if d.Timer.Kind == core.Finalize {
-		a.tag = candidateTag(st.CandTime, held, st.Cand)
+		t.tag = candidateTag(st.CandTime, held, st.Cand)
 		if d.Outcome == core.ReplaceCandidate {
-			a.replaced = candidateTag(was.st.CandTime, was.versions, was.st.Cand)
+			t.replaced = candidateTag(was.st.CandTime, was.versions, was.st.Cand)
 		}
 	}
-	return a, nil
+	return t, nil
 }
 
 // onTimer decides on a firing of the key's timer and returns the timer to
@@ -226,8 +247,8 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 }
 
 // emit emits one output row at ts: the key's stored row old (decoded) or
-// the arriving row, with the emission's kind in the kind column. row is
-// already of kind +I when there is a kind column.
+// the arriving row (in its insert form), with the emission's kind in the
+// kind column.
 func (s *step) emit(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit func(beam.EventTime, beam.T, beam.V)) error {
 	if e.Old {
 		var err error
