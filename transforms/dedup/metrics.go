@@ -36,14 +36,16 @@ const (
 
 // The stateful step's cost: reads of a key's state and writes of a change
 // (SDK calls), the Fn API state requests they made, by kind (state.go has
-// the requests per call), and timers set.
+// the requests per call), the reads a bundle's cache spared (a key read or
+// written earlier in the same bundle), and timers set.
 const (
-	MetricStateReads   = "state_reads"
-	MetricStateWrites  = "state_writes"
-	MetricStateGets    = "state_gets"
-	MetricStateAppends = "state_appends"
-	MetricStateClears  = "state_clears"
-	MetricTimerSets    = "timer_sets"
+	MetricStateReads     = "state_reads"
+	MetricStateWrites    = "state_writes"
+	MetricStateGets      = "state_gets"
+	MetricStateAppends   = "state_appends"
+	MetricStateClears    = "state_clears"
+	MetricStateCacheHits = "state_cache_hits"
+	MetricTimerSets      = "timer_sets"
 )
 
 // KeepLast's counters. Every input row of KeepLast lands in exactly one of
@@ -86,7 +88,7 @@ type Counters struct {
 	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
 	TTLRefreshes, MiniBatchDropped int64
 	// The stateful step's cost.
-	StateReads, StateWrites, StateGets, StateAppends, StateClears, TimerSets int64
+	StateReads, StateWrites, StateGets, StateAppends, StateClears, StateCacheHits, TimerSets int64
 	// KeepLast.
 	Inserts, Updates, DeletesIn, OutOfOrderDropped, Superseded,
 	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
@@ -119,7 +121,7 @@ func (c Counters) Pending() int64 {
 // RowCounts returns c without the cost and refresh counters, which depend
 // on bundling: what is left is where each row went.
 func (c Counters) RowCounts() Counters {
-	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.TimerSets = 0, 0, 0, 0, 0, 0
+	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.StateCacheHits, c.TimerSets = 0, 0, 0, 0, 0, 0, 0
 	c.TTLRefreshes, c.MiniBatchDropped = 0, 0
 	return c
 }
@@ -158,8 +160,9 @@ func (c *Counters) fields() map[string]*int64 {
 		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
 		MetricMiniBatchDropped: &c.MiniBatchDropped,
 		MetricStateReads:       &c.StateReads, MetricStateWrites: &c.StateWrites, MetricStateGets: &c.StateGets,
-		MetricStateAppends: &c.StateAppends, MetricStateClears: &c.StateClears, MetricTimerSets: &c.TimerSets,
-		MetricInserts: &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
+		MetricStateAppends: &c.StateAppends, MetricStateClears: &c.StateClears, MetricStateCacheHits: &c.StateCacheHits,
+		MetricTimerSets: &c.TimerSets,
+		MetricInserts:   &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
 		MetricOutOfOrderDropped: &c.OutOfOrderDropped, MetricSuperseded: &c.Superseded,
 		MetricEmittedUpdateBefore: &c.EmittedUpdateBefore, MetricEmittedUpdateAfter: &c.EmittedUpdateAfter,
 		MetricEmittedDelete: &c.EmittedDelete,
@@ -177,6 +180,7 @@ var (
 	cStateGets        = beam.NewCounter(Namespace, MetricStateGets)
 	cStateAppends     = beam.NewCounter(Namespace, MetricStateAppends)
 	cStateClears      = beam.NewCounter(Namespace, MetricStateClears)
+	cStateCacheHits   = beam.NewCounter(Namespace, MetricStateCacheHits)
 	cTimerSets        = beam.NewCounter(Namespace, MetricTimerSets)
 
 	cOutcome = func() (cs [core.NumOutcomes]beam.Counter) {

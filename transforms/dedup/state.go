@@ -1,9 +1,15 @@
 package dedup
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"reflect"
+	"slices"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 
 	"github.com/beamdedup/beamdedup/coders/statecoder"
@@ -41,8 +47,8 @@ const (
 	clearsPerClear    = 1
 )
 
-// stored is a key's state as read from its cell, with what writing it
-// back needs: the marks read, or how many versions the bag holds.
+// stored is a key's state as its cell holds it, with what writing it back
+// needs: the marks, or how many versions the bag holds.
 type stored struct {
 	st       core.State
 	marks    []int64
@@ -55,9 +61,8 @@ type store interface {
 	// read reads the key's state.
 	read(ctx context.Context, sp state.Provider) (stored, error)
 	// write stores st, which the key's state became since it was read as
-	// was, and returns how many versions the cell holds after it (0 for
-	// marks), which an event-time candidate's timer tag carries.
-	write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error)
+	// was, and returns what the cell holds after it (its own copy).
+	write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error)
 }
 
 // marksStore keeps the state as marks in a Bag[int64].
@@ -73,25 +78,27 @@ func (m marksStore) read(ctx context.Context, sp state.Provider) (stored, error)
 	return stored{st: st, marks: marks}, err
 }
 
-func (m marksStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error) {
+func (m marksStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error) {
 	clear, add, err := statecoder.MarkChanges(was.marks, &was.st, st)
 	if err != nil {
-		return 0, err
+		return stored{}, err
 	}
 	cStateWrites.Inc(ctx, 1)
+	marks := was.marks
 	if clear {
 		if err := m.cell.Clear(sp); err != nil {
-			return 0, fmt.Errorf("dedup: clearing state: %w", err)
+			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
 		}
 		cStateClears.Inc(ctx, clearsPerClear)
+		marks = nil
 	}
 	for _, mk := range add {
 		if err := m.cell.Add(sp, mk); err != nil {
-			return 0, fmt.Errorf("dedup: writing state: %w", err)
+			return stored{}, fmt.Errorf("dedup: writing state: %w", err)
 		}
 	}
 	cStateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
-	return 0, nil
+	return stored{st: *st, marks: slices.Concat(marks, add)}, nil
 }
 
 // versionsStore keeps the state as versions in a Bag[[]byte].
@@ -107,25 +114,86 @@ func (v versionsStore) read(ctx context.Context, sp state.Provider) (stored, err
 	return stored{st: st, versions: len(vs)}, err
 }
 
-func (v versionsStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (int, error) {
+func (v versionsStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error) {
 	clear, add := statecoder.VersionChanges(was.versions, st)
 	cStateWrites.Inc(ctx, 1)
 	held := was.versions
 	if clear {
 		if err := v.cell.Clear(sp); err != nil {
-			return 0, fmt.Errorf("dedup: clearing state: %w", err)
+			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
 		}
 		cStateClears.Inc(ctx, clearsPerClear)
 		held = 0
 	}
 	if add == nil {
-		return held, nil
+		return stored{versions: held}, nil
 	}
 	if err := v.cell.Add(sp, add); err != nil { // a fresh slice: the runner may keep it
-		return 0, fmt.Errorf("dedup: writing state: %w", err)
+		return stored{}, fmt.Errorf("dedup: writing state: %w", err)
 	}
 	cStateAppends.Inc(ctx, appendsPerVersion)
-	return held + 1, nil
+	kept := *st // st's rows may be scratch buffers
+	kept.Cand, kept.Seq = bytes.Clone(st.Cand), bytes.Clone(st.Seq)
+	return stored{st: kept, versions: held + 1}, nil
+}
+
+// bundleCache keeps the state of the keys a bundle read or wrote, so that a
+// key's later rows (and timers) in the same bundle need no read: within a
+// bundle no one but this DoFn changes a key's state, and the Go SDK caches
+// no user state across elements (harness/statecache/statecache.go). It is
+// cleared at every bundle's start, and when it holds miniBatchMaxKeys keys.
+type bundleCache struct {
+	keyEnc beam.ElementEncoder // for keys that are not []byte (KeepFirstPerKey)
+	states map[string]stored
+	buf    bytes.Buffer
+}
+
+func newBundleCache(keyType reflect.Type) *bundleCache {
+	c := &bundleCache{states: make(map[string]stored)}
+	if keyType != reflect.TypeFor[[]byte]() {
+		c.keyEnc = beam.NewElementEncoder(keyType)
+	}
+	return c
+}
+
+// reset forgets every key.
+func (c *bundleCache) reset() { clear(c.states) }
+
+// id is the cache's name of key's state in window w: the key's bytes and,
+// in an interval window, its bounds.
+func (c *bundleCache) id(w beam.Window, key any) (string, error) {
+	c.buf.Reset()
+	if iw, ok := w.(window.IntervalWindow); ok {
+		c.buf.Write(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(iw.Start)), uint64(iw.End)))
+	}
+	if b, ok := key.([]byte); ok && c.keyEnc == nil {
+		c.buf.Write(b)
+	} else if err := c.keyEnc.Encode(key, &c.buf); err != nil {
+		return "", fmt.Errorf("dedup: encoding key: %w", err)
+	}
+	return c.buf.String(), nil
+}
+
+// read returns the state of the key called id: from the cache, or from the
+// store (then cached).
+func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, id string) (stored, error) {
+	if was, ok := c.states[id]; ok {
+		cStateCacheHits.Inc(ctx, 1)
+		return was, nil
+	}
+	was, err := s.read(ctx, sp)
+	if err == nil {
+		c.put(id, was)
+	}
+	return was, err
+}
+
+// put records what the cell of the key called id holds.
+func (c *bundleCache) put(id string, st stored) {
+	if _, ok := c.states[id]; !ok && len(c.states) >= miniBatchMaxKeys {
+		c.reset()
+	}
+	c.states[id] = st
 }
 
 func countRead(ctx context.Context) {

@@ -43,6 +43,7 @@ type params struct {
 	// Last: KeepLast's rules, which compare and store every row; else
 	// KeepFirst's.
 	Last      bool
+	KeyType   beam.EncodedType
 	ValueType beam.EncodedType
 	// KindCol is the input's kind column (Changelog); OutKindCol the column
 	// each output row's kind is written into (KeepLast's OutputKind, or
@@ -56,6 +57,7 @@ type params struct {
 type step struct {
 	rules core.Rules
 	store store
+	cache *bundleCache
 	// readsRow: the rules compare and store rows (KeepLast), so every row
 	// is encoded; KeepFirst's are encoded only to become a candidate.
 	readsRow bool
@@ -71,6 +73,7 @@ type step struct {
 
 func (s *step) setup(p *params, st store) error {
 	s.store = st
+	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last
 	if p.Last {
 		s.rules = core.Last{Config: p.Rules}
@@ -149,13 +152,22 @@ func (s *step) insertForm(a *arrival) any {
 	return a.asInsert
 }
 
-// process decides on one row and returns the timer to set.
-func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+// startBundle forgets what the last bundle cached: a failed bundle may have
+// written nothing of it.
+func (s *step) startBundle() { s.cache.reset() }
+
+// process decides on one row of key in window w and returns the timer to
+// set.
+func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
 	a, err := s.arrive(ts, row)
 	if err != nil {
 		return arming{}, err
 	}
-	was, err := s.store.read(ctx, sp)
+	id, err := s.cache.id(w, key)
+	if err != nil {
+		return arming{}, err
+	}
+	was, err := s.cache.read(ctx, sp, s.store, id)
 	if err != nil {
 		return arming{}, err
 	}
@@ -179,15 +191,16 @@ func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider
 			return arming{}, err
 		}
 	}
-	held := was.versions
+	after := was
 	if d.Write {
-		if held, err = s.store.write(ctx, sp, &was, &st); err != nil {
+		if after, err = s.store.write(ctx, sp, &was, &st); err != nil {
 			return arming{}, err
 		}
+		s.cache.put(id, after)
 	}
 	t := arming{Timer: d.Timer, now: now}
 	if d.Timer.Kind == core.Finalize {
-		t.tag = candidateTag(st.CandTime, held, st.Cand)
+		t.tag = candidateTag(st.CandTime, after.versions, st.Cand)
 		if d.Outcome == core.ReplaceCandidate {
 			t.replaced = candidateTag(was.st.CandTime, was.versions, was.st.Cand)
 		}
@@ -199,10 +212,13 @@ func (s *step) process(ctx context.Context, ts beam.EventTime, sp state.Provider
 // set next. ts is the firing's hold (a cleanup timer holds nothing: its
 // hold is the max timestamp); tag is an event-time candidate's tag, or "".
 func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+	id, err := s.cache.id(w, key)
+	if err != nil {
+		return arming{}, err
+	}
 	var was stored
 	if tag == "" {
-		var err error
-		if was, err = s.store.read(ctx, sp); err != nil {
+		if was, err = s.cache.read(ctx, sp, s.store, id); err != nil {
 			return arming{}, err
 		}
 	} else {
@@ -239,9 +255,11 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 		}
 	}
 	if d.Write {
-		if _, err := s.store.write(ctx, sp, &was, &st); err != nil {
+		after, err := s.store.write(ctx, sp, &was, &st)
+		if err != nil {
 			return arming{}, err
 		}
+		s.cache.put(id, after)
 	}
 	return arming{Timer: d.Timer, now: now}, nil
 }
@@ -367,8 +385,14 @@ type untimed struct {
 	s step
 }
 
+// StartBundle takes the emitter only because Beam requires the emitters of
+// ProcessElement there too.
+func (u *untimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+	u.s.startBundle()
+}
+
 func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	_, err := u.s.process(ctx, ts, sp, key, row, emit) // no family, no timer
+	_, err := u.s.process(ctx, w, ts, sp, key, row, emit) // no family, no timer
 	return err
 }
 
@@ -380,8 +404,12 @@ type eventTimed struct {
 	timer *timers.EventTime
 }
 
+func (e *eventTimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+	e.s.startBundle()
+}
+
 func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	a, err := e.s.process(ctx, ts, sp, key, row, emit)
+	a, err := e.s.process(ctx, w, ts, sp, key, row, emit)
 	armEvent(ctx, *e.timer, tp, a, w)
 	return err
 }
@@ -400,8 +428,12 @@ type procTimed struct {
 	timer *timers.ProcessingTime
 }
 
+func (p *procTimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+	p.s.startBundle()
+}
+
 func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	a, err := p.s.process(ctx, ts, sp, key, row, emit)
+	a, err := p.s.process(ctx, w, ts, sp, key, row, emit)
 	armProc(ctx, *p.timer, tp, a)
 	return err
 }
@@ -482,7 +514,7 @@ func (f *versionsProcFn) Setup() error {
 // keyed, KV<key, row> of row type vt.
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) beam.PCollection {
 	pr := params{
-		Rules: p.rules, Last: p.last, ValueType: beam.EncodedType{T: vt},
+		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
 		KindCol: c.changelogCol, OutKindCol: c.kindColumn(), SeqCol: c.sequenceBy, Clock: c.clock,
 	}
 	names := firstNames

@@ -2,11 +2,19 @@ package dedup
 
 import (
 	"bytes"
+	"context"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
 // A candidate tag round-trips time, versions held and row, is valid UTF-8
@@ -38,5 +46,59 @@ func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
 	for _, bad := range []string{"x", "c", "c!!", "cAAAA", "cAAAAAAAAAAA"} {
 		_, _, _, err := parseCandidateTag(bad)
 		assert.Error(t, err, bad)
+	}
+}
+
+// fakeStore counts reads.
+type fakeStore struct{ reads int }
+
+func (f *fakeStore) read(context.Context, state.Provider) (stored, error) {
+	f.reads++
+	return stored{st: core.State{Phase: core.Emitted}}, nil
+}
+
+func (f *fakeStore) write(context.Context, state.Provider, *stored, *core.State) (stored, error) {
+	return stored{}, nil
+}
+
+// A bundle's cache names a key's state by its key and window, serves a key
+// read or written earlier in the bundle without a read, and forgets all at
+// the next bundle.
+func TestBundleCache_ServesAKeysStateWithinABundleOnly(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		keys [2]any // two keys whose states differ
+		kt   reflect.Type
+	}{
+		{"encoded keys", [2]any{[]byte("a"), []byte("b")}, reflect.TypeFor[[]byte]()},
+		{"per-key string keys", [2]any{"a", "b"}, reflect.TypeFor[string]()},
+		{"per-key float keys", [2]any{1.5, 2.5}, reflect.TypeFor[float64]()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newBundleCache(tc.kt)
+			ids := map[string]bool{}
+			for _, w := range []beam.Window{window.GlobalWindow{}, window.IntervalWindow{Start: 0, End: 10}, window.IntervalWindow{Start: 10, End: 20}} {
+				for _, k := range tc.keys {
+					id, err := c.id(w, k)
+					require.NoError(t, err)
+					ids[id] = true
+				}
+			}
+			assert.Len(t, ids, 6, "one state per key and window")
+
+			var s fakeStore
+			id, err := c.id(window.GlobalWindow{}, tc.keys[0])
+			require.NoError(t, err)
+			_, err = c.read(ctx, nil, &s, id)
+			require.NoError(t, err)
+			_, err = c.read(ctx, nil, &s, id)
+			require.NoError(t, err)
+			assert.Equal(t, 1, s.reads, "the key's later rows come from the cache")
+			c.reset()
+			_, err = c.read(ctx, nil, &s, id)
+			require.NoError(t, err)
+			assert.Equal(t, 2, s.reads, "a new bundle reads again")
+		})
 	}
 }
