@@ -466,8 +466,8 @@ func sqlStateClass(code string) int {
 	case strings.HasPrefix(code, "08"), // connection exception
 		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, cannot connect now
 		code == "40001", code == "40P01", // serialization failure, deadlock
-		code == "55P03",                  // lock not available
-		strings.HasPrefix(code, "53"):    // insufficient resources
+		code == "55P03",               // lock not available
+		strings.HasPrefix(code, "53"): // insufficient resources
 		return transientFault
 	}
 	return fatalFault
