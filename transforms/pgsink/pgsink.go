@@ -226,8 +226,9 @@ func setupFault(f *fault) *fault {
 	return f
 }
 
-// StartBundle drops what a failed bundle may have left.
-func (f *writeFn) StartBundle(context.Context) { f.w.reset() }
+// StartBundle drops what a failed bundle may have left. (Beam Go wants
+// the emitters of ProcessElement here too.)
+func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) { f.w.reset() }
 
 // ProcessElement adds row to the batch and writes the batch when full.
 func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -152,7 +153,7 @@ func (ti *tableInfo) check(l *layout, c *config) error {
 		tc, ok := ti.cols[c.tombstone]
 		switch {
 		case !ok:
-			add("Tombstone(%q): the table has no such column; add it: ALTER TABLE %s ADD COLUMN %s boolean NOT NULL DEFAULT false", c.tombstone, ti.name, pgx.Identifier{c.tombstone}.Sanitize())
+			add("Tombstone(%q): the table has no such column; add it: ALTER TABLE %s ADD COLUMN %s boolean NOT NULL DEFAULT false", c.tombstone, ti.name, displayIdent(c.tombstone))
 		case tc.typname != "bool":
 			add("Tombstone(%q) is %s in the table; it must be boolean", c.tombstone, tc.typ)
 		}
@@ -199,7 +200,14 @@ func (ti *tableInfo) checkKey(l *layout, c *config) string {
 	var others []string
 	for _, u := range ti.uniques {
 		if u.partial || u.exprs || !slices.Equal(slices.Sorted(slices.Values(u.cols)), want) {
-			others = append(others, fmt.Sprintf("%s (%s)", u.name, strings.Join(u.cols, ", ")))
+			desc := fmt.Sprintf("%s (%s)", u.name, strings.Join(u.cols, ", "))
+			if u.partial {
+				desc += " partial"
+			}
+			if u.exprs {
+				desc += " on expressions"
+			}
+			others = append(others, desc)
 			continue
 		}
 		if nullable && !u.nullsNotDistinct {
@@ -213,10 +221,21 @@ func (ti *tableInfo) checkKey(l *layout, c *config) string {
 	}
 	quoted := make([]string, len(c.keys))
 	for i, k := range c.keys {
-		quoted[i] = pgx.Identifier{k}.Sanitize()
+		quoted[i] = displayIdent(k)
 	}
 	return fmt.Sprintf("no unique index on exactly the key (%s), which ON CONFLICT needs (unique indexes found: %s); add one: ALTER TABLE %s ADD UNIQUE NULLS NOT DISTINCT (%s)",
 		strings.Join(c.keys, ", "), found, ti.name, strings.Join(quoted, ", "))
+}
+
+var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// displayIdent is name as a user would type it in SQL: quoted only when
+// it has to be.
+func displayIdent(name string) string {
+	if plainIdent.MatchString(name) {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
 }
 
 // typeMismatch reports a Go type that cannot be written into a table

@@ -71,7 +71,7 @@ func bundle[T any](f *writeFn, rows []T) (Counters, []deadletter.DeadLetter, err
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "bundle"), "pgsink")
 	var dead []deadletter.DeadLetter
 	emit := func(d deadletter.DeadLetter) { dead = append(dead, d) }
-	f.StartBundle(ctx)
+	f.StartBundle(ctx, emit)
 	for _, r := range rows {
 		if err := f.ProcessElement(ctx, r, emit); err != nil {
 			return counters(ctx), dead, err
@@ -278,9 +278,10 @@ func TestABundleThatFailsAfterWritingIsRetriedWithoutChangingTheTable(t *testing
 	}
 	// The bundle writes two batches of three, then fails before its end.
 	ctx := context.Background()
-	f.StartBundle(ctx)
+	noDead := func(deadletter.DeadLetter) { t.Fatal("no dead letter expected") }
+	f.StartBundle(ctx, noDead)
 	for _, r := range rows {
-		require.NoError(t, f.ProcessElement(ctx, r, func(deadletter.DeadLetter) { t.Fatal("no dead letter expected") }))
+		require.NoError(t, f.ProcessElement(ctx, r, noDead))
 	}
 	assert.Len(t, fx.evTable("ev"), 6, "two batches committed before the failure")
 
