@@ -155,8 +155,7 @@ type writeFn struct {
 	Backoff   time.Duration    `json:"backoff"`
 	UID       string           `json:"uid"`
 
-	dsn string
-	w   *writer
+	w *writer
 }
 
 func newWriteFn(c *config, t reflect.Type) *writeFn {
@@ -179,21 +178,28 @@ func (f *writeFn) config() config {
 // construction; a lost connection is retried as for a batch.
 func (f *writeFn) Setup(ctx context.Context) error {
 	c := f.config()
+	w, err := openWriter(ctx, &c, f.RowType.T)
+	f.w = w
+	return err
+}
+
+// openWriter resolves the DSN, opens (or shares) the process's pool and
+// reads and checks the table, retrying a lost connection as for a batch.
+func openWriter(ctx context.Context, c *config, rowType reflect.Type) (*writer, error) {
 	dsn, err := c.resolveDSN()
 	if err != nil {
-		return fmt.Errorf("pgsink: %w", err)
+		return nil, fmt.Errorf("pgsink: %w", err)
 	}
-	l, err := newLayout(f.RowType.T, &c)
+	l, err := newLayout(rowType, c)
 	if err != nil {
-		return fmt.Errorf("pgsink: %w", err)
+		return nil, fmt.Errorf("pgsink: %w", err)
 	}
 	pool, t, err := acquirePool(dsn, c.maxConns)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f.dsn = dsn
 	var p *plan
-	_, err = newRetrier(t, &c).retry(ctx, "reading table "+c.table, func(ctx context.Context) error {
+	_, err = newRetrier(t, c).retry(ctx, "reading table "+c.table, func(ctx context.Context) error {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return setupFault(classify(ctx, err, nil))
@@ -203,18 +209,19 @@ func (f *writeFn) Setup(ctx context.Context) error {
 		if err != nil {
 			return setupFault(classify(ctx, err, conn.Conn()))
 		}
-		if err := ti.check(l, &c); err != nil {
+		if err := ti.check(l, c); err != nil {
 			return &fault{class: fatalFault, err: err}
 		}
-		p = newPlan(l, ti, &c)
+		p = newPlan(l, ti, c)
 		return nil
 	})
 	if err != nil {
 		releasePool(dsn, c.maxConns)
-		return err
+		return nil, err
 	}
-	f.w = newWriter(p, pool, t, &c)
-	return nil
+	w := newWriter(p, pool, t, c)
+	w.dsn = dsn
+	return w, nil
 }
 
 // setupFault makes every fault but a transient one fatal: reading the
@@ -232,8 +239,7 @@ func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) 
 
 // ProcessElement adds row to the batch and writes the batch when full.
 func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {
-	f.w.add(row)
-	if f.w.pending() >= int64(f.BatchSize) {
+	if f.w.add(row) {
 		return f.flush(ctx, dead)
 	}
 	return nil
@@ -248,7 +254,7 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 // Teardown releases the pool.
 func (f *writeFn) Teardown() {
 	if f.w != nil {
-		releasePool(f.dsn, f.MaxConns)
+		f.w.close()
 		f.w = nil
 	}
 }

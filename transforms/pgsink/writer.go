@@ -52,9 +52,12 @@ func (s *stats) add(o stats) {
 // one DoFn instance, so by one goroutine at a time.
 type writer struct {
 	retrier
-	plan *plan
-	pool *pgxpool.Pool
-	uid  string
+	plan      *plan
+	pool      *pgxpool.Pool
+	dsn       string // the pool's, to release it
+	maxConns  int
+	uid       string
+	batchSize int64
 
 	// The pending batch, folded per key.
 	entries []entry
@@ -68,15 +71,15 @@ type writer struct {
 }
 
 func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
-	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, uid: c.name(), index: map[string]int{}}
+	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.name(), batchSize: int64(c.batchSize), index: map[string]int{}}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
 	return w
 }
 
-// pending is the number of input rows since the last flush.
-func (w *writer) pending() int64 { return w.in }
+// close releases the pool.
+func (w *writer) close() { releasePool(w.dsn, w.maxConns) }
 
 func (w *writer) reset() {
 	clear(w.index)
@@ -84,10 +87,16 @@ func (w *writer) reset() {
 	w.entries, w.in, w.skipped, w.dead = w.entries[:0], 0, 0, nil
 }
 
-// add folds row into the batch: a key keeps one row, the one that decides
-// the key's state (insert-only: the first; otherwise the last by the
-// ordering columns, or by arrival without them).
-func (w *writer) add(row any) {
+// add folds row into the batch and reports whether the batch is full.
+func (w *writer) add(row any) bool {
+	w.fold(row)
+	return w.in >= w.batchSize
+}
+
+// fold adds row to the batch, where a key keeps one row, the one that
+// decides the key's state (insert-only: the first; otherwise the last by
+// the ordering columns, or by arrival without them).
+func (w *writer) fold(row any) {
 	w.in++
 	p := w.plan
 	v := reflect.ValueOf(row)

@@ -217,7 +217,7 @@ func writeInBundles(t *testing.T, r *rand.Rand, f *writeFn, rows []ev) {
 		n := min(len(rows), 1+r.IntN(40))
 		b := rows[:n]
 		rows = rows[n:]
-		f.BatchSize = 1 + r.IntN(20)
+		f.w.batchSize = int64(1 + r.IntN(20))
 		_, _, err := bundle(f, b)
 		require.NoError(t, err)
 		done = append(done, b)
@@ -436,4 +436,34 @@ func closedPort(t *testing.T) int {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
+	fx := newFixture(t, evDDL)
+	ctx := context.Background()
+	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
+	require.NoError(t, err)
+	defer w.Close()
+	var total Counters
+	var dead []deadletter.DeadLetter
+	for _, r := range []ev{
+		{Op: "+I", ID: ptr("a"), Status: "created", TS: t0},
+		{Op: "-U", ID: ptr("a"), Status: "created", TS: t0},
+		{Op: "+U", ID: ptr("a"), Status: "paid", TS: t0.Add(time.Second)},
+		{Op: "?", ID: ptr("b"), Status: "paid", TS: t0},
+	} {
+		c, d, err := w.Add(ctx, r)
+		require.NoError(t, err)
+		total, dead = add(total, c), append(dead, d...)
+	}
+	c, d, err := w.Flush(ctx)
+	require.NoError(t, err)
+	total, dead = add(total, c), append(dead, d...)
+	assert.Len(t, dead, 1)
+	assert.Equal(t, Counters{RowsIn: 4, Written: 2, Skipped: 1, DeadLettered: 1}, total, "batches of 2: +I a, then -U skipped and +U a")
+	assert.Equal(t, map[string]evRow{"a": {Status: "paid", TS: t0.Add(time.Second)}}, fx.evTable("ev"))
+}
+
+func add(a, b Counters) Counters {
+	return Counters{a.RowsIn + b.RowsIn, a.Written + b.Written, a.Skipped + b.Skipped, a.Deleted + b.Deleted, a.DeadLettered + b.DeadLettered, a.Retries + b.Retries}
 }
