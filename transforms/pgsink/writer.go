@@ -229,15 +229,28 @@ func (w *writer) attempt(ctx context.Context) (stats, error) {
 		return stats{}, classify(ctx, err, nil)
 	}
 	defer conn.Release()
-	s, err := w.run(ctx, conn.Conn(), false)
+	plain := w.plan.insertOnly
+	s, err := w.run(ctx, conn.Conn(), plain, false)
+	if plain && isUniqueViolation(err) {
+		// A key of the batch is in the table already (a replay, a retried
+		// bundle): write the batch again with ON CONFLICT DO NOTHING.
+		s, err = w.run(ctx, conn.Conn(), false, false)
+	}
 	if f := classify(ctx, err, conn.Conn()); f == nil || f.class != rowFault {
 		return s, f.orNil()
 	}
-	s, err = w.run(ctx, conn.Conn(), true)
+	s, err = w.run(ctx, conn.Conn(), false, true)
 	return s, classify(ctx, err, conn.Conn()).orNil()
 }
 
-func (w *writer) run(ctx context.Context, conn *pgx.Conn, bisect bool) (stats, error) {
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// run writes the batch in one transaction: with the plain INSERT (plain,
+// insert-only), or with the upsert, or row range by row range (bisect).
+func (w *writer) run(ctx context.Context, conn *pgx.Conn, plain, bisect bool) (stats, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return stats{}, err
@@ -251,7 +264,7 @@ func (w *writer) run(ctx context.Context, conn *pgx.Conn, bisect bool) (stats, e
 		}
 		err = w.bisect(ctx, tx, w.entries, &s)
 	} else {
-		s, err = w.exec(ctx, tx, w.entries)
+		s, err = w.exec(ctx, tx, w.entries, plain)
 	}
 	if err != nil {
 		return stats{}, err
@@ -273,7 +286,7 @@ func (w *writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) er
 	if err != nil {
 		return err
 	}
-	part, err := w.exec(ctx, sp, es)
+	part, err := w.exec(ctx, sp, es, false)
 	if err == nil {
 		if err := sp.Commit(ctx); err != nil {
 			return err
@@ -304,7 +317,8 @@ var testHookAfterStatement func(ctx context.Context, conn *pgx.Conn)
 
 // exec runs the statements of es: one upsert (or insert) for the live rows
 // and tombstones, one delete per NULL pattern of the hard-deleted keys.
-func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry) (stats, error) {
+// plain uses the plain INSERT of an insert-only plan.
+func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
 	var s stats
 	p := w.plan
 	hardDeletes := p.kind != nil && p.tombstone == ""
@@ -322,12 +336,16 @@ func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry) (stats, error)
 	}
 	if len(live) > 0 {
 		args := w.arrays(live)
+		stmt := p.upsert
+		if plain {
+			stmt = p.insert
+		}
 		if p.upsertCounts {
 			if err := tx.QueryRow(ctx, p.upsert, args...).Scan(&s.written, &s.deleted); err != nil {
 				return stats{}, err
 			}
 		} else {
-			tag, err := tx.Exec(ctx, p.upsert, args...)
+			tag, err := tx.Exec(ctx, stmt, args...)
 			if err != nil {
 				return stats{}, err
 			}

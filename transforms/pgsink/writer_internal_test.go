@@ -467,3 +467,35 @@ func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
 func add(a, b Counters) Counters {
 	return Counters{a.RowsIn + b.RowsIn, a.Written + b.Written, a.Skipped + b.Skipped, a.Deleted + b.Deleted, a.DeadLettered + b.DeadLettered, a.Retries + b.Retries}
 }
+
+func TestInsertOnlyTriesAPlainInsertAndFallsBackToOnConflictWhenAKeyIsPresent(t *testing.T) {
+	fx := newFixture(t, `CREATE TABLE users (id text PRIMARY KEY, email text UNIQUE)`)
+	type user struct {
+		ID    string `beam:"id"`
+		Email string `beam:"email"`
+	}
+	f := fn[user](fx, Table("users"), PartitionBy("id"))
+	for _, tc := range []struct {
+		name string
+		rows []user
+		want Counters
+		dead string
+	}{
+		{"new keys", []user{{"a", "a@x"}, {"b", "b@x"}}, Counters{RowsIn: 2, Written: 2}, ""},
+		{"a key already there", []user{{"b", "b@x"}, {"c", "c@x"}}, Counters{RowsIn: 2, Written: 1, Skipped: 1}, ""},
+		{"another unique column taken", []user{{"d", "a@x"}, {"e", "e@x"}}, Counters{RowsIn: 2, Written: 1, DeadLettered: 1},
+			`duplicate key value violates unique constraint "users_email_key" (SQLSTATE 23505): Key (email)=(a@x) already exists.`},
+	} {
+		c, dead, err := bundle(f, tc.rows)
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, c, tc.name)
+		if tc.dead == "" {
+			assert.Empty(t, dead, tc.name)
+		} else if assert.Len(t, dead, 1, tc.name) {
+			assert.Equal(t, tc.dead, dead[0].Reason)
+		}
+	}
+	var n int
+	require.NoError(t, fx.conn.QueryRow(context.Background(), "SELECT count(*) FROM users").Scan(&n))
+	assert.Equal(t, 4, n)
+}
