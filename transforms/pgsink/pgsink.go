@@ -155,7 +155,8 @@ type writeFn struct {
 	Backoff   time.Duration    `json:"backoff"`
 	UID       string           `json:"uid"`
 
-	w *writer
+	w        *writer
+	inflight *inflight // the batch being written while the next one fills
 }
 
 func newWriteFn(c *config, t reflect.Type) *writeFn {
@@ -235,32 +236,62 @@ func setupFault(f *fault) *fault {
 
 // StartBundle drops what a failed bundle may have left. (Beam Go wants
 // the emitters of ProcessElement here too.)
-func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) { f.w.reset() }
-
-// ProcessElement adds row to the batch and writes the batch when full.
-func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {
-	if f.w.add(row) {
-		return f.flush(ctx, dead)
+func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) {
+	if f.inflight != nil {
+		f.w.wait(f.inflight)
+		f.inflight = nil
 	}
+	f.w.reset()
+}
+
+// ProcessElement adds row to the batch. A full batch is written in the
+// background while the next one fills (one at a time, so batches commit
+// in order); its outcome is collected when the next one is full, or at
+// the end of the bundle.
+func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {
+	if !f.w.add(row) {
+		return nil
+	}
+	if err := f.collect(ctx, dead); err != nil {
+		return err
+	}
+	f.inflight = f.w.flushAsync(ctx)
 	return nil
 }
 
 // FinishBundle writes the rest of the bundle. Its dead letters land in
 // the global window, where Beam Go puts FinishBundle's output.
 func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) error {
-	return f.flush(ctx, dead)
+	if err := f.collect(ctx, dead); err != nil {
+		return err
+	}
+	r, err := f.w.flush(ctx)
+	return report(ctx, r, err, dead)
 }
 
 // Teardown releases the pool.
 func (f *writeFn) Teardown() {
 	if f.w != nil {
+		if f.inflight != nil {
+			f.w.wait(f.inflight)
+		}
 		f.w.close()
 		f.w = nil
 	}
 }
 
-func (f *writeFn) flush(ctx context.Context, dead func(deadletter.DeadLetter)) error {
-	r, err := f.w.flush(ctx)
+// collect waits for the batch being written, if any, and reports it.
+func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter)) error {
+	if f.inflight == nil {
+		return nil
+	}
+	r, err := f.w.wait(f.inflight)
+	f.inflight = nil
+	return report(ctx, r, err, dead)
+}
+
+// report counts a written batch and emits its dead letters.
+func report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
 	cRetries.Inc(ctx, r.retries)
 	if err != nil {
 		return err

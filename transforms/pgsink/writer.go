@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,19 +60,32 @@ type writer struct {
 	uid       string
 	batchSize int64
 
-	// The pending batch, folded per key.
-	entries []entry
-	index   map[string]int
-	keyBuf  []byte
-	in      int64
-	skipped int64
-	dead    []deadletter.DeadLetter
+	cur    *batch // the batch rows are folded into
+	spare  *batch // a written batch, kept for reuse
+	keyBuf []byte
 	// sliceTypes caches reflect.SliceOf of each written column's type.
 	sliceTypes []reflect.Type
 }
 
+// batch is the rows added since the last write, folded per key.
+type batch struct {
+	entries []entry
+	index   map[string]int
+	in      int64 // rows added
+	skipped int64 // rows that will change nothing: -U rows, rows folded away
+	dead    []deadletter.DeadLetter
+}
+
+func newBatch() *batch { return &batch{index: map[string]int{}} }
+
+func (b *batch) reset() {
+	clear(b.index)
+	clear(b.entries) // drop the rows' references
+	b.entries, b.in, b.skipped, b.dead = b.entries[:0], 0, 0, nil
+}
+
 func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
-	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.name(), batchSize: int64(c.batchSize), index: map[string]int{}}
+	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.name(), batchSize: int64(c.batchSize), cur: newBatch()}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
@@ -81,34 +95,31 @@ func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
 // close releases the pool.
 func (w *writer) close() { releasePool(w.dsn, w.maxConns) }
 
-func (w *writer) reset() {
-	clear(w.index)
-	clear(w.entries) // drop the rows' references
-	w.entries, w.in, w.skipped, w.dead = w.entries[:0], 0, 0, nil
-}
+// reset drops the rows added since the last write.
+func (w *writer) reset() { w.cur.reset() }
 
 // add folds row into the batch and reports whether the batch is full.
 func (w *writer) add(row any) bool {
-	w.fold(row)
-	return w.in >= w.batchSize
+	w.fold(w.cur, row)
+	return w.cur.in >= w.batchSize
 }
 
-// fold adds row to the batch, where a key keeps one row, the one that
-// decides the key's state (insert-only: the first; otherwise the last by
-// the ordering columns, or by arrival without them).
-func (w *writer) fold(row any) {
-	w.in++
+// fold adds row to b, where a key keeps one row, the one that decides the
+// key's state (insert-only: the first; otherwise the last by the ordering
+// columns, or by arrival without them).
+func (w *writer) fold(b *batch, row any) {
+	b.in++
 	p := w.plan
 	v := reflect.ValueOf(row)
 	e := entry{row: row, v: v}
 	if p.kind != nil {
 		k, err := p.kind.Kind(v)
 		if err != nil {
-			w.dead = append(w.dead, deadletter.New(w.uid, row, err.Error()))
+			b.dead = append(b.dead, deadletter.New(w.uid, row, err.Error()))
 			return
 		}
 		if k == rowkind.UpdateBefore {
-			w.skipped++ // the +U that follows it replaces the row
+			b.skipped++ // the +U that follows it replaces the row
 			return
 		}
 		e.del = k == rowkind.Delete
@@ -116,7 +127,7 @@ func (w *writer) fold(row any) {
 	for i, f := range p.order {
 		var ok bool
 		if e.ord, ok = f.read(e.ord, v); !ok {
-			w.dead = append(w.dead, deadletter.New(w.uid, row, fmt.Sprintf("NULL ordering value in column %s", f.name)))
+			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("NULL ordering value in column %s", f.name)))
 			return
 		}
 		if i == 0 {
@@ -124,15 +135,15 @@ func (w *writer) fold(row any) {
 		}
 	}
 	w.keyBuf = p.keyEnc.Append(w.keyBuf[:0], v)
-	if i, ok := w.index[string(w.keyBuf)]; ok {
-		if w.replaces(&w.entries[i], &e) {
-			w.entries[i] = e
+	if i, ok := b.index[string(w.keyBuf)]; ok {
+		if w.replaces(&b.entries[i], &e) {
+			b.entries[i] = e
 		}
-		w.skipped++
+		b.skipped++
 		return
 	}
-	w.index[string(w.keyBuf)] = len(w.entries)
-	w.entries = append(w.entries, e)
+	b.index[string(w.keyBuf)] = len(b.entries)
+	b.entries = append(b.entries, e)
 }
 
 // replaces reports whether e replaces old in the batch: the same decision
@@ -157,12 +168,23 @@ func (w *writer) replaces(old, e *entry) bool {
 // flush writes the batch in one transaction, retrying it on a new
 // connection after a transient fault. The batch is kept on failure.
 func (w *writer) flush(ctx context.Context) (result, error) {
-	r := result{in: w.in, skipped: w.skipped}
-	if len(w.entries) > 0 {
+	r, err := w.write(ctx, w.cur)
+	if err == nil {
+		w.cur.reset()
+	}
+	return r, err
+}
+
+// write writes b in one transaction, retrying it on a new connection after
+// a transient fault. It only reads the writer's plan and pool, so it may
+// run beside fold on another batch.
+func (w *writer) write(ctx context.Context, b *batch) (result, error) {
+	r := result{in: b.in, skipped: b.skipped}
+	if len(b.entries) > 0 {
 		var s stats
-		retries, err := w.retry(ctx, fmt.Sprintf("writing %d rows", len(w.entries)), func(ctx context.Context) error {
+		retries, err := w.retry(ctx, fmt.Sprintf("writing %d rows", len(b.entries)), func(ctx context.Context) error {
 			var err error
-			s, err = w.attempt(ctx)
+			s, err = w.attempt(ctx, b.entries)
 			return err
 		})
 		r.retries = retries
@@ -172,9 +194,41 @@ func (w *writer) flush(ctx context.Context) (result, error) {
 		r.written, r.deleted, r.skipped = s.written, s.deleted, r.skipped+s.skipped
 		r.dead = s.dead
 	}
-	r.dead = append(w.dead, r.dead...)
-	w.reset()
+	r.dead = append(slices.Clip(b.dead), r.dead...)
 	return r, nil
+}
+
+// inflight is a batch being written in the background.
+type inflight struct {
+	b    *batch
+	done chan struct{}
+	r    result
+	err  error
+}
+
+// flushAsync starts writing the batch in the background, so that the next
+// batch is folded while the database works on this one, and returns it;
+// the caller waits for it before starting another.
+func (w *writer) flushAsync(ctx context.Context) *inflight {
+	f := &inflight{b: w.cur, done: make(chan struct{})}
+	if w.spare != nil {
+		w.cur, w.spare = w.spare, nil
+	} else {
+		w.cur = newBatch()
+	}
+	go func() {
+		defer close(f.done)
+		f.r, f.err = w.write(ctx, f.b)
+	}()
+	return f
+}
+
+// wait waits for f and keeps its batch for reuse.
+func (w *writer) wait(f *inflight) (result, error) {
+	<-f.done
+	f.b.reset()
+	w.spare = f.b
+	return f.r, f.err
 }
 
 // retrier retries work on a target after transient faults.
@@ -223,23 +277,23 @@ func (w retrier) retry(ctx context.Context, what string, fn func(context.Context
 // attempt writes the batch on one connection: all of it in one
 // transaction, or, when the table refuses a row, again with the refused
 // rows found by halves under savepoints and dead-lettered.
-func (w *writer) attempt(ctx context.Context) (stats, error) {
+func (w *writer) attempt(ctx context.Context, es []entry) (stats, error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return stats{}, classify(ctx, err, nil)
 	}
 	defer conn.Release()
 	plain := w.plan.insertOnly
-	s, err := w.run(ctx, conn.Conn(), plain, false)
+	s, err := w.run(ctx, conn.Conn(), es, plain, false)
 	if plain && isUniqueViolation(err) {
 		// A key of the batch is in the table already (a replay, a retried
 		// bundle): write the batch again with ON CONFLICT DO NOTHING.
-		s, err = w.run(ctx, conn.Conn(), false, false)
+		s, err = w.run(ctx, conn.Conn(), es, false, false)
 	}
 	if f := classify(ctx, err, conn.Conn()); f == nil || f.class != rowFault {
 		return s, f.orNil()
 	}
-	s, err = w.run(ctx, conn.Conn(), false, true)
+	s, err = w.run(ctx, conn.Conn(), es, false, true)
 	return s, classify(ctx, err, conn.Conn()).orNil()
 }
 
@@ -250,7 +304,7 @@ func isUniqueViolation(err error) bool {
 
 // run writes the batch in one transaction: with the plain INSERT (plain,
 // insert-only), or with the upsert, or row range by row range (bisect).
-func (w *writer) run(ctx context.Context, conn *pgx.Conn, plain, bisect bool) (stats, error) {
+func (w *writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (stats, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return stats{}, err
@@ -262,9 +316,9 @@ func (w *writer) run(ctx context.Context, conn *pgx.Conn, plain, bisect bool) (s
 		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
 			return stats{}, err
 		}
-		err = w.bisect(ctx, tx, w.entries, &s)
+		err = w.bisect(ctx, tx, es, &s)
 	} else {
-		s, err = w.exec(ctx, tx, w.entries, plain)
+		s, err = w.exec(ctx, tx, es, plain)
 	}
 	if err != nil {
 		return stats{}, err

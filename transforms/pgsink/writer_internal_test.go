@@ -276,13 +276,16 @@ func TestABundleThatFailsAfterWritingIsRetriedWithoutChangingTheTable(t *testing
 	for i := range 7 {
 		rows = append(rows, ev{Op: "+I", ID: ptr(fmt.Sprintf("o%d", i)), Status: "created", TS: t0})
 	}
-	// The bundle writes two batches of three, then fails before its end.
+	// The bundle writes two batches of three, then fails before its end
+	// (the runner abandons it: the next bundle's StartBundle waits for the
+	// batch still being written).
 	ctx := context.Background()
 	noDead := func(deadletter.DeadLetter) { t.Fatal("no dead letter expected") }
 	f.StartBundle(ctx, noDead)
 	for _, r := range rows {
 		require.NoError(t, f.ProcessElement(ctx, r, noDead))
 	}
+	f.StartBundle(ctx, noDead)
 	assert.Len(t, fx.evTable("ev"), 6, "two batches committed before the failure")
 
 	// The runner retries the whole bundle.
