@@ -1,0 +1,140 @@
+package pgsink
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/coders/ordercoder"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
+)
+
+// layout is what the sink reads from a row type, resolved once: the
+// columns it writes, the key encoder that folds a batch per key, the kind
+// column and the ordering columns.
+type layout struct {
+	t      reflect.Type
+	cols   []rowColumn // written columns, in field order (the kind column is not written)
+	keys   []int       // indexes into cols of the key columns, in PartitionBy order
+	keyEnc *keycoder.Encoder
+	kind   *rowkind.Column
+	order  []orderField
+}
+
+type rowColumn struct {
+	name  string
+	index int          // struct field index
+	typ   reflect.Type // field type
+	ptr   bool         // a pointer: nil is NULL
+}
+
+// orderField reads one ordering column as ordercoder bytes.
+type orderField struct {
+	name   string
+	index  int
+	ptr    bool
+	encode func(dst []byte, v reflect.Value) []byte
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+func newLayout(t reflect.Type, c *config) (*layout, error) {
+	if t == nil || t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("rows must be a PCollection of a struct type, got %v", t)
+	}
+	all, err := keycoder.Columns(t)
+	if err != nil {
+		return nil, err
+	}
+	l := &layout{t: t}
+	if l.keyEnc, err = keycoder.New(t, c.keys); err != nil {
+		return nil, fmt.Errorf("PartitionBy: %w", err)
+	}
+	if c.kindCol != "" {
+		kc, err := rowkind.NewColumn(t, c.kindCol)
+		if err != nil {
+			return nil, fmt.Errorf("Changelog: %w", err)
+		}
+		l.kind = &kc
+	}
+	pos := map[string]int{}
+	for _, col := range all {
+		if col.Name == c.kindCol {
+			continue
+		}
+		if col.Name == c.tombstone {
+			return nil, fmt.Errorf("Tombstone(%q) names a column of the row type; the sink sets the tombstone column itself, so it must be a table column only", c.tombstone)
+		}
+		pos[col.Name] = len(l.cols)
+		l.cols = append(l.cols, rowColumn{name: col.Name, index: col.Index, typ: col.Type, ptr: col.Type.Kind() == reflect.Pointer})
+	}
+	for _, k := range c.keys {
+		l.keys = append(l.keys, pos[k])
+	}
+	for _, name := range c.orderColumns() {
+		f, err := newOrderField(t, name, name == c.timeCol && c.seqCol != name)
+		if err != nil {
+			return nil, err
+		}
+		l.order = append(l.order, f)
+	}
+	return l, nil
+}
+
+// newOrderField resolves an ordering column. OnTime takes time.Time or
+// int64 Unix milliseconds; SequenceBy integers, floats, time.Time and
+// strings, as in dedup.
+func newOrderField(t reflect.Type, name string, onTime bool) (orderField, error) {
+	opt := "SequenceBy"
+	if onTime {
+		opt = "OnTime"
+	}
+	c, err := keycoder.Lookup(t, name)
+	if err != nil {
+		return orderField{}, fmt.Errorf("%s: %w", opt, err)
+	}
+	ft, ptr := c.Type, false
+	if ft.Kind() == reflect.Pointer {
+		ft, ptr = ft.Elem(), true
+	}
+	f := orderField{name: name, index: c.Index, ptr: ptr}
+	switch {
+	case ft == timeType:
+		// The table keeps microseconds (pgx truncates to them): compare
+		// at that precision, as the guard in SQL does.
+		f.encode = func(dst []byte, v reflect.Value) []byte {
+			return ordercoder.Time(dst, v.Interface().(time.Time).Truncate(time.Microsecond))
+		}
+	case onTime && ft.Kind() == reflect.Int64:
+		f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
+	case onTime:
+		return orderField{}, fmt.Errorf("OnTime column %q has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
+	default:
+		switch ft.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Uint(dst, v.Uint()) }
+		case reflect.Float32, reflect.Float64:
+			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Float(dst, v.Float()) }
+		case reflect.String:
+			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.String(dst, v.String()) }
+		default:
+			return orderField{}, fmt.Errorf("SequenceBy column %q has type %v; it must be an integer, float, time.Time or string (or a pointer to one)", name, c.Type)
+		}
+	}
+	return f, nil
+}
+
+// read appends the ordering value of row, or reports a NULL.
+func (f orderField) read(dst []byte, row reflect.Value) ([]byte, bool) {
+	v := row.Field(f.index)
+	if f.ptr {
+		if v.IsNil() {
+			return dst, false
+		}
+		v = v.Elem()
+	}
+	return f.encode(dst, v), true
+}

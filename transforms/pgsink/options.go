@@ -1,0 +1,222 @@
+package pgsink
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Option configures Write.
+type Option func(*config)
+
+type config struct {
+	dsn, dsnEnv string
+	table       string
+	keys        []string
+	kindCol     string
+	upsert      bool
+	seqCol      string
+	timeCol     string
+	tombstone   string
+	batchSize   int
+	maxConns    int
+	retries     int
+	backoff     time.Duration
+	uid         string
+	skipCheck   bool
+	errs        []error
+}
+
+// Defaults.
+const (
+	DefaultBatchSize = 5000 // rows per transaction (docs/pgsink.md has the measurements)
+	DefaultMaxConns  = 4    // connections per worker process and DSN
+	DefaultRetries   = 5    // reconnections per batch before the bundle fails
+	DefaultBackoff   = 200 * time.Millisecond
+	maxBackoff       = 10 * time.Second
+)
+
+func newConfig(opts []Option) config {
+	c := config{batchSize: DefaultBatchSize, maxConns: DefaultMaxConns, retries: DefaultRetries, backoff: DefaultBackoff}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// DSN is the connection string of the database: a URL
+// (postgres://user@host:5432/db?sslmode=require) or key=value pairs, as
+// libpq and pgx read them. It travels in the pipeline graph to the workers;
+// to keep a password out of the graph leave it out of the DSN and give it
+// to the workers as PGPASSWORD or in a password file (PGPASSFILE), or use
+// DSNFromEnv. The sink never writes the DSN into an error or a log: it
+// names the target as host:port/database (user).
+func DSN(dsn string) Option { return func(c *config) { c.dsn, c.dsnEnv = dsn, "" } }
+
+// DSNFromEnv reads the DSN from environment variable name where the sink
+// runs: at construction (for the table check) and on each worker.
+func DSNFromEnv(name string) Option { return func(c *config) { c.dsnEnv, c.dsn = name, "" } }
+
+// Table is the table to write, as SQL names it: orders, shop.orders, or
+// "Orders" quoted for a mixed-case name.
+func Table(name string) Option { return func(c *config) { c.table = name } }
+
+// PartitionBy names the key columns, as dedup.PartitionBy does: the table
+// needs a unique index on exactly these columns (the ON CONFLICT target).
+// A nil pointer column is NULL, and NULL keys are equal, as in dedup: a
+// nullable key column needs UNIQUE NULLS NOT DISTINCT (PostgreSQL 15).
+func PartitionBy(columns ...string) Option {
+	return func(c *config) {
+		if len(columns) == 0 {
+			c.errs = append(c.errs, errors.New("PartitionBy needs at least one column: the table's unique key"))
+		}
+		c.keys = columns
+	}
+}
+
+// Changelog names the row's kind column (a string "+I", "-U", "+U", "-D"
+// or a rowkind.Kind): +I and +U upsert the row, -U is skipped, -D deletes
+// the key. The column is not written to the table.
+func Changelog(kindColumn string) Option { return func(c *config) { c.kindCol = kindColumn } }
+
+// OutputKind is Changelog under the name of the dedup.KeepLast option that
+// writes the column, so both steps can name it alike.
+func OutputKind(column string) Option { return Changelog(column) }
+
+// Upsert makes every row (or every +I/+U row, with Changelog) replace its
+// key's row, as dedup.KeepLast's Upsert output wants. Without Upsert and
+// Changelog the sink is insert-only: a row whose key is in the table
+// changes nothing (ON CONFLICT DO NOTHING).
+func Upsert() Option { return func(c *config) { c.upsert = true } }
+
+// SequenceBy guards the write with column, as dedup.SequenceBy orders rows:
+// a row replaces its key's row only if its value is at least the stored
+// one, so a late retry of an older version never overwrites a newer one.
+// With OnTime too, rows compare by the sequence value, then the time.
+func SequenceBy(column string) Option { return func(c *config) { c.seqCol = column } }
+
+// OnTime guards the write with the event-time column (time.Time or int64
+// Unix milliseconds), as dedup.OnTime orders KeepLast's rows.
+func OnTime(column string) Option { return func(c *config) { c.timeCol = column } }
+
+// Tombstone names a boolean column of the table that marks a deleted key:
+// a -D row is written as a tombstone (the row, with this column true)
+// instead of being deleted, so that its ordering value stays and an older
+// row that arrives later cannot bring the key back. Required with an
+// ordering column and Changelog. Readers filter with WHERE NOT column.
+func Tombstone(column string) Option { return func(c *config) { c.tombstone = column } }
+
+// BatchSize is the number of input rows per transaction (default
+// DefaultBatchSize). A bundle is written in batches of at most this many
+// rows, the last one when the bundle ends.
+func BatchSize(n int) Option { return func(c *config) { c.batchSize = n } }
+
+// MaxConns bounds the connections of one worker process to the DSN
+// (default DefaultMaxConns), shared by the sink's instances there.
+func MaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+// Retries sets how often a batch is retried after a lost connection or a
+// transient error (serialization failure, deadlock, server shutting down),
+// and the first wait, doubled after each attempt up to 10 s (defaults
+// DefaultRetries and DefaultBackoff). Then the bundle fails.
+func Retries(n int, backoff time.Duration) Option {
+	return func(c *config) { c.retries, c.backoff = n, backoff }
+}
+
+// UID names the transform's scope, and the Transform field of its dead
+// letters (default "PostgresWrite").
+func UID(uid string) Option { return func(c *config) { c.uid = uid } }
+
+// SkipConstructionCheck turns off the table check at construction, for a
+// launcher that cannot reach the database. The check then runs only on
+// the workers, where a mismatch fails the first bundle with the same
+// message.
+func SkipConstructionCheck() Option { return func(c *config) { c.skipCheck = true } }
+
+func (c *config) name() string {
+	if c.uid != "" {
+		return c.uid
+	}
+	return "PostgresWrite"
+}
+
+// ordered reports whether writes are guarded by an ordering column.
+func (c *config) ordered() bool { return c.seqCol != "" || c.timeCol != "" }
+
+// insertOnly reports whether the sink only inserts.
+func (c *config) insertOnly() bool { return c.kindCol == "" && !c.upsert }
+
+// orderColumns are the guard's columns, compared in this order.
+func (c *config) orderColumns() []string {
+	var cols []string
+	if c.seqCol != "" {
+		cols = append(cols, c.seqCol)
+	}
+	if c.timeCol != "" {
+		cols = append(cols, c.timeCol)
+	}
+	return cols
+}
+
+// resolveDSN returns the DSN, read from the environment for DSNFromEnv.
+func (c *config) resolveDSN() (string, error) {
+	if c.dsnEnv != "" {
+		v := os.Getenv(c.dsnEnv)
+		if v == "" {
+			return "", fmt.Errorf("DSNFromEnv(%q): the environment variable is empty or unset", c.dsnEnv)
+		}
+		return v, nil
+	}
+	return c.dsn, nil
+}
+
+func (c *config) validate() error {
+	if len(c.errs) > 0 {
+		return c.errs[0]
+	}
+	switch {
+	case c.dsn == "" && c.dsnEnv == "":
+		return errors.New("no database: set DSN(dsn) or DSNFromEnv(name)")
+	case c.table == "":
+		return errors.New("no table: set Table(name)")
+	case len(c.keys) == 0:
+		return errors.New("no key: set PartitionBy(columns...) to the table's unique key (the ON CONFLICT target)")
+	case c.batchSize < 1:
+		return fmt.Errorf("BatchSize must be at least 1, got %d", c.batchSize)
+	case c.maxConns < 1:
+		return fmt.Errorf("MaxConns must be at least 1, got %d", c.maxConns)
+	case c.retries < 0 || c.backoff < 0:
+		return fmt.Errorf("Retries needs n >= 0 and backoff >= 0, got %d, %v", c.retries, c.backoff)
+	}
+	seen := map[string]bool{}
+	for _, k := range c.keys {
+		if seen[k] {
+			return fmt.Errorf("PartitionBy names column %q twice; list each key column once", k)
+		}
+		seen[k] = true
+	}
+	if c.seqCol != "" && c.seqCol == c.timeCol {
+		return fmt.Errorf("SequenceBy and OnTime name the same column %q; use one", c.seqCol)
+	}
+	if c.insertOnly() && c.ordered() {
+		return errors.New("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or Changelog(column), or drop the ordering")
+	}
+	if c.tombstone != "" && c.kindCol == "" {
+		return fmt.Errorf("Tombstone(%q) marks -D rows, which only a Changelog(column) input has", c.tombstone)
+	}
+	if c.ordered() && c.kindCol != "" && c.tombstone == "" {
+		return errors.New("a guarded changelog needs Tombstone(column): a -D must leave its key's ordering value in the table, or an older row retried after it brings the key back; add a boolean column (deleted boolean NOT NULL DEFAULT false) and name it with Tombstone")
+	}
+	for _, col := range []string{c.kindCol, c.tombstone} {
+		if col != "" && seen[col] {
+			return fmt.Errorf("column %q is a key column; the kind and tombstone columns cannot be", col)
+		}
+	}
+	for _, col := range c.orderColumns() {
+		if seen[col] || col == c.kindCol || col == c.tombstone {
+			return fmt.Errorf("ordering column %q is also a key, kind or tombstone column", col)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,568 @@
+package pgsink
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
+)
+
+// entry is one row of a batch: the last one of its key so far.
+type entry struct {
+	row any
+	v   reflect.Value
+	del bool   // a -D
+	ord []byte // ordering values (ordercoder), the first column's ending at split
+	cut int
+}
+
+// result is what a flushed batch did. in = written + skipped + deleted +
+// len(dead).
+type result struct {
+	in, written, skipped, deleted, retries int64
+	dead                                   []deadletter.DeadLetter
+}
+
+// stats is what one set of statements did.
+type stats struct {
+	written, skipped, deleted int64
+	dead                      []deadletter.DeadLetter
+}
+
+func (s *stats) add(o stats) {
+	s.written += o.written
+	s.skipped += o.skipped
+	s.deleted += o.deleted
+	s.dead = append(s.dead, o.dead...)
+}
+
+// writer writes batches of rows of one plan through a pool. It is used by
+// one DoFn instance, so by one goroutine at a time.
+type writer struct {
+	retrier
+	plan      *plan
+	pool      *pgxpool.Pool
+	dsn       string // the pool's, to release it
+	maxConns  int
+	uid       string
+	batchSize int64
+
+	cur    *batch // the batch rows are folded into
+	spare  *batch // a written batch, kept for reuse
+	keyBuf []byte
+	// sliceTypes caches reflect.SliceOf of each written column's type.
+	sliceTypes []reflect.Type
+}
+
+// batch is the rows added since the last write, folded per key.
+type batch struct {
+	entries []entry
+	index   map[string]int
+	in      int64 // rows added
+	skipped int64 // rows that will change nothing: -U rows, rows folded away
+	dead    []deadletter.DeadLetter
+}
+
+func newBatch() *batch { return &batch{index: map[string]int{}} }
+
+func (b *batch) reset() {
+	clear(b.index)
+	clear(b.entries) // drop the rows' references
+	b.entries, b.in, b.skipped, b.dead = b.entries[:0], 0, 0, nil
+}
+
+func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
+	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.name(), batchSize: int64(c.batchSize), cur: newBatch()}
+	for _, col := range p.cols {
+		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
+	}
+	return w
+}
+
+// close releases the pool.
+func (w *writer) close() { releasePool(w.dsn, w.maxConns) }
+
+// reset drops the rows added since the last write.
+func (w *writer) reset() { w.cur.reset() }
+
+// add folds row into the batch and reports whether the batch is full.
+func (w *writer) add(row any) bool {
+	w.fold(w.cur, row)
+	return w.cur.in >= w.batchSize
+}
+
+// fold adds row to b, where a key keeps one row, the one that decides the
+// key's state (insert-only: the first; otherwise the last by the ordering
+// columns, or by arrival without them).
+func (w *writer) fold(b *batch, row any) {
+	b.in++
+	p := w.plan
+	v := reflect.ValueOf(row)
+	e := entry{row: row, v: v}
+	if p.kind != nil {
+		k, err := p.kind.Kind(v)
+		if err != nil {
+			b.dead = append(b.dead, deadletter.New(w.uid, row, err.Error()))
+			return
+		}
+		if k == rowkind.UpdateBefore {
+			b.skipped++ // the +U that follows it replaces the row
+			return
+		}
+		e.del = k == rowkind.Delete
+	}
+	for i, f := range p.order {
+		var ok bool
+		if e.ord, ok = f.read(e.ord, v); !ok {
+			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("NULL ordering value in column %s", f.name)))
+			return
+		}
+		if i == 0 {
+			e.cut = len(e.ord)
+		}
+	}
+	w.keyBuf = p.keyEnc.Append(w.keyBuf[:0], v)
+	if i, ok := b.index[string(w.keyBuf)]; ok {
+		if w.replaces(&b.entries[i], &e) {
+			b.entries[i] = e
+		}
+		b.skipped++
+		return
+	}
+	b.index[string(w.keyBuf)] = len(b.entries)
+	b.entries = append(b.entries, e)
+}
+
+// replaces reports whether e replaces old in the batch: the same decision
+// the SQL guard makes between the table's row and an incoming one.
+func (w *writer) replaces(old, e *entry) bool {
+	switch {
+	case w.plan.insertOnly:
+		return false
+	case !w.plan.guarded:
+		return true
+	}
+	c := bytes.Compare(e.ord[:e.cut], old.ord[:old.cut])
+	if c == 0 {
+		c = bytes.Compare(e.ord[e.cut:], old.ord[old.cut:])
+	}
+	if c != 0 {
+		return c > 0
+	}
+	return e.del || !old.del
+}
+
+// flush writes the batch in one transaction, retrying it on a new
+// connection after a transient fault. The batch is kept on failure.
+func (w *writer) flush(ctx context.Context) (result, error) {
+	r, err := w.write(ctx, w.cur)
+	if err == nil {
+		w.cur.reset()
+	}
+	return r, err
+}
+
+// write writes b in one transaction, retrying it on a new connection after
+// a transient fault. It only reads the writer's plan and pool, so it may
+// run beside fold on another batch.
+func (w *writer) write(ctx context.Context, b *batch) (result, error) {
+	r := result{in: b.in, skipped: b.skipped}
+	if len(b.entries) > 0 {
+		var s stats
+		retries, err := w.retry(ctx, fmt.Sprintf("writing %d rows", len(b.entries)), func(ctx context.Context) error {
+			var err error
+			s, err = w.attempt(ctx, b.entries)
+			return err
+		})
+		r.retries = retries
+		if err != nil {
+			return r, err
+		}
+		r.written, r.deleted, r.skipped = s.written, s.deleted, r.skipped+s.skipped
+		r.dead = s.dead
+	}
+	r.dead = append(slices.Clip(b.dead), r.dead...)
+	return r, nil
+}
+
+// inflight is a batch being written in the background.
+type inflight struct {
+	b    *batch
+	done chan struct{}
+	r    result
+	err  error
+}
+
+// flushAsync starts writing the batch in the background, so that the next
+// batch is folded while the database works on this one, and returns it;
+// the caller waits for it before starting another.
+func (w *writer) flushAsync(ctx context.Context) *inflight {
+	f := &inflight{b: w.cur, done: make(chan struct{})}
+	if w.spare != nil {
+		w.cur, w.spare = w.spare, nil
+	} else {
+		w.cur = newBatch()
+	}
+	go func() {
+		defer close(f.done)
+		f.r, f.err = w.write(ctx, f.b)
+	}()
+	return f
+}
+
+// wait waits for f and keeps its batch for reuse.
+func (w *writer) wait(f *inflight) (result, error) {
+	<-f.done
+	f.b.reset()
+	w.spare = f.b
+	return f.r, f.err
+}
+
+// retrier retries work on a target after transient faults.
+type retrier struct {
+	target  target
+	retries int
+	backoff time.Duration
+}
+
+func newRetrier(t target, c *config) retrier {
+	return retrier{target: t, retries: c.retries, backoff: c.backoff}
+}
+
+// retry runs fn until it succeeds, fails with a fault that is not
+// transient, or has been retried w.retries times, waiting w.backoff, then
+// twice as long each time, up to maxBackoff.
+func (w retrier) retry(ctx context.Context, what string, fn func(context.Context) error) (retries int64, err error) {
+	start := time.Now()
+	wait := w.backoff
+	for attempt := 1; ; attempt++ {
+		err = fn(ctx)
+		if err == nil {
+			return retries, nil
+		}
+		if ctx.Err() != nil {
+			return retries, w.target.errorf("%s: %w (after %d attempts)", what, ctx.Err(), attempt)
+		}
+		var f *fault
+		if !errors.As(err, &f) || f.class != transientFault {
+			return retries, w.target.errorf("%s: %w", what, err)
+		}
+		if attempt > w.retries {
+			return retries, w.target.errorf("%s: connection lost or transient error %d times over %v, giving up (the runner retries the bundle, which rewrites nothing already written): %w",
+				what, attempt, time.Since(start).Round(time.Millisecond), err)
+		}
+		retries++
+		select {
+		case <-ctx.Done():
+			return retries, w.target.errorf("%s: %w", what, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxBackoff)
+	}
+}
+
+// attempt writes the batch on one connection: all of it in one
+// transaction, or, when the table refuses a row, again with the refused
+// rows found by halves under savepoints and dead-lettered.
+func (w *writer) attempt(ctx context.Context, es []entry) (stats, error) {
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return stats{}, classify(ctx, err, nil)
+	}
+	defer conn.Release()
+	plain := w.plan.insertOnly
+	s, err := w.run(ctx, conn.Conn(), es, plain, false)
+	if plain && isUniqueViolation(err) {
+		// A key of the batch is in the table already (a replay, a retried
+		// bundle): write the batch again with ON CONFLICT DO NOTHING.
+		s, err = w.run(ctx, conn.Conn(), es, false, false)
+	}
+	if f := classify(ctx, err, conn.Conn()); f == nil || f.class != rowFault {
+		return s, f.orNil()
+	}
+	s, err = w.run(ctx, conn.Conn(), es, false, true)
+	return s, classify(ctx, err, conn.Conn()).orNil()
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// run writes the batch in one transaction: with the plain INSERT (plain,
+// insert-only), or with the upsert, or row range by row range (bisect).
+func (w *writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (stats, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return stats{}, err
+	}
+	defer tx.Rollback(ctx) // after Commit: a no-op
+	var s stats
+	if bisect {
+		// A deferred constraint then fails its statement, not the commit.
+		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
+			return stats{}, err
+		}
+		err = w.bisect(ctx, tx, es, &s)
+	} else {
+		s, err = w.exec(ctx, tx, es, plain)
+	}
+	if err != nil {
+		return stats{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return stats{}, err
+	}
+	return s, nil
+}
+
+// bisect writes es under a savepoint; if the table refuses a row, it
+// rolls back to it and writes each half the same way, down to single rows,
+// which are dead-lettered with the database's message.
+func (w *writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) error {
+	if len(es) == 0 {
+		return nil
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	part, err := w.exec(ctx, sp, es, false)
+	if err == nil {
+		if err := sp.Commit(ctx); err != nil {
+			return err
+		}
+		s.add(part)
+		return nil
+	}
+	if f := classify(ctx, err, tx.Conn()); f.class != rowFault {
+		return f
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return err
+	}
+	if len(es) == 1 {
+		s.dead = append(s.dead, deadletter.New(w.uid, es[0].row, w.target.scrub(dbMessage(err))))
+		return nil
+	}
+	mid := len(es) / 2
+	if err := w.bisect(ctx, tx, es[:mid], s); err != nil {
+		return err
+	}
+	return w.bisect(ctx, tx, es[mid:], s)
+}
+
+// testHookAfterStatement, when set by a test, runs after each statement
+// of a batch, with the connection that ran it.
+var testHookAfterStatement func(ctx context.Context, conn *pgx.Conn)
+
+// exec runs the statements of es: one upsert (or insert) for the live rows
+// and tombstones, one delete per NULL pattern of the hard-deleted keys.
+// plain uses the plain INSERT of an insert-only plan.
+func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
+	var s stats
+	p := w.plan
+	hardDeletes := p.kind != nil && p.tombstone == ""
+	live := es
+	var dels []entry
+	if hardDeletes {
+		live = nil
+		for _, e := range es {
+			if e.del {
+				dels = append(dels, e)
+			} else {
+				live = append(live, e)
+			}
+		}
+	}
+	if len(live) > 0 {
+		args := w.arrays(live)
+		stmt := p.upsert
+		if plain {
+			stmt = p.insert
+		}
+		if p.upsertCounts {
+			if err := tx.QueryRow(ctx, p.upsert, args...).Scan(&s.written, &s.deleted); err != nil {
+				return stats{}, err
+			}
+		} else {
+			tag, err := tx.Exec(ctx, stmt, args...)
+			if err != nil {
+				return stats{}, err
+			}
+			s.written = tag.RowsAffected()
+		}
+		s.skipped = int64(len(live)) - s.written - s.deleted
+		if testHookAfterStatement != nil {
+			testHookAfterStatement(ctx, tx.Conn())
+		}
+	}
+	if len(dels) > 0 {
+		groups := map[uint64][]entry{}
+		for _, e := range dels {
+			m := w.nullMask(e)
+			groups[m] = append(groups[m], e)
+		}
+		for m, g := range groups {
+			tag, err := tx.Exec(ctx, p.deleteSQL(m), w.keyArrays(g, m)...)
+			if err != nil {
+				return stats{}, err
+			}
+			s.deleted += tag.RowsAffected()
+			s.skipped += int64(len(g)) - tag.RowsAffected()
+		}
+	}
+	return s, nil
+}
+
+// arrays are the statement's arguments: one slice per written column (of
+// the field's type, so pgx encodes it as an array of the column's type),
+// then the tombstone flags.
+func (w *writer) arrays(es []entry) []any {
+	p := w.plan
+	args := make([]any, 0, len(p.cols)+1)
+	for ci, c := range p.cols {
+		s := reflect.MakeSlice(w.sliceTypes[ci], len(es), len(es))
+		for i := range es {
+			s.Index(i).Set(es[i].v.Field(c.index))
+		}
+		args = append(args, s.Interface())
+	}
+	if p.tombstone != "" {
+		del := make([]bool, len(es))
+		for i := range es {
+			del[i] = es[i].del
+		}
+		args = append(args, del)
+	}
+	return args
+}
+
+// nullMask has bit i set when the i-th key column of e is NULL.
+func (w *writer) nullMask(e entry) uint64 {
+	var m uint64
+	for i, k := range w.plan.keys {
+		c := w.plan.cols[k]
+		if c.ptr && e.v.Field(c.index).IsNil() {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// keyArrays are the arguments of deleteSQL(mask): the non-NULL key
+// columns.
+func (w *writer) keyArrays(es []entry, mask uint64) []any {
+	var args []any
+	for i, k := range w.plan.keys {
+		if mask&(1<<i) != 0 {
+			continue
+		}
+		c := w.plan.cols[k]
+		s := reflect.MakeSlice(w.sliceTypes[k], len(es), len(es))
+		for j := range es {
+			s.Index(j).Set(es[j].v.Field(c.index))
+		}
+		args = append(args, s.Interface())
+	}
+	return args
+}
+
+// Fault classes.
+const (
+	rowFault       = iota // the table refuses a row: dead-letter it, write the rest
+	transientFault        // a lost connection or a transient server state: retry the batch
+	fatalFault            // anything else: fail the bundle
+)
+
+// fault is a classified error.
+type fault struct {
+	class int
+	err   error
+}
+
+func (f *fault) Error() string { return f.err.Error() }
+func (f *fault) Unwrap() error { return f.err }
+
+func (f *fault) orNil() error {
+	if f == nil {
+		return nil
+	}
+	return f
+}
+
+// classify sorts err (nil stays nil). conn is the connection it happened
+// on, nil when none was acquired.
+func classify(ctx context.Context, err error, conn *pgx.Conn) *fault {
+	if err == nil {
+		return nil
+	}
+	var f *fault
+	if errors.As(err, &f) {
+		return f
+	}
+	class := fatalFault
+	var pe *pgconn.PgError
+	switch {
+	case ctx.Err() != nil:
+	case errors.As(err, &pe):
+		class = sqlStateClass(pe.Code)
+	case conn == nil || conn.IsClosed() || isNetwork(err):
+		class = transientFault
+	default:
+		// pgx could not encode a value (an unsigned integer out of range,
+		// say): the row's fault, found by halves like the server's.
+		class = rowFault
+	}
+	return &fault{class: class, err: err}
+}
+
+func isNetwork(err error) bool {
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
+}
+
+// sqlStateClass sorts a server error by its SQLSTATE.
+func sqlStateClass(code string) int {
+	switch {
+	case strings.HasPrefix(code, "22"), // data exception: a value the column cannot take
+		strings.HasPrefix(code, "23"), // integrity constraint violation
+		code == "21000",               // one statement hits a key twice (keys equal in the table only)
+		code == "P0001":               // raised by a trigger
+		return rowFault
+	case strings.HasPrefix(code, "08"), // connection exception
+		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, cannot connect now
+		code == "40001", code == "40P01", // serialization failure, deadlock
+		code == "55P03",               // lock not available
+		strings.HasPrefix(code, "53"): // insufficient resources
+		return transientFault
+	}
+	return fatalFault
+}
+
+// dbMessage is the database's message for a refused row.
+func dbMessage(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		msg := pe.Message + " (SQLSTATE " + pe.Code + ")"
+		if pe.Detail != "" {
+			msg += ": " + pe.Detail
+		}
+		return msg
+	}
+	return err.Error()
+}
