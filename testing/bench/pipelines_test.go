@@ -76,22 +76,22 @@ const ttl = time.Hour
 // the value-state floor (a read and a write of a value state of bytes: four
 // requests per row), b0 the protocol's floor (a read, and an append of a
 // bool for a new key: two requests per new key, one per duplicate).
-var floorCase = pipelineCase{
-	name: "b_floor_stateful_identity",
-	build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
-		return beam.ParDo(s.Scope("Floor"), bench.NewFloorFn(), keyed)
-	},
-	out: allRows,
-}
+var (
+	floorCase         = floor("b_floor_stateful_identity", func() any { return bench.NewFloorFn() })
+	protocolFloorCase = floor("b0_protocol_floor", func() any { return bench.NewProtocolFloorFn() })
+)
 
-var protocolFloorCase = pipelineCase{
-	name: "b0_protocol_floor",
-	build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
-		return beam.ParDo(s.Scope("Floor"), bench.NewProtocolFloorFn(), keyed)
-	},
-	out: allRows,
+// floor is a floor case: rows keyed by their key column, then the stateful
+// DoFn newFn makes.
+func floor(name string, newFn func() any) pipelineCase {
+	return pipelineCase{
+		name: name,
+		build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
+			keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
+			return beam.ParDo(s.Scope("Floor"), newFn(), keyed)
+		},
+		out: allRows,
+	}
 }
 
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.

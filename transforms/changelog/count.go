@@ -14,6 +14,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
@@ -81,16 +82,8 @@ type Counters struct {
 // ReadCounters sums CountPerKey's counters in a pipeline result.
 func ReadCounters(pr beam.PipelineResult) Counters {
 	var c Counters
-	if pr == nil {
-		return c
-	}
-	fields := map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
-		DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero}
-	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if p := fields[r.Name()]; p != nil && r.Namespace() == Namespace {
-			*p += r.Result()
-		}
-	}
+	metricsum.Sum(pr, Namespace, map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
+		DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero})
 	return c
 }
 

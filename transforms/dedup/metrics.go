@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -136,18 +137,7 @@ func (c Counters) WithoutExpiry() Counters {
 // ReadCounters sums this package's counters from a pipeline result.
 func ReadCounters(pr beam.PipelineResult) Counters {
 	var c Counters
-	if pr == nil {
-		return c
-	}
-	fields := c.fields()
-	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if r.Namespace() != Namespace {
-			continue
-		}
-		if p := fields[r.Name()]; p != nil {
-			*p += r.Result()
-		}
-	}
+	metricsum.Sum(pr, Namespace, c.fields())
 	return c
 }
 

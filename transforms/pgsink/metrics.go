@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
 // Namespace is the Beam metrics namespace of the sink's counters.
@@ -35,28 +37,10 @@ func (c Counters) Unaccounted() int64 {
 // ReadCounters sums the sink's counters from a pipeline result.
 func ReadCounters(pr beam.PipelineResult) Counters {
 	var c Counters
-	if pr == nil {
-		return c
-	}
-	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if r.Namespace() != Namespace {
-			continue
-		}
-		switch r.Name() {
-		case MetricRowsIn:
-			c.RowsIn += r.Result()
-		case MetricWritten:
-			c.Written += r.Result()
-		case MetricSkipped:
-			c.Skipped += r.Result()
-		case MetricDeleted:
-			c.Deleted += r.Result()
-		case MetricDeadLettered:
-			c.DeadLettered += r.Result()
-		case MetricRetries:
-			c.Retries += r.Result()
-		}
-	}
+	metricsum.Sum(pr, Namespace, map[string]*int64{
+		MetricRowsIn: &c.RowsIn, MetricWritten: &c.Written, MetricSkipped: &c.Skipped,
+		MetricDeleted: &c.Deleted, MetricDeadLettered: &c.DeadLettered, MetricRetries: &c.Retries,
+	})
 	return c
 }
 
