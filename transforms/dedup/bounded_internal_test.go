@@ -6,14 +6,12 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/coders/ordercoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
@@ -129,39 +127,4 @@ func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	require.Len(t, want, 40)
 	assert.Equal(t, want, merged(true, 0), "flushed at the end of the bundle")
 	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
-}
-
-func TestSeqField_ReadsEachSupportedTypeAndRejectsOthers(t *testing.T) {
-	type row struct {
-		I   int32      `beam:"i"`
-		U   uint16     `beam:"u"`
-		F   float32    `beam:"f"`
-		S   string     `beam:"s"`
-		T   time.Time  `beam:"t"`
-		P   *int64     `beam:"p"`
-		Bad []byte     `beam:"bad"`
-		PT  *time.Time `beam:"pt"`
-	}
-	rt := reflect.TypeFor[row]()
-	v := reflect.ValueOf(row{I: -3, U: 7, F: -0.5, S: "ab", T: time.Unix(5, 6)})
-	for col, want := range map[string][]byte{
-		"i": ordercoder.Int(nil, -3), "u": ordercoder.Uint(nil, 7), "f": ordercoder.Float(nil, -0.5),
-		"s": ordercoder.String(nil, "ab"), "t": ordercoder.Time(nil, time.Unix(5, 6)),
-	} {
-		f, err := newSeqField(rt, col)
-		require.NoError(t, err, col)
-		got, reason := f.appendTo(nil, v)
-		assert.Empty(t, reason, col)
-		assert.Equal(t, want, got, col)
-	}
-	for _, col := range []string{"p", "pt"} {
-		f, err := newSeqField(rt, col)
-		require.NoError(t, err)
-		_, reason := f.appendTo(nil, v)
-		assert.Equal(t, "NULL sequence value", reason, "nil pointer %s", col)
-	}
-	_, err := newSeqField(rt, "bad")
-	assert.ErrorContains(t, err, "must be a signed or unsigned integer")
-	_, err = newSeqField(rt, "nope")
-	assert.ErrorContains(t, err, "nope")
 }

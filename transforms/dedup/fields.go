@@ -106,39 +106,15 @@ func (f kindField) kind(row reflect.Value) (rowkind.Kind, string) {
 func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row, k) }
 
 // seqField reads the SequenceBy column of a row as order-preserving bytes
-// (coders/ordercoder). The field index is resolved once, at construction.
-type seqField struct {
-	index int
-	ptr   bool
-	kind  reflect.Kind // Int64 (signed), Uint64, Float64, String, or Struct for time.Time
-}
+// (coders/ordercoder).
+type seqField struct{ col ordercoder.Column }
 
 func newSeqField(t reflect.Type, col string) (seqField, error) {
-	c, err := keycoder.Lookup(t, col)
+	c, err := ordercoder.NewColumn(t, col)
 	if err != nil {
 		return seqField{}, fmt.Errorf("SequenceBy: %w", err)
 	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
-	f := seqField{index: c.Index, ptr: ptr}
-	switch ft.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		f.kind = reflect.Int64
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		f.kind = reflect.Uint64
-	case reflect.Float32, reflect.Float64:
-		f.kind = reflect.Float64
-	case reflect.String:
-		f.kind = reflect.String
-	default:
-		if ft != timeType {
-			return seqField{}, fmt.Errorf("SequenceBy column %q has type %v; it must be a signed or unsigned integer, a float, a time.Time or a string (or a pointer to one)", col, c.Type)
-		}
-		f.kind = reflect.Struct
-	}
-	return f, nil
+	return seqField{c}, nil
 }
 
 // optionalSeqField is newSeqField for a column that may be unset ("").
@@ -153,22 +129,9 @@ const reasonNullSeq = "NULL sequence value"
 // appendTo appends the row's ordering value to dst, or returns a reason it
 // has none.
 func (f seqField) appendTo(dst []byte, row reflect.Value) ([]byte, string) {
-	v := row.Field(f.index)
-	if f.ptr {
-		if v.IsNil() {
-			return dst, reasonNullSeq
-		}
-		v = v.Elem()
+	dst, ok := f.col.Append(dst, row)
+	if !ok {
+		return dst, reasonNullSeq
 	}
-	switch f.kind {
-	case reflect.Int64:
-		return ordercoder.Int(dst, v.Int()), ""
-	case reflect.Uint64:
-		return ordercoder.Uint(dst, v.Uint()), ""
-	case reflect.Float64:
-		return ordercoder.Float(dst, v.Float()), ""
-	case reflect.String:
-		return ordercoder.String(dst, v.String()), ""
-	}
-	return ordercoder.Time(dst, v.Interface().(time.Time)), ""
+	return dst, ""
 }

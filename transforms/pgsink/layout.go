@@ -29,12 +29,11 @@ type rowColumn struct {
 	ptr   bool         // a pointer: nil is NULL
 }
 
-// orderField reads one ordering column as ordercoder bytes.
+// orderField reads one ordering column as ordercoder bytes; ok is false
+// for NULL.
 type orderField struct {
-	name   string
-	index  int
-	ptr    bool
-	encode func(dst []byte, v reflect.Value) []byte
+	name string
+	read func(dst []byte, row reflect.Value) (_ []byte, ok bool)
 }
 
 var timeType = reflect.TypeFor[time.Time]()
@@ -82,59 +81,46 @@ func newLayout(t reflect.Type, c *config) (*layout, error) {
 	return l, nil
 }
 
-// newOrderField resolves an ordering column. OnTime takes time.Time or
-// int64 Unix milliseconds; SequenceBy integers, floats, time.Time and
-// strings, as in dedup.
+// newOrderField resolves an ordering column: SequenceBy's as dedup reads it
+// (ordercoder.Column: integers, floats, time.Time and strings); OnTime's,
+// a time.Time or int64 Unix milliseconds, at the precision the table keeps.
 func newOrderField(t reflect.Type, name string, onTime bool) (orderField, error) {
-	opt := "SequenceBy"
-	if onTime {
-		opt = "OnTime"
+	if !onTime {
+		c, err := ordercoder.NewColumn(t, name)
+		if err != nil {
+			return orderField{}, fmt.Errorf("SequenceBy: %w", err)
+		}
+		return orderField{name: name, read: c.Append}, nil
 	}
 	c, err := keycoder.Lookup(t, name)
 	if err != nil {
-		return orderField{}, fmt.Errorf("%s: %w", opt, err)
+		return orderField{}, fmt.Errorf("OnTime: %w", err)
 	}
 	ft, ptr := c.Type, false
 	if ft.Kind() == reflect.Pointer {
 		ft, ptr = ft.Elem(), true
 	}
-	f := orderField{name: name, index: c.Index, ptr: ptr}
+	var encode func(dst []byte, v reflect.Value) []byte
 	switch {
 	case ft == timeType:
 		// The table keeps microseconds (pgx truncates to them): compare
 		// at that precision, as the guard in SQL does.
-		f.encode = func(dst []byte, v reflect.Value) []byte {
+		encode = func(dst []byte, v reflect.Value) []byte {
 			return ordercoder.Time(dst, v.Interface().(time.Time).Truncate(time.Microsecond))
 		}
-	case onTime && ft.Kind() == reflect.Int64:
-		f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
-	case onTime:
-		return orderField{}, fmt.Errorf("OnTime column %q has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
+	case ft.Kind() == reflect.Int64:
+		encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
 	default:
-		switch ft.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
-		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Uint(dst, v.Uint()) }
-		case reflect.Float32, reflect.Float64:
-			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Float(dst, v.Float()) }
-		case reflect.String:
-			f.encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.String(dst, v.String()) }
-		default:
-			return orderField{}, fmt.Errorf("SequenceBy column %q has type %v; it must be an integer, float, time.Time or string (or a pointer to one)", name, c.Type)
-		}
+		return orderField{}, fmt.Errorf("OnTime column %q has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
 	}
-	return f, nil
-}
-
-// read appends the ordering value of row, or reports a NULL.
-func (f orderField) read(dst []byte, row reflect.Value) ([]byte, bool) {
-	v := row.Field(f.index)
-	if f.ptr {
-		if v.IsNil() {
-			return dst, false
+	return orderField{name: name, read: func(dst []byte, row reflect.Value) ([]byte, bool) {
+		v := row.Field(c.Index)
+		if ptr {
+			if v.IsNil() {
+				return dst, false
+			}
+			v = v.Elem()
 		}
-		v = v.Elem()
-	}
-	return f.encode(dst, v), true
+		return encode(dst, v), true
+	}}, nil
 }
