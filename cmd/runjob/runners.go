@@ -9,9 +9,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 )
+
+// jobOptions are the job's options from the command line: the runner,
+// the stall limit, --graph, and for runner prism without --endpoint a
+// Prism job server in this process (LOOPBACK unless --environment_type
+// says otherwise). Beam's other flags reach the runner as they are.
+func jobOptions(o *options) (jobrun.Options, error) {
+	job := jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job"}
+	if o.graph != "" {
+		job.BeforeSubmit = func(p *beam.Pipeline) error {
+			if err := writeGraph(p, o.graph); err != nil {
+				return fmt.Errorf("writing --graph: %w", err)
+			}
+			return nil
+		}
+	}
+	if o.runner == "prism" && *jobopts.Endpoint == "" {
+		return localprism.Options(job)
+	}
+	return job, nil
+}
 
 // probeTimeout bounds the check that a job server is listening. Beam's
 // universal runner otherwise waits 2 minutes on a dead endpoint.
@@ -104,6 +128,13 @@ func envType() string {
 // (notes/beam-defects.md 9). Splits only rebalance work within Prism's
 // one process, so nothing is lost.
 const prismNoSplits = "prism_disable_sdf_split"
+
+// mayBePrism: runner prism, or a universal (portable) runner, whose job
+// server is often a standalone Prism. Other job servers ignore the
+// experiment.
+func mayBePrism(runner string) bool {
+	return runner == "prism" || runner == "universal" || runner == "portable"
+}
 
 // disablePrismSplits adds prismNoSplits to --experiments, keeping the
 // experiments given.

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"time"
-
-	"github.com/beamdedup/beamdedup/pipelines/streaming"
 )
 
 const examples = `Usage: runjob [flags]
@@ -86,25 +82,4 @@ func printFlag(w io.Writer, f *flag.Flag) {
 		def = fmt.Sprintf(" (default %s)", f.DefValue)
 	}
 	fmt.Fprintf(w, "%s\n      %s%s\n", line, strings.ReplaceAll(u, "\n", "\n      "), def)
-}
-
-// runStreaming runs the Pub/Sub streaming demo of pipelines/streaming: an
-// in-process Pub/Sub fake with duplicates, retries and lost acks.
-func runStreaming(ctx context.Context, o *options, stdout, stderr io.Writer) int {
-	cfg := streaming.DemoConfig{Keys: o.count, Seed: o.seed, Runner: o.runner, StateTTL: o.stateTTL, StallLimit: o.live.stallLimitConfig()}
-	if o.timeout > 0 {
-		cfg.Timeout = o.timeout
-	}
-	start := time.Now()
-	res, err := streaming.RunDemo(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "runjob: streaming demo on %s failed after %v: %s\n", o.runner, time.Since(start).Round(time.Millisecond), oneLine(err))
-		return 1
-	}
-	fmt.Fprintf(stdout, "pipeline            streaming on %s\n%s\n", runnerNote(o.runner), res)
-	if !res.OK() {
-		fmt.Fprintln(stderr, "runjob: the streaming demo did not emit exactly one message per order")
-		return 1
-	}
-	return 0
 }
