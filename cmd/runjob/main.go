@@ -37,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -181,13 +182,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// beam.Init sets up slog at this level. Prism logs every job step at
 	// info, which would bury the summary; a Dataflow dry run prints its
 	// translation at info.
+	verbose := o.verbose || flagValue("dry_run") == "true"
 	beamlog.LogLevel = "warn"
-	if o.verbose || flagValue("dry_run") == "true" {
+	if verbose {
 		beamlog.LogLevel = "info"
 	}
 	// In worker mode (--worker, set by a runner that starts this binary)
 	// this runs the SDK harness and exits.
 	beam.Init()
+	if !verbose {
+		// runjob says in one line why a job failed; the runner's and
+		// Prism's logs of it (--verbose shows them) would repeat it in
+		// many.
+		slog.SetDefault(slog.New(slog.DiscardHandler))
+	}
 
 	if err := checkOptions(o); err != nil {
 		return fail("%v", err)

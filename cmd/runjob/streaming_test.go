@@ -236,7 +236,7 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 		start func(t *testing.T) startFunc
 	}{
 		{"function, context cancelled", func(*testing.T) startFunc { return inProcess }},
-		{"binary, SIGINT", func(t *testing.T) startFunc { return asBinary(goBuild(t, ".", "runjob")) }},
+		{"binary, SIGINT", func(t *testing.T) startFunc { return asBinary(runjobBinary(t)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := tc.start(t)
@@ -245,7 +245,10 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	}
 }
 
-func streamUntilStopped(t *testing.T, server string, start startFunc) {
+// streamUntilStopped runs runjob (start) against a subscription of the
+// pstestserver process (server), with extra flags, checks the run and
+// stops it.
+func streamUntilStopped(t *testing.T, server string, start startFunc, extra ...string) {
 	addr := pstestServer(t, server, "--project=p", "--min_ack_deadline=1s", "--ack_deadline=10s",
 		"--topics=orders,orders-deduped,orders-dlq",
 		"--subscriptions=orders-sub:orders,deduped-sub:orders-deduped,dlq-sub:orders-dlq")
@@ -288,7 +291,8 @@ func streamUntilStopped(t *testing.T, server string, start startFunc) {
 	batch(0, 80)
 	publish(&pubsubpb.PubsubMessage{Data: []byte("not json")}, &pubsubpb.PubsubMessage{Data: []byte(`{"order_id": "broken`)})
 
-	names := []string{"--pipeline=streaming", "--output_topic=projects/p/topics/orders-deduped", "--dead_letter_topic=projects/p/topics/orders-dlq"}
+	names := append([]string{"--pipeline=streaming", "--output_topic=projects/p/topics/orders-deduped", "--dead_letter_topic=projects/p/topics/orders-dlq"}, extra...)
+	names = names[:len(names):len(names)]
 	t.Run("missing subscription fails before the job", func(t *testing.T) {
 		_, wait := start(t, append(names, "--subscription=projects/p/subscriptions/nope"))
 		code, _, stderr := wait(time.Minute)
