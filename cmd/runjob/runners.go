@@ -50,9 +50,11 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 	switch r {
 	case "", "prism", "prismrunner":
 		if *jobopts.Endpoint != "" { // a standalone Prism job server
-			return "prism", "", probe(ctx, "prism")
+			if err := probe(ctx, "prism"); err != nil {
+				return "", "", err
+			}
 		}
-		return "prism", "", nil
+		return "prism", "", probeWorkerPool(ctx)
 	case "direct", "directrunner":
 		// Beam Go's direct runner is deprecated and has neither state nor
 		// timers, which KeepFirst's streaming expansion needs.
@@ -65,7 +67,10 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 		if *jobopts.Endpoint == "" {
 			return "", "", fmt.Errorf("--runner=%s needs --endpoint=HOST:PORT of a running Beam job server%s", name, jobServerHint(name))
 		}
-		return name, "", probe(ctx, name)
+		if err := probe(ctx, name); err != nil {
+			return "", "", err
+		}
+		return name, "", probeWorkerPool(ctx)
 	case "dataflow", "dataflowrunner":
 		return "dataflow", "", nil
 	case "dot":
@@ -97,6 +102,26 @@ func probe(ctx context.Context, runner string) error {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--runner=%s: no job server at --endpoint=%s (%v)%s", runner, *jobopts.Endpoint, err, jobServerHint(runner))
+	}
+	return c.Close()
+}
+
+// probeWorkerPool dials the worker pool of an EXTERNAL environment: a job
+// server cannot start workers without it, and Prism v2.77.0 crashes
+// (notes/beam-defects.md, "Prism crashes when the worker pool is
+// unreachable").
+func probeWorkerPool(ctx context.Context) error {
+	if !strings.EqualFold(*jobopts.EnvironmentType, "external") {
+		return nil
+	}
+	addr := *jobopts.EnvironmentConfig
+	if addr == "" {
+		return fmt.Errorf("--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool (see docs/runners.md)")
+	}
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--environment_type=EXTERNAL: no worker pool at --environment_config=%s (%v); start one first (see docs/runners.md): a job server cannot start the SDK workers without it, and Prism v2.77.0 crashes", addr, err)
 	}
 	return c.Close()
 }
