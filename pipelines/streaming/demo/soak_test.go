@@ -49,7 +49,7 @@ var soakOrders = flag.Int("soak_orders", 50000, "orders of BenchmarkSoak")
 // exact duplicates, publisher retries, lost acks (so redeliveries) and
 // undecodable payloads, on Prism against the in-process fake:
 //
-//	go test ./pipelines/streaming -run='^$' -bench=Soak -benchtime=1x -timeout=30m
+//	go test ./pipelines/streaming/demo -run='^$' -bench=Soak -benchtime=1x -timeout=30m
 //
 // It fails when the job stalls (watchdog), when an input message stays
 // unacked, or when the output is not exactly one message per order.
