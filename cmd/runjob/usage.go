@@ -9,8 +9,9 @@ import (
 
 const examples = `Usage: runjob [flags]
 
-Runs a sample deduplication pipeline (dedup.KeepFirst) and prints a summary
-from the job's metrics.
+Runs a sample deduplication pipeline as a job and prints a summary from the
+job's metrics. A job that makes no progress for --stall_limit is cancelled
+with one line saying what did not happen.
 
 Examples:
   # generated orders, deduplicated by order_id on Prism in this process
@@ -23,6 +24,9 @@ Examples:
   # any Beam job server (a standalone Prism, Flink's, Spark's)
   go run ./cmd/runjob --runner=universal --endpoint=localhost:8073 --environment_type=LOOPBACK
   go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --environment_type=LOOPBACK --event_time_ttl=2h --state_ttl=0
+  # the workers in a worker pool, started from the staged runjob binary (docs/runners.md)
+  go build -o runjob ./cmd/runjob && ./runjob --runner=universal --endpoint=localhost:8073 \
+      --environment_type=EXTERNAL --environment_config=localhost:50000 --worker_binary=./runjob
   # Dataflow: translate offline, or submit
   go run ./cmd/runjob --runner=dataflow --dry_run --project=p --region=r --staging_location=gs://b/s
   go run ./cmd/runjob --runner=dataflow --project=p --region=us-central1 --staging_location=gs://b/staging \
