@@ -204,6 +204,11 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 
 func (j *Job) run(ctx context.Context, p *beam.Pipeline) {
 	j.pr, j.runErr = beam.Run(ctx, j.o.Runner, p)
+	if j.runErr != nil {
+		// The universal runner returns a result without metrics with some
+		// errors, and its Metrics then panics.
+		j.pr = nil
+	}
 	close(j.done)
 }
 
@@ -327,9 +332,10 @@ func (j *Job) Name() string { return j.o.Name }
 // Elapsed is the time since Start.
 func (j *Job) Elapsed() time.Duration { return time.Since(j.start) }
 
-// Wait waits for the job to end and returns its result. The error says
-// why it ended when it did not end by itself: a *Stall when the watchdog
-// cancelled it, Start's context's cause when that ended first.
+// Wait waits for the job to end and returns its result (nil when
+// beam.Run failed). The error says why it ended when it did not end by
+// itself: a *Stall when the watchdog cancelled it, Start's context's cause
+// when that ended first.
 func (j *Job) Wait() (beam.PipelineResult, error) {
 	<-j.done
 	j.stopWatch()
