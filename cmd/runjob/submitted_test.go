@@ -111,6 +111,7 @@ func TestRunSubmittedWithAWorkerPoolAsOnFlink(t *testing.T) {
 	bin := runjobBinary(t)
 	endpoint := jobservertest.Start(t)
 	pool := jobservertest.StartWorkerPool(t)
+	jobservertest.RemoveBootCopies(t, bin)
 	submit := submitted(bin, endpoint, "EXTERNAL", pool.Addr)
 
 	t.Run("orders", func(t *testing.T) {
@@ -142,7 +143,7 @@ func TestRunSubmittedWithAProcessEnvironmentOnPrism(t *testing.T) {
 	endpoint := jobservertest.Start(t)
 	boot, err := jobservertest.BootLoader()
 	require.NoError(t, err)
-	jobservertest.RemoveBootCopies(t)
+	jobservertest.RemoveBootCopies(t, bin)
 
 	t.Run("the boot loader alone", func(t *testing.T) {
 		name := "runjob-test-process-boot"
@@ -154,7 +155,7 @@ func TestRunSubmittedWithAProcessEnvironmentOnPrism(t *testing.T) {
 		assert.Empty(t, stdout)
 		line := oneLineOn(t, stderr)
 		assert.Contains(t, line, "runjob: orders pipeline on universal failed after")
-		assert.Contains(t, line, "orders job on universal stalled: no SDK worker finished or reported a bundle for 5s")
+		assert.Contains(t, line, "orders job on universal stalled: no SDK worker finished or reported a bundle for ")
 		assert.Contains(t, line, "Prism passes it the worker id in quotes")
 		assert.Equal(t, jobpb.JobState_CANCELLED, jobState(t, endpoint, name), "cancelled in the runner")
 	})
@@ -181,6 +182,7 @@ func TestRunFailsWithOneLineWhenTheWorkerPoolIsLostMidJob(t *testing.T) {
 	}
 	bin := runjobBinary(t)
 	endpoint := jobservertest.Start(t)
+	jobservertest.RemoveBootCopies(t, bin)
 	for _, tc := range []struct {
 		name string
 		lose func(*jobservertest.WorkerPool)
@@ -189,7 +191,7 @@ func TestRunFailsWithOneLineWhenTheWorkerPoolIsLostMidJob(t *testing.T) {
 		{"killed", (*jobservertest.WorkerPool).Kill,
 			[]string{"SDK worker disconnected", "orders job on universal stalled: no bundle finished"}},
 		{"hung", (*jobservertest.WorkerPool).Freeze,
-			[]string{"orders job on universal stalled: no bundle finished and no SDK worker reported progress for 10s"}},
+			[]string{"orders job on universal stalled: no bundle finished and no SDK worker reported progress for "}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := jobservertest.StartWorkerPool(t)

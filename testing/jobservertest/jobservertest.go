@@ -176,6 +176,9 @@ func Start(t testing.TB) string {
 	// environments outlive it otherwise (and hold its output open).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
+	// The boot loaders it starts write pipeline_options.json into their
+	// working directory.
+	cmd.Dir = t.TempDir()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("jobservertest: starting %s: %v", bin, err)
 	}

@@ -24,10 +24,9 @@ type WorkerPool struct {
 // StartWorkerPool builds (once) and starts a worker pool on a free port,
 // with the boot loader (BootLoader) as each worker's command, and returns
 // it once it listens. The pool, its boot loaders and their SDK workers
-// run in a process group of their own, killed when the test ends; the
-// worker binaries the boot loader copied meanwhile are removed
-// (RemoveBootCopies). env adds to the pool's environment, which its
-// workers inherit.
+// run in a process group of their own, in a temporary directory, killed
+// when the test ends. env adds to the pool's environment, which its
+// workers inherit. A test that submits jobs to it calls RemoveBootCopies.
 func StartWorkerPool(t testing.TB, env ...string) *WorkerPool {
 	t.Helper()
 	boot, err := BootLoader()
@@ -38,9 +37,9 @@ func StartWorkerPool(t testing.TB, env ...string) *WorkerPool {
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	RemoveBootCopies(t)
 	cmd := exec.Command(bin, "--boot="+boot, "--port=0")
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = t.TempDir() // the boot loaders write pipeline_options.json there
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = 5 * time.Second
 	stdout, err := cmd.StdoutPipe()
@@ -104,19 +103,29 @@ const (
 	bootStaged = "/tmp/staged"
 )
 
-// RemoveBootCopies removes, when the test ends, the copies of worker
-// binaries that boot loaders made meanwhile: the boot loader copies the
-// staged worker binary into a new /tmp/bin*/worker for every worker and
-// never removes it, so each submitted job of a test would leave hundreds
-// of megabytes behind (notes/beam-defects.md, "The boot loader leaves a
-// copy of the worker binary per worker"). It removes only directories
-// created after the call that hold nothing but a file called worker, and
-// staged artifacts written after the call.
-func RemoveBootCopies(t testing.TB) {
+// RemoveBootCopies removes, when the test ends, the copies of the worker
+// binaries that boot loaders made of them meanwhile: the boot loader
+// materializes the staged worker binary into /tmp/staged and copies it
+// into a new /tmp/bin*/worker for every worker, and removes neither, so
+// each submitted job of a test would leave hundreds of megabytes behind
+// (notes/beam-defects.md, "The boot loader's copies and workers outlive
+// their job"). Both directories are shared by every boot loader on the
+// machine, so it removes only copies of the given binaries: directories
+// created after the call holding nothing but a file called worker of a
+// given binary's size, and staged files named after a given binary.
+func RemoveBootCopies(t testing.TB, workerBinaries ...string) {
 	if runtime.GOOS != "linux" {
 		return
 	}
 	since := time.Now().Add(-time.Second)
+	sizes := map[int64]bool{}
+	var names []string
+	for _, b := range workerBinaries {
+		if fi, err := os.Stat(b); err == nil {
+			sizes[fi.Size()] = true
+			names = append(names, filepath.Base(b))
+		}
+	}
 	t.Cleanup(func() {
 		dirs, _ := filepath.Glob(filepath.Join(bootTmp, "bin*"))
 		for _, d := range dirs {
@@ -127,12 +136,17 @@ func RemoveBootCopies(t testing.TB) {
 			if err != nil || len(entries) != 1 || entries[0].Name() != "worker" {
 				continue
 			}
-			os.RemoveAll(d)
+			if fi, err := entries[0].Info(); err == nil && sizes[fi.Size()] {
+				os.RemoveAll(d)
+			}
 		}
 		staged, _ := os.ReadDir(bootStaged)
 		for _, e := range staged {
-			if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && !fi.ModTime().Before(since) {
-				os.Remove(filepath.Join(bootStaged, e.Name()))
+			for _, n := range names {
+				// The boot loader names a staged file "<n>-<binary name>".
+				if strings.HasSuffix(e.Name(), "-"+n) {
+					os.Remove(filepath.Join(bootStaged, e.Name()))
+				}
 			}
 		}
 	})
