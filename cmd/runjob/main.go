@@ -19,8 +19,15 @@
 //
 // Run it with --help for every flag. Beam's own flags (--runner,
 // --endpoint, --environment_type, --project, ...) are accepted as in any
-// Beam Go program. The binary also serves as its own Beam worker: runners
-// that start it with --worker get the SDK harness (beam.Init).
+// Beam Go program. Every pipeline takes one path: its flags are checked
+// against one table (flags.go), its construction is checked before
+// anything runs, and it runs as a job with pipelines/jobrun, which follows
+// it on the job server and cancels it when it stops making progress
+// (--stall_limit) or outlives --timeout.
+//
+// The binary also serves as its own Beam worker: runners that start it
+// with --worker (the boot loader of a worker pool, or a PROCESS or DOCKER
+// environment, given --worker_binary) get the SDK harness (beam.Init).
 package main
 
 import (
@@ -30,9 +37,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -48,10 +57,9 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/spark"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
-	"github.com/beamdedup/beamdedup/pipelines/cdc"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/pipelines/userevents"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -83,6 +91,7 @@ type options struct {
 	stateful     bool
 	graph        string
 	timeout      time.Duration
+	stallLimit   time.Duration
 	verbose      bool
 	set          map[string]bool // flags given on the command line
 	runner       string          // resolved runner
@@ -90,8 +99,6 @@ type options struct {
 	distinctRows int             // distinct order_ids of generated input; 0 if unknown
 	live         liveOptions     // --pipeline=streaming against a subscription
 }
-
-var pipelineNames = []string{"orders", "userevents", "cdc", "streaming", "orderstatus"}
 
 // newFlagSet defines runjob's flags on a new FlagSet and shares Beam's
 // global flags (flag.CommandLine) into it, so that parsing sets Beam's
@@ -115,7 +122,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.uid, "uid", "", "UID of the KeepFirst step; default: orders-dedup, user-events-dedup, cdc-dedup")
 	fs.BoolVar(&o.stateful, "force_stateful", false, "use KeepFirst's stateful (streaming) expansion on a file too, as an unbounded source would")
 	fs.StringVar(&o.graph, "graph", "", "write the pipeline graph in DOT to this file before running")
-	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long; 0 = never")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long (cancel it, exit 1); 0 = never. With --subscription: stop it then (drain, exit 0), only when given")
+	fs.DurationVar(&o.stallLimit, "stall_limit", jobrun.DefaultStallLimit, "when the job makes no progress this long (no SDK worker reports, no bundle finishes; with --subscription: a step holds work and finishes none), cancel it and exit 1 saying what did not happen; 0 = the default, negative = no watchdog")
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
 	addLiveFlags(fs, &o.live)
 	flag.CommandLine.VisitAll(func(f *flag.Flag) {
@@ -149,6 +157,8 @@ func parseOptions(args []string) (*options, *flag.FlagSet, error) {
 	return o, fs, nil
 }
 
+// run is runjob: every pipeline takes this one path, from the command
+// line to the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "runjob: "+format+"\n", a...)
@@ -172,13 +182,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// beam.Init sets up slog at this level. Prism logs every job step at
 	// info, which would bury the summary; a Dataflow dry run prints its
 	// translation at info.
+	verbose := o.verbose || flagValue("dry_run") == "true"
 	beamlog.LogLevel = "warn"
-	if o.verbose || flagValue("dry_run") == "true" {
+	if verbose {
 		beamlog.LogLevel = "info"
 	}
 	// In worker mode (--worker, set by a runner that starts this binary)
 	// this runs the SDK harness and exits.
 	beam.Init()
+	if !verbose {
+		// runjob says in one line why a job failed; the runner's and
+		// Prism's logs of it (--verbose shows them) would repeat it in
+		// many.
+		slog.SetDefault(slog.New(slog.DiscardHandler))
+	}
 
 	if err := checkOptions(o); err != nil {
 		return fail("%v", err)
@@ -191,57 +208,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
-	if runner == "prism" {
+	pl := pipelineOf(o)
+	if err := pl.checkRunner(o); err != nil {
+		return fail("%v", err)
+	}
+	if mayBePrism(runner) {
 		disablePrismSplits()
 	}
-	if o.live.on(o) { // runs until stopped; --timeout, when given, stops it
-		return runLive(ctx, o, stdout, stderr)
+	job, err := jobOptions(o)
+	if err != nil {
+		return fail("%v", err)
 	}
-	if o.timeout > 0 {
+	if pl.prepare != nil {
+		if err := pl.prepare(o); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if pl.build != nil { // construction errors are the command line's
+		_, s := beam.NewPipelineWithRoot()
+		if err := pl.build(s, o); err != nil {
+			return fail("%s (see --help)", oneLine(err))
+		}
+	}
+	// A live run goes on until stopped: --timeout, only when given, is
+	// its stop (a drain), not a failure.
+	if o.timeout > 0 && (!pl.untilStopped || o.set["timeout"]) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	if o.pipeline == "streaming" {
-		return runStreaming(ctx, o, stdout, stderr)
-	}
-	if o.pipeline == "orderstatus" {
-		return runOrderStatus(ctx, o, stdout, stderr)
-	}
-	if err := prepareFiles(o); err != nil {
-		return fail("%v", err)
-	}
-	p, s := beam.NewPipelineWithRoot()
-	if err := build(s, o); err != nil {
-		return fail("%v", err)
-	}
-	if o.graph != "" {
-		if err := writeGraph(p, o.graph); err != nil {
-			return fail("writing --graph: %v", err)
-		}
-	}
 	start := time.Now()
-	pr, err := beam.Run(ctx, o.runner, p)
+	report, err := pl.run(ctx, o, job, stderr)
 	wall := time.Since(start)
 	if err != nil {
 		reason := oneLine(err)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !pl.untilStopped {
 			reason += fmt.Sprintf(" (gave up: %v, --timeout=%v)", context.Cause(ctx), o.timeout)
 		}
-		fail("%s pipeline on %s failed after %v: %s", o.pipeline, o.runner, wall.Round(time.Millisecond), reason)
+		fmt.Fprintf(stderr, "runjob: %s failed after %v: %s\n", pl.describe(o), wall.Round(time.Millisecond), reason)
 		return 1
 	}
-	summarize(stdout, o, pr, wall)
-	return 0
+	return report(stdout, stderr, wall)
 }
 
-// checkOptions rejects values that are wrong whatever the runner.
+// checkOptions rejects values that are wrong whatever the runner, and
+// flags that do not apply to the pipeline (flagsApply).
 func checkOptions(o *options) error {
-	known := false
-	for _, n := range pipelineNames {
-		known = known || o.pipeline == n
-	}
-	if !known {
+	if _, ok := pipelines[o.pipeline]; !ok {
 		return fmt.Errorf("--pipeline=%q: want one of %s", o.pipeline, strings.Join(pipelineNames, ", "))
 	}
 	if o.count <= 0 {
@@ -250,13 +263,11 @@ func checkOptions(o *options) error {
 	if o.stateTTL < 0 || o.eventTTL < 0 {
 		return fmt.Errorf("--state_ttl and --event_time_ttl must be >= 0 (0 disables), got %v and %v", o.stateTTL, o.eventTTL)
 	}
+	if err := flagsApply(o); err != nil {
+		return err
+	}
 	if o.pipeline == "streaming" {
 		return checkStreaming(o)
-	}
-	for _, f := range append(liveFlags, "stall_limit") {
-		if o.set[f] {
-			return fmt.Errorf("--%s applies to --pipeline=streaming only", f)
-		}
 	}
 	return nil
 }
@@ -344,23 +355,6 @@ func prepareFiles(o *options) error {
 
 func isLocal(path string) bool { return !strings.Contains(path, "://") }
 
-func build(s beam.Scope, o *options) error {
-	opts := dedupOptions(o)
-	var err error
-	switch o.pipeline {
-	case "orders":
-		_, err = orders.Build(s, orders.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
-	case "userevents":
-		_, err = userevents.Build(s, userevents.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
-	case "cdc":
-		_, err = cdc.Build(s, cdc.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: opts})
-	}
-	if err != nil {
-		return fmt.Errorf("%s (see --help)", oneLine(err))
-	}
-	return nil
-}
-
 func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) {
 	fmt.Fprintf(w, "pipeline            %s on %s\n", o.pipeline, runnerNote(o.runner))
 	fmt.Fprintf(w, "input               %s", o.input)
@@ -400,14 +394,31 @@ func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Durati
 }
 
 // oneLine keeps the first line of an error: Beam's errors carry stacks of
-// context lines.
+// context lines. When the first line ends in a colon ("job job-006
+// failed:" from the universal runner), the reason is the job server's
+// message below it, whose last line is the innermost cause (Prism's
+// message lists the job's key and name first, in terminal colours).
 func oneLine(err error) string {
-	s := strings.TrimSpace(err.Error())
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = strings.TrimSpace(s[:i])
+	var lines []string
+	for l := range strings.SplitSeq(ansiColour.ReplaceAllString(err.Error(), ""), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	s := lines[0]
+	if strings.HasSuffix(s, ":") && len(lines) > 1 {
+		s += " " + causeNumber.ReplaceAllString(lines[len(lines)-1], "")
 	}
 	return s
 }
+
+var (
+	ansiColour  = regexp.MustCompile("\x1b\\[[0-9;]*m")
+	causeNumber = regexp.MustCompile(`^[0-9]+: `)
+)
 
 // flagValue returns the value of one of Beam's flags.
 func flagValue(name string) string {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -168,6 +169,32 @@ func TestRunPortableRunnersFailFastWithoutJobServer(t *testing.T) {
 			assert.NotEqual(t, 0, code)
 			assert.Contains(t, stderr, tc.want)
 			assert.Less(t, time.Since(start), 10*time.Second)
+		})
+	}
+}
+
+// An EXTERNAL environment without its worker pool fails before the job is
+// submitted: the job server could start no worker (and Prism crashes).
+func TestRunRefusesAnExternalEnvironmentWithoutItsWorkerPool(t *testing.T) {
+	jobServer, err := net.Listen("tcp", "127.0.0.1:0") // the probe only dials
+	require.NoError(t, err)
+	defer jobServer.Close()
+	port, err := jobservertest.FreePort()
+	require.NoError(t, err)
+	dead := "localhost:" + strconv.Itoa(port)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no pool address", []string{"--environment_type=EXTERNAL"}, "--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool"},
+		{"no pool there", []string{"--environment_type=external", "--environment_config=" + dead}, "no worker pool at --environment_config=" + dead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runJob(t, append([]string{"--runner=universal", "--endpoint=" + jobServer.Addr().String(), "--count=10"}, tc.args...)...)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, stdout)
+			assert.Contains(t, stderr, tc.want)
 		})
 	}
 }

@@ -14,43 +14,64 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
-// runOrderStatus runs the keep-last sample (pipelines/orderstatus) on
+// orderStatusRun runs the keep-last sample (pipelines/orderstatus) on
 // generated order events, or --input, with the stateful expansions a
 // stream gets, and prints the changelog's counts, the count per status and
 // the naive count per status side by side. Every number is read from the
 // job's metrics and output files.
-func runOrderStatus(ctx context.Context, o *options, stdout, stderr io.Writer) int {
-	if err := prepareFiles(o); err != nil {
-		fmt.Fprintf(stderr, "runjob: %v\n", err)
-		return 2
-	}
-	base := strings.TrimSuffix(o.output, ".jsonl")
-	naive, changes := base+".naive.jsonl", base+".changes.jsonl"
-	for _, p := range []string{naive, changes} {
-		if isLocal(p) {
-			os.Remove(p)
+var orderStatusRun = pipelineRun{
+	prepare: func(o *options) error {
+		if err := prepareFiles(o); err != nil {
+			return err
 		}
-	}
-	p, s := beam.NewPipelineWithRoot()
+		naive, changes := orderStatusFiles(o)
+		for _, p := range []string{naive, changes} {
+			if isLocal(p) {
+				os.Remove(p)
+			}
+		}
+		return nil
+	},
+	build:    buildOrderStatus,
+	describe: pipelineOn,
+	run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
+		p, s := beam.NewPipelineWithRoot()
+		if err := buildOrderStatus(s, o); err != nil {
+			return nil, err
+		}
+		pr, err := jobrun.Run(ctx, p, job)
+		if err != nil {
+			return nil, err
+		}
+		return func(stdout, stderr io.Writer, wall time.Duration) int {
+			return summarizeOrderStatus(stdout, stderr, o, pr, wall)
+		}, nil
+	},
+}
+
+// orderStatusFiles are the naive count's and the changelog's files, next
+// to the output.
+func orderStatusFiles(o *options) (naive, changes string) {
+	base := strings.TrimSuffix(o.output, ".jsonl")
+	return base + ".naive.jsonl", base + ".changes.jsonl"
+}
+
+func buildOrderStatus(s beam.Scope, o *options) error {
+	naive, changes := orderStatusFiles(o)
 	_, err := orderstatus.Build(s, orderstatus.Config{Input: o.input, Output: o.output, Errors: o.errors,
 		Naive: naive, Changes: changes, Stateful: true, Dedup: dedupOptions(o)})
-	if err != nil {
-		fmt.Fprintf(stderr, "runjob: %s (see --help)\n", oneLine(err))
-		return 2
-	}
-	start := time.Now()
-	pr, err := beam.Run(ctx, o.runner, p)
-	wall := time.Since(start)
-	if err != nil {
-		fmt.Fprintf(stderr, "runjob: orderstatus pipeline on %s failed after %v: %s\n", o.runner, wall.Round(time.Millisecond), oneLine(err))
-		return 1
-	}
+	return err
+}
+
+func summarizeOrderStatus(stdout, stderr io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) int {
+	naive, changes := orderStatusFiles(o)
 	fmt.Fprintf(stdout, "pipeline            orderstatus on %s\n", runnerNote(o.runner))
 	fmt.Fprintf(stdout, "input               %s (%s)\n", o.input, o.inputNote)
 	if pr == nil || !isLocal(o.output) {

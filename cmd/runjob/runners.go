@@ -9,9 +9,33 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 )
+
+// jobOptions are the job's options from the command line: the runner,
+// the stall limit, --graph, and for runner prism without --endpoint a
+// Prism job server in this process (LOOPBACK unless --environment_type
+// says otherwise). Beam's other flags reach the runner as they are.
+func jobOptions(o *options) (jobrun.Options, error) {
+	job := jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job"}
+	if o.graph != "" {
+		job.BeforeSubmit = func(p *beam.Pipeline) error {
+			if err := writeGraph(p, o.graph); err != nil {
+				return fmt.Errorf("writing --graph: %w", err)
+			}
+			return nil
+		}
+	}
+	if o.runner == "prism" && *jobopts.Endpoint == "" {
+		return localprism.Options(job)
+	}
+	return job, nil
+}
 
 // probeTimeout bounds the check that a job server is listening. Beam's
 // universal runner otherwise waits 2 minutes on a dead endpoint.
@@ -26,9 +50,11 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 	switch r {
 	case "", "prism", "prismrunner":
 		if *jobopts.Endpoint != "" { // a standalone Prism job server
-			return "prism", "", probe(ctx, "prism")
+			if err := probe(ctx, "prism"); err != nil {
+				return "", "", err
+			}
 		}
-		return "prism", "", nil
+		return "prism", "", probeWorkerPool(ctx)
 	case "direct", "directrunner":
 		// Beam Go's direct runner is deprecated and has neither state nor
 		// timers, which KeepFirst's streaming expansion needs.
@@ -41,7 +67,10 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 		if *jobopts.Endpoint == "" {
 			return "", "", fmt.Errorf("--runner=%s needs --endpoint=HOST:PORT of a running Beam job server%s", name, jobServerHint(name))
 		}
-		return name, "", probe(ctx, name)
+		if err := probe(ctx, name); err != nil {
+			return "", "", err
+		}
+		return name, "", probeWorkerPool(ctx)
 	case "dataflow", "dataflowrunner":
 		return "dataflow", "", nil
 	case "dot":
@@ -77,6 +106,26 @@ func probe(ctx context.Context, runner string) error {
 	return c.Close()
 }
 
+// probeWorkerPool dials the worker pool of an EXTERNAL environment: a job
+// server cannot start workers without it, and Prism v2.77.0 crashes
+// (notes/beam-defects.md, "Prism crashes when the worker pool is
+// unreachable").
+func probeWorkerPool(ctx context.Context) error {
+	if !strings.EqualFold(*jobopts.EnvironmentType, "external") {
+		return nil
+	}
+	addr := *jobopts.EnvironmentConfig
+	if addr == "" {
+		return fmt.Errorf("--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool (see docs/runners.md)")
+	}
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--environment_type=EXTERNAL: no worker pool at --environment_config=%s (%v); start one first (see docs/runners.md): a job server cannot start the SDK workers without it, and Prism v2.77.0 crashes", addr, err)
+	}
+	return c.Close()
+}
+
 // runnerNote describes the runner for the summary.
 func runnerNote(runner string) string {
 	switch {
@@ -104,6 +153,13 @@ func envType() string {
 // (notes/beam-defects.md 9). Splits only rebalance work within Prism's
 // one process, so nothing is lost.
 const prismNoSplits = "prism_disable_sdf_split"
+
+// mayBePrism: runner prism, or a universal (portable) runner, whose job
+// server is often a standalone Prism. Other job servers ignore the
+// experiment.
+func mayBePrism(runner string) bool {
+	return runner == "prism" || runner == "universal" || runner == "portable"
+}
 
 // disablePrismSplits adds prismNoSplits to --experiments, keeping the
 // experiments given.

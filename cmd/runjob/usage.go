@@ -1,20 +1,17 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
-	"time"
-
-	"github.com/beamdedup/beamdedup/pipelines/streaming"
 )
 
 const examples = `Usage: runjob [flags]
 
-Runs a sample deduplication pipeline (dedup.KeepFirst) and prints a summary
-from the job's metrics.
+Runs a sample deduplication pipeline as a job and prints a summary from the
+job's metrics. A job that makes no progress for --stall_limit is cancelled
+with one line saying what did not happen.
 
 Examples:
   # generated orders, deduplicated by order_id on Prism in this process
@@ -27,6 +24,9 @@ Examples:
   # any Beam job server (a standalone Prism, Flink's, Spark's)
   go run ./cmd/runjob --runner=universal --endpoint=localhost:8073 --environment_type=LOOPBACK
   go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --environment_type=LOOPBACK --event_time_ttl=2h --state_ttl=0
+  # the workers in a worker pool, started from the staged runjob binary (docs/runners.md)
+  go build -o runjob ./cmd/runjob && ./runjob --runner=universal --endpoint=localhost:8073 \
+      --environment_type=EXTERNAL --environment_config=localhost:50000 --worker_binary=./runjob
   # Dataflow: translate offline, or submit
   go run ./cmd/runjob --runner=dataflow --dry_run --project=p --region=r --staging_location=gs://b/s
   go run ./cmd/runjob --runner=dataflow --project=p --region=us-central1 --staging_location=gs://b/staging \
@@ -86,25 +86,4 @@ func printFlag(w io.Writer, f *flag.Flag) {
 		def = fmt.Sprintf(" (default %s)", f.DefValue)
 	}
 	fmt.Fprintf(w, "%s\n      %s%s\n", line, strings.ReplaceAll(u, "\n", "\n      "), def)
-}
-
-// runStreaming runs the Pub/Sub streaming demo of pipelines/streaming: an
-// in-process Pub/Sub fake with duplicates, retries and lost acks.
-func runStreaming(ctx context.Context, o *options, stdout, stderr io.Writer) int {
-	cfg := streaming.DemoConfig{Keys: o.count, Seed: o.seed, Runner: o.runner, StateTTL: o.stateTTL, StallLimit: o.live.stallLimitConfig()}
-	if o.timeout > 0 {
-		cfg.Timeout = o.timeout
-	}
-	start := time.Now()
-	res, err := streaming.RunDemo(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "runjob: streaming demo on %s failed after %v: %s\n", o.runner, time.Since(start).Round(time.Millisecond), oneLine(err))
-		return 1
-	}
-	fmt.Fprintf(stdout, "pipeline            streaming on %s\n%s\n", runnerNote(o.runner), res)
-	if !res.OK() {
-		fmt.Fprintln(stderr, "runjob: the streaming demo did not emit exactly one message per order")
-		return 1
-	}
-	return 0
 }

@@ -158,11 +158,16 @@ type Result struct {
 // Build adds the change-log pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
 	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID(UID)}, cfg.Dedup...)
-	rows, out, dead, err := pipeline.Build(s.Scope("CDC"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[Change](), stampRows, opts)
+	r, err := pipeline.Build(s.Scope("CDC"), pipeline.Spec{
+		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
+		Row:     reflect.TypeFor[Change](),
+		Prepare: stampRows,
+		Step:    pipeline.KeepFirst(opts...),
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("cdc: %w", err)
 	}
-	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
+	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
 }
 
 // stampRows applies stamp to the parsed changes, before KeepFirst.

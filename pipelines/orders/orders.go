@@ -75,9 +75,13 @@ type Result struct {
 // Build adds the orders pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
 	opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID)}, cfg.Dedup...)
-	rows, out, dead, err := pipeline.Build(s.Scope("Orders"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[Order](), nil, opts)
+	r, err := pipeline.Build(s.Scope("Orders"), pipeline.Spec{
+		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
+		Row:  reflect.TypeFor[Order](),
+		Step: pipeline.KeepFirst(opts...),
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("orders: %w", err)
 	}
-	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
+	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
 }

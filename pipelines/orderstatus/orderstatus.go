@@ -106,48 +106,47 @@ func Build(s beam.Scope, cfg Config) (Result, error) {
 }
 
 func build(s beam.Scope, cfg Config) (Result, error) {
-	var r Result
-	if cfg.Input == "" {
-		return r, errors.New("Input is required")
-	}
-	events, bad, err := jsonl.Read(s, cfg.Input, reflect.TypeFor[Event]())
-	if err != nil {
-		return r, fmt.Errorf("input: %w", err)
-	}
-	opts := cfg.Dedup
+	opts := slices.Concat([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"), dedup.UID(UID)}, cfg.Dedup)
 	var countOpts []changelog.Option
 	if cfg.Stateful {
-		// A new slice: appending to cfg.Dedup could write into its spare
-		// capacity, which the caller owns.
-		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, cfg.Dedup, []dedup.Option{dedup.ForceStateful()})
+		// A file is one bundle, which KeepLast's mini-batch fold would
+		// collapse to the final rows; the options given come after.
+		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{dedup.ForceStateful()})
 		countOpts = append(countOpts, changelog.ForceStateful())
 	}
 	countOpts = append(countOpts, changelog.KindColumn("op"), changelog.GroupBy("status"))
-	changes, rejected, err := keepLast(s, events, opts)
+
+	var r Result
+	// The step: keep-last, then the count per status from its changelog
+	// and the naive count of every event beside it.
+	step := func(s beam.Scope, events beam.PCollection) (beam.PCollection, beam.PCollection, error) {
+		changes, rejected, err := pipeline.KeepLast(opts...)(s, events)
+		if err != nil {
+			return beam.PCollection{}, beam.PCollection{}, err
+		}
+		counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
+		if err != nil {
+			return beam.PCollection{}, beam.PCollection{}, err
+		}
+		// The naive count: every event an insert, nothing deduplicated.
+		inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
+		naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
+		if err != nil {
+			return beam.PCollection{}, beam.PCollection{}, err
+		}
+		r.Changes, r.Counts = changes, counts
+		r.Final = changelog.Latest(s.Scope("Final"), counts)
+		r.Naive = changelog.Latest(s.Scope("Naive"), naiveCounts)
+		return r.Final, beam.Flatten(s, rejected, badCounts, badNaive), nil
+	}
+	body, err := pipeline.Build(s, pipeline.Spec{
+		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
+		Row: reflect.TypeFor[Event](), Step: step,
+	})
 	if err != nil {
-		return r, err
+		return Result{}, err
 	}
-	counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
-	if err != nil {
-		return r, err
-	}
-	// The naive count: every event an insert, nothing deduplicated.
-	inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
-	naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
-	if err != nil {
-		return r, err
-	}
-	r = Result{
-		Events:      events,
-		Changes:     changes,
-		Counts:      counts,
-		Final:       changelog.Latest(s.Scope("Final"), counts),
-		Naive:       changelog.Latest(s.Scope("Naive"), naiveCounts),
-		DeadLetters: beam.Flatten(s, bad, jsonl.FromDeadLetters(s, beam.Flatten(s, rejected, badCounts, badNaive))),
-	}
-	if err := pipeline.WriteOutputs(s, cfg.Output, cfg.Errors, r.Final, r.DeadLetters); err != nil {
-		return r, fmt.Errorf("output: %w", err)
-	}
+	r.Events, r.DeadLetters = body.Rows, body.DeadLetters
 	for _, o := range []struct {
 		path string
 		col  beam.PCollection

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -91,7 +93,7 @@ func benchSetup(b *testing.B) (*pubsubtest.Server, string) {
 func runBench(b *testing.B, p *beam.Pipeline) beam.PipelineResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pr, err := beam.Run(ctx, testRunner(), p)
+	pr, err := jobrun.Run(ctx, p, pipelinetest.Job(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func BenchmarkReadDedupPublish(b *testing.B) {
 		srv, sub := benchSetup(b)
 		publishOrders(srv, "in", *benchN, 0)
 		p, s := beam.NewPipelineWithRoot()
-		if _, err := Build(s, Config{Subscription: sub, OutputTopic: srv.TopicName("out"), Endpoint: srv.Addr, StateTTL: -1, Read: benchRead}); err != nil {
+		if _, err := Build(s, Config{Subscription: sub, OutputTopic: srv.TopicName("out"), Endpoint: srv.Addr, Dedup: []dedup.Option{dedup.StateTTL(0)}, Read: benchRead}); err != nil {
 			b.Fatal(err)
 		}
 		runBench(b, p)
@@ -172,7 +174,7 @@ func BenchmarkReadDedupPublish(b *testing.B) {
 		// Latency at a steady rate.
 		srv2, sub2 := benchSetup(b)
 		p2, s2 := beam.NewPipelineWithRoot()
-		if _, err := Build(s2, Config{Subscription: sub2, OutputTopic: srv2.TopicName("out"), Endpoint: srv2.Addr, StateTTL: -1,
+		if _, err := Build(s2, Config{Subscription: sub2, OutputTopic: srv2.TopicName("out"), Endpoint: srv2.Addr, Dedup: []dedup.Option{dedup.StateTTL(0)},
 			Read: []pubsubio.ReadOption{pubsubio.IdleStop(2 * time.Second), pubsubio.MaxBundleDuration(200 * time.Millisecond)}}); err != nil {
 			b.Fatal(err)
 		}

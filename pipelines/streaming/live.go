@@ -8,9 +8,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
@@ -84,22 +83,27 @@ type LiveResult struct {
 	Cancelled bool
 }
 
-// RunLive runs the pipeline on Prism in this process until ctx is done,
-// then stops it: the readers stop pulling, ack what they emitted once its
-// bundle committed, and end; RunLive waits until everything read has been
-// deduplicated and published (at most DrainTimeout), ends the job and
-// returns its counters. Messages pulled and not emitted are never acked:
-// Pub/Sub redelivers them when their lease expires. beam.Init must have
-// been called.
+// RunLive runs the pipeline as a job (job: the runner, its job server,
+// the environment, the stall limit) until ctx is done, then stops it and
+// returns its counters. beam.Init must have been called.
+//
+// The stop drains: when the SDK workers run in this process (LOOPBACK)
+// the readers stop pulling, ack what they emitted once its bundle
+// committed, and end; elsewhere (a worker pool, PROCESS, DOCKER) the
+// readers cannot be reached and keep pulling, and RunLive waits until
+// what the job read has been acked and published. Either way, at most
+// DrainTimeout, then the job is cancelled. Messages pulled and not acked
+// are never lost: Pub/Sub redelivers them when their lease expires.
 //
 // A watchdog follows each step of the job (LiveStatus.stages): when one
-// holds work and finishes none of it for cfg.StallLimit, RunLive cancels
-// the job and returns a *watchdog.Stall naming the step. A quiet
-// subscription is never a stall.
+// holds work and finishes none of it for job.StallLimit, RunLive cancels
+// the job and returns a *jobrun.Stall naming the step. A quiet
+// subscription is never a stall. (The source's own step is seen only when
+// the readers run in this process.)
 //
 // Prism keeps KeepFirst's state in memory: a new run starts with no keys
 // seen, so a key published again across a restart is emitted again.
-func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
+func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResult, error) {
 	if err := cfg.check(); err != nil {
 		return LiveResult{}, err
 	}
@@ -123,111 +127,54 @@ func RunLive(ctx context.Context, cfg LiveConfig) (LiveResult, error) {
 		return LiveResult{}, err
 	}
 
-	endpoint, err := watchdog.PrismEndpoint()
+	w := &liveWatch{stopper: st, inProcess: job.Loopback()}
+	job.What, job.Hint, job.Progress = "streaming job", stallHint, w.progress
+	// The job outlives ctx: ctx's end is the stop request, which drains.
+	j, err := jobrun.Start(context.WithoutCancel(ctx), p, job)
 	if err != nil {
 		return LiveResult{}, fmt.Errorf("streaming: %w", err)
 	}
-	name := jobName()
-	job, err := watchdog.Follow(endpoint, name)
-	if err != nil {
-		return LiveResult{}, fmt.Errorf("streaming: %w", err)
-	}
-	defer job.Close()
-	restore := setFlags(map[*string]string{
-		jobopts.Endpoint: endpoint, jobopts.EnvironmentType: "LOOPBACK", jobopts.JobName: name,
-	})
-	defer restore()
-
-	// The job gets its own context: cancelling beam.Run's context would
-	// stop the in-process workers under a running job. It is stopped
-	// through the job service instead.
-	jobCtx, jobCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer jobCancel()
-	type ran struct {
-		pr  beam.PipelineResult
-		err error
-	}
-	done := make(chan ran, 1)
-	start := time.Now()
-	go func() {
-		pr, err := beam.Run(jobCtx, "prism", p)
-		done <- ran{pr, err}
-	}()
-
-	w := &liveWatch{job: job, stopper: st, start: start}
-	// The watchdog runs until the job is cancelled, the drain included; a
-	// stop request (ctx) is not the end of the job.
-	stalls := make(chan error, 1)
-	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWatch()
-	if cfg.StallLimit >= 0 {
-		go func() { stalls <- watchdog.Watch(wctx, w.watchConfig(cfg.StallLimit)) }()
-	}
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(cfg.ProgressEvery)
 	defer tick.Stop()
-	nextProgress := start.Add(cfg.ProgressEvery)
-	var stopAt, cancelledAt time.Time
-	var stall error
-	stop := ctx.Done()
-	res := LiveResult{}
-	for {
+	stopped, drained := false, false
+	for running := true; running; {
 		select {
-		case r := <-done:
-			if stall == nil && r.err != nil {
-				return res, fmt.Errorf("streaming: job failed after %v: %w", time.Since(start).Round(time.Millisecond), r.err)
+		case <-j.Done(): // by itself: a stall, a failure, or the runner
+			running = false
+		case <-ctx.Done():
+			var stop func()
+			if w.inProcess {
+				stop = st.Stop
 			}
-			if r.pr != nil {
-				res.LiveStatus = w.status(r.pr.Metrics())
-			}
-			res.Elapsed = time.Since(start)
-			if stall != nil {
-				return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", stall)
-			}
-			if !cancelledAt.IsZero() && !res.Drained(cfg.Readers) {
-				return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
-			}
-			return res, nil
-		case <-stop:
-			stop = nil
-			stopAt = time.Now()
-			st.Stop()
-		case err := <-stalls:
-			if err != nil && cancelledAt.IsZero() {
-				stall, cancelledAt = err, time.Now()
-				res.LiveStatus, _ = w.poll(ctx)
-				if cerr := cancelJob(ctx, w.job); cerr != nil {
-					jobCancel()
-					return res, fmt.Errorf("streaming: %w (and cancelling the job failed: %v)", stall, cerr)
-				}
-			}
-			continue
+			drained = j.Drain(stop, func(m metrics.Results) bool { return w.drained(w.status(m), cfg.Readers) }, cfg.DrainTimeout)
+			stopped, running = true, false
 		case <-tick.C:
-		}
-		now := time.Now()
-		if cancelledAt.IsZero() {
-			cur, err := w.poll(ctx)
-			if err == nil && cfg.Progress != nil && !now.Before(nextProgress) {
-				cfg.Progress(cur)
-				nextProgress = now.Add(cfg.ProgressEvery)
-			}
-			drained := err == nil && !stopAt.IsZero() && cur.Drained(cfg.Readers)
-			if drained || (!stopAt.IsZero() && now.Sub(stopAt) > cfg.DrainTimeout) {
-				res.Cancelled = drained
-				cancelledAt = now
-				stopWatch()
-				if err := cancelJob(ctx, w.job); err != nil {
-					jobCancel()
-					return res, fmt.Errorf("streaming: cancelling the job: %w", err)
+			if cfg.Progress != nil {
+				if m, err := j.Metrics(ctx); err == nil {
+					st := w.status(m)
+					st.Elapsed = j.Elapsed()
+					cfg.Progress(st)
 				}
 			}
-		} else if now.Sub(cancelledAt) > 30*time.Second {
-			jobCancel()
-			if stall != nil {
-				return res, fmt.Errorf("streaming: %w; the job was cancelled and did not end within 30s", stall)
-			}
-			return res, fmt.Errorf("streaming: the job did not end within 30s of its cancellation")
 		}
 	}
+	pr, err := j.Wait()
+	res := LiveResult{Cancelled: drained}
+	if pr != nil {
+		res.LiveStatus = w.status(pr.Metrics())
+	}
+	res.Elapsed = j.Elapsed()
+	var stall *jobrun.Stall
+	if errors.As(err, &stall) {
+		return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", err)
+	}
+	if err != nil {
+		return res, fmt.Errorf("streaming: %w", err)
+	}
+	if stopped && !drained && !w.drained(res.LiveStatus, cfg.Readers) {
+		return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
+	}
+	return res, nil
 }
 
 func (c *LiveConfig) check() error {
@@ -262,45 +209,38 @@ func (c *LiveConfig) check() error {
 	return nil
 }
 
-// liveWatch follows the job through the job service.
+// liveWatch reads a RunLive job's status: its committed metrics, and
+// the readers' own live counts when they run in this process.
 type liveWatch struct {
-	job     *watchdog.Job
-	stopper *pubsubio.Stopper
-	start   time.Time
+	stopper   *pubsubio.Stopper
+	inProcess bool
 }
 
-// poll returns the job's current status, from its committed metrics.
-func (w *liveWatch) poll(ctx context.Context) (LiveStatus, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	m, err := w.job.Metrics(ctx)
-	if err != nil {
-		return LiveStatus{}, err
+// drained is LiveStatus.Drained, without the readers' end when they run
+// elsewhere (they are not stopped there, and their end is not seen).
+func (w *liveWatch) drained(s LiveStatus, readers int) bool {
+	if !w.inProcess {
+		readers = 0
 	}
-	return w.status(m), nil
+	return s.Drained(readers)
 }
 
-// watchConfig watches the job's steps one by one (LiveStatus.stages): an
-// idle subscription is normal here, a step that holds work and finishes
-// none for limit (0: DefaultStallLimit) is not.
-func (w *liveWatch) watchConfig(limit time.Duration) watchdog.Config {
-	return stallConfig("streaming job on prism", limit, func(ctx context.Context) (watchdog.Sample, error) {
-		s, err := w.poll(ctx)
-		if err != nil {
-			return watchdog.Sample{}, err
-		}
-		claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
-		return watchdog.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
-	})
+// progress samples the job for the watchdog, step by step
+// (LiveStatus.stages): an idle subscription is normal here, a step that
+// holds work and finishes none is not.
+func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
+	s := w.status(m)
+	claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
+	return jobrun.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
 }
 
 // stages is the work each step of the job holds. The source's counts are
 // the readers' own, live (claimed, acked): a bundle that never ends commits
 // no metrics. The other steps' come from the committed metrics, so a
 // crawling step whose bundles do not finish makes no progress.
-func (s LiveStatus) stages(claimed, acked int64) []watchdog.Stage {
+func (s LiveStatus) stages(claimed, acked int64) []jobrun.Stage {
 	d := s.Dedup
-	return []watchdog.Stage{
+	return []jobrun.Stage{
 		{Name: "source: messages pulled and not yet acked", Waiting: claimed - acked, Done: acked},
 		// Rows enter KeepFirst (RowsIn) and settle (RowsIn - Pending).
 		{Name: "KeepFirst: rows read and not yet deduplicated", Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(),
@@ -321,7 +261,7 @@ func (s LiveStatus) counters(claimed, acked int64) map[string]int64 {
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {
-	s := LiveStatus{Dedup: dedup.ReadCounters(result{m}), ReadersEnded: w.stopper.Ended(), Elapsed: time.Since(w.start)}
+	s := LiveStatus{Dedup: dedup.ReadCounters(result{m}), ReadersEnded: w.stopper.Ended()}
 	for _, c := range m.AllMetrics().Counters() {
 		switch c.Namespace() + "/" + c.Name() {
 		case "pubsubio/messages_read":

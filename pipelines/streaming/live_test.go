@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/watchdog"
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -56,7 +57,7 @@ func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := ok
 			tt.change(&cfg)
-			_, err := RunLive(context.Background(), LiveConfig{Config: cfg})
+			_, err := RunLive(context.Background(), pipelinetest.Job(t), LiveConfig{Config: cfg})
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -107,7 +108,7 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		res, err = RunLive(stopCtx, LiveConfig{
+		res, err = RunLive(stopCtx, pipelinetest.Job(t), LiveConfig{
 			Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
 				Read: []pubsubio.ReadOption{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
 			Readers:      2,
@@ -180,8 +181,8 @@ func TestRunLiveNeverReportsAnIdleSubscriptionAsAStall(t *testing.T) {
 		time.Sleep(4 * limit)
 		stop()
 	}()
-	res, err := RunLive(stopCtx, LiveConfig{
-		Config:       Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, StallLimit: limit},
+	res, err := RunLive(stopCtx, withStallLimit(pipelinetest.Job(t), limit), LiveConfig{
+		Config:       Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr},
 		DrainTimeout: 30 * time.Second,
 	})
 	require.NoError(t, err, "an idle job is not stalled")
@@ -224,15 +225,20 @@ func TestRunLiveReportsAStepThatHoldsWorkAndFinishesNone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := RunLive(ctx, LiveConfig{
-		Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, StallLimit: 3 * time.Second, PartitionBy: []string{"order_id"}},
+	_, err := RunLive(ctx, withStallLimit(pipelinetest.Job(t), 3*time.Second), LiveConfig{
+		Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, PartitionBy: []string{"order_id"}},
 		build:  BuildFor[stuckRow],
 	})
-	var stall *watchdog.Stall
+	var stall *jobrun.Stall
 	require.ErrorAs(t, err, &stall, "got %v", err)
 	t.Log(err, " after ", time.Since(start))
 	assert.Equal(t, "source: messages pulled and not yet acked", stall.Stage.Name)
 	assert.Positive(t, stall.Stage.Waiting)
 	assert.ErrorContains(t, err, "notes/beam-defects.md (entry 8")
 	assert.NoError(t, ctx.Err(), "reported before the test's deadline")
+}
+
+func withStallLimit(o jobrun.Options, limit time.Duration) jobrun.Options {
+	o.StallLimit = limit
+	return o
 }

@@ -18,8 +18,9 @@
 // On Dataflow (Config.Native) the pipeline uses Beam's io/pubsubio, which
 // Dataflow executes natively; elsewhere (Prism, Flink) the Go-native source
 // of transforms/pubsubio. Both produce pubsubio.Message, so the rest of the
-// pipeline is shared. RunDemo runs the whole thing against an in-process
-// Pub/Sub fake.
+// pipeline is shared. Run and RunLive run it as a job with
+// pipelines/jobrun; the package streaming/demo runs it against an
+// in-process Pub/Sub fake.
 package streaming
 
 import (
@@ -31,8 +32,10 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
@@ -51,6 +54,8 @@ const (
 
 // Defaults of Config.
 const (
+	// DefaultStateTTL is how long KeepFirst remembers a key (processing
+	// time) unless Config.Dedup says otherwise.
 	DefaultStateTTL = 10 * time.Minute
 	DefaultUID      = "streaming-dedup"
 )
@@ -73,16 +78,6 @@ type Config struct {
 	// value when set (publisher retries then share a key), else Pub/Sub's
 	// message id (which only absorbs redeliveries).
 	ByMessageID bool
-	// StateTTL is how long a key is remembered (processing time; default
-	// 10 minutes). Duplicates further apart are emitted again. Negative:
-	// forever.
-	//
-	// On an unbounded input KeepFirst deletes expired keys with
-	// processing-time timers, and Prism keeps a job alive until its pending
-	// timers fire: after an IdleStop the job lingers up to StateTTL. Finite
-	// runs (demos, tests) add dedup.CleanupTimers(false) to Dedup, or keep
-	// keys forever with a negative StateTTL.
-	StateTTL time.Duration
 	// UID names the KeepFirst step and its state (default "streaming-dedup").
 	UID string
 
@@ -94,15 +89,18 @@ type Config struct {
 	TimestampAttribute string
 	// Read adds options of the Go-native source (IdleStop, Readers, ...).
 	Read []pubsubio.ReadOption
-	// Dedup adds KeepFirst options after the ones above.
+	// Dedup adds KeepFirst options after the pipeline's own:
+	// dedup.StateTTL(DefaultStateTTL), the UID and the key. A
+	// dedup.StateTTL here replaces the default, with dedup's meaning (0
+	// keeps keys forever); duplicates further apart than the TTL are
+	// emitted again.
+	//
+	// On an unbounded input KeepFirst deletes expired keys with
+	// processing-time timers, and Prism keeps a job alive until its pending
+	// timers fire: after an IdleStop the job lingers up to the TTL. Finite
+	// runs (demos, tests) add dedup.CleanupTimers(false), or keep keys
+	// forever with dedup.StateTTL(0).
 	Dedup []dedup.Option
-
-	// StallLimit is the watchdog of Run and RunLive (0: DefaultStallLimit;
-	// negative: no watchdog). Run: how long no job counter may move while
-	// the source holds messages it has not acked. RunLive: how long a step
-	// (the source's acks, KeepFirst, the publish) may hold work and finish
-	// none; an idle subscription is never a stall. Build ignores it.
-	StallLimit time.Duration
 
 	// fusedSink drops the Reshuffle before the publish: only the
 	// reproduction of the Prism stall uses it.
@@ -135,9 +133,6 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 	if !cfg.ByMessageID && len(cfg.PartitionBy) == 0 {
 		return Outputs{}, errors.New("streaming: set PartitionBy (row columns) or ByMessageID")
 	}
-	if cfg.StateTTL == 0 {
-		cfg.StateTTL = DefaultStateTTL
-	}
 	if cfg.UID == "" {
 		cfg.UID = DefaultUID
 	}
@@ -164,7 +159,7 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 		return Outputs{}, err
 	}
 
-	dopts := []dedup.Option{dedup.StateTTL(max(cfg.StateTTL, 0)), dedup.UID(cfg.UID)}
+	dopts := []dedup.Option{dedup.StateTTL(DefaultStateTTL), dedup.UID(cfg.UID)}
 	if cfg.ByMessageID {
 		dopts = append(dopts, dedup.PartitionBy("id"))
 	} else {
@@ -311,22 +306,49 @@ func (*encodeFn[T]) ProcessElement(row T) pubsubio.Message {
 	return pubsubio.Message{Data: data}
 }
 
-// Run builds the pipeline for the orders rows and runs it on runner until it
+// Run builds the pipeline for the orders rows and runs it as a job until it
 // ends (IdleStop on Prism; savepoint/cancel on Flink; drain on Dataflow),
 // returning KeepFirst's counters. beam.Init must have been called.
 //
-// On Prism and other portable runners a watchdog reads the job's metrics:
-// when the source has read messages it has not acked and no counter moves
-// for cfg.StallLimit, it cancels the job and Run returns a
-// *watchdog.Stall error that says so.
-func Run(ctx context.Context, runner string, cfg Config) (dedup.Counters, error) {
+// On Prism and other portable runners the job is watched (Watched): when
+// the source has read messages it has not acked and no counter moves for
+// job.StallLimit, the job is cancelled and Run returns a *jobrun.Stall
+// that says so.
+func Run(ctx context.Context, job jobrun.Options, cfg Config) (dedup.Counters, error) {
 	p, s := beam.NewPipelineWithRoot()
 	if _, err := Build(s, cfg); err != nil {
 		return dedup.Counters{}, err
 	}
-	pr, err := watched(ctx, runner, p, cfg.StallLimit, nil)
+	pr, err := jobrun.Run(ctx, p, Watched(job, nil))
 	if err != nil {
-		return dedup.Counters{}, err
+		return dedup.Counters{}, fmt.Errorf("streaming: %w", err)
 	}
 	return dedup.ReadCounters(pr), nil
+}
+
+// stallHint ends a stall message once the job's workers have reported:
+// where the known cause is written down.
+const stallHint = "unless a step of yours blocks, this is a known Prism defect, see notes/beam-defects.md (entry 8, \"A streaming job stalls\") and docs/streaming-reliability.md"
+
+// Watched returns job set up to watch a run of the pipeline that ends by
+// itself (IdleStop): progress is any job counter moving, and the job holds
+// work while the source has read messages it has not acked, or while
+// pending, when given, says so from the counters (which it may add to,
+// say with a Pub/Sub fake's acks).
+func Watched(job jobrun.Options, pending func(counters map[string]int64) bool) jobrun.Options {
+	job.What, job.Hint = "streaming job", stallHint
+	job.Progress = func(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
+		c := map[string]int64{}
+		for _, r := range m.AllMetrics().Counters() {
+			c[r.Namespace()+"/"+r.Name()] += r.Result()
+		}
+		// The source acks a message only after the bundle that read it
+		// committed: read and not acked is work in flight.
+		busy := c["pubsubio/messages_read"] > c["pubsubio/messages_acked"]
+		if pending != nil && pending(c) {
+			busy = true
+		}
+		return jobrun.Sample{Counters: c, Pending: busy}, nil
+	}
+	return job
 }

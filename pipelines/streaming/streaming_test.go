@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
@@ -19,39 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
-
-func testRunner() string {
-	if *ptest.Runner != "" {
-		return *ptest.Runner
-	}
-	return ptest.DefaultRunner()
-}
-
-func TestDemoEmitsOneMessagePerKeyAndAcksEveryMessage(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	res, err := RunDemo(ctx, DemoConfig{Keys: 3000, Runner: testRunner(), Timeout: 80 * time.Second})
-	require.NoError(t, err)
-	t.Log("\n" + res.String())
-
-	assert.Equal(t, res.Keys, res.Emitted, "one output message per key")
-	assert.Equal(t, res.Keys, res.OutputKeys, "every key on the output topic")
-	assert.Zero(t, res.Unacked, "every input message acked")
-	assert.Equal(t, res.Published, res.Acked)
-	assert.Equal(t, 3, res.DeadLettered, "undecodable messages dead-lettered")
-	assert.Equal(t, res.Undecodable, res.DeadLettered)
-	assert.Positive(t, res.AcksLost)
-	assert.GreaterOrEqual(t, res.Redelivered, res.AcksLost, "every lost ack led to a redelivery")
-
-	// Counters add up: every decodable delivery entered KeepFirst and was
-	// either emitted or dropped as a duplicate.
-	c := res.Dedup
-	assert.Equal(t, int64(res.RowsDelivered), c.RowsIn)
-	assert.Equal(t, int64(res.Keys), c.Emitted)
-	assert.Equal(t, c.RowsIn, c.Emitted+c.DuplicatesDropped)
-	assert.Greater(t, c.DuplicatesDropped, int64(res.Redelivered), "exact duplicates and retries dropped too")
-	assert.True(t, res.OK())
-}
 
 func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 	tests := []struct {
@@ -81,9 +48,9 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			counters, err := Run(ctx, testRunner(), Config{
+			counters, err := Run(ctx, pipelinetest.Job(t), Config{
 				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
-				ByMessageID: tt.byMessageID, StateTTL: -1,
+				ByMessageID: tt.byMessageID, Dedup: []dedup.Option{dedup.StateTTL(0)},
 				Read: []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
 			})
 			require.NoError(t, err)
@@ -112,14 +79,4 @@ func TestBuildRejectsMissingNames(t *testing.T) {
 	require.Error(t, err)
 	_, err = BuildFor[orders.Order](s, Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"})
 	require.ErrorContains(t, err, "PartitionBy")
-}
-
-func TestDemoWithStateTTLEndsAtTheIdleStop(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	start := time.Now()
-	res, err := RunDemo(ctx, DemoConfig{Keys: 300, StateTTL: 2 * time.Hour, Runner: testRunner(), Timeout: 80 * time.Second})
-	require.NoError(t, err)
-	assert.True(t, res.OK(), res.String())
-	assert.Less(t, time.Since(start), 45*time.Second, "a 2h TTL must not keep the job alive")
 }

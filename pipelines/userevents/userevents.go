@@ -70,9 +70,13 @@ type Result struct {
 // Build adds the user_events pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
 	opts := append([]dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.UID(UID)}, cfg.Dedup...)
-	rows, out, dead, err := pipeline.Build(s.Scope("UserEvents"), cfg.Input, cfg.Output, cfg.Errors, reflect.TypeFor[UserEvent](), nil, opts)
+	r, err := pipeline.Build(s.Scope("UserEvents"), pipeline.Spec{
+		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
+		Row:  reflect.TypeFor[UserEvent](),
+		Step: pipeline.KeepFirst(opts...),
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("userevents: %w", err)
 	}
-	return Result{Rows: rows, Deduped: out, DeadLetters: dead}, nil
+	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
 }

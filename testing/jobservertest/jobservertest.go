@@ -1,17 +1,27 @@
-// Package jobservertest builds and starts a standalone Beam job server —
-// Prism's, from github.com/apache/beam/sdks/v2/go/cmd/prism — for tests
-// that submit pipelines through the Job API with --runner=universal, the
-// same path a Flink or Spark job server serves.
+// Package jobservertest builds and starts what a submitted Beam job needs
+// outside the submitting process, for tests of the submitted-job path: a
+// standalone Beam job server — Prism's, from
+// github.com/apache/beam/sdks/v2/go/cmd/prism — that pipelines are
+// submitted to through the Job API with --runner=universal (the path a
+// Flink or Spark job server serves), Beam Go's boot loader
+// (github.com/apache/beam/sdks/v2/go/container), and a worker pool that
+// starts SDK workers with it (EXTERNAL), as a worker-pool sidecar does
+// for Flink on Kubernetes.
 //
-//	endpoint := jobservertest.Start(t) // "localhost:PORT", stopped at cleanup
+//	endpoint := jobservertest.Start(t)          // "localhost:PORT", stopped at cleanup
+//	pool := jobservertest.StartWorkerPool(t)    // pool.Addr for --environment_config
 //
-// The binary is built with the go command once and cached under the user
-// cache directory, keyed by the Beam version and the Go toolchain.
+// The binaries are built with the go command once and cached under the
+// user cache directory, keyed by the Beam version and the Go toolchain
+// (and, for the worker pool, which is this package's own command, by its
+// source).
 package jobservertest
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +31,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,24 +45,62 @@ var BuildTimeout = 5 * time.Minute
 // StartTimeout bounds the wait for the started server to accept connections.
 var StartTimeout = 30 * time.Second
 
+// BootPackage is Beam Go's boot loader, the SDK container's entry point.
+const BootPackage = "github.com/apache/beam/sdks/v2/go/container"
+
+// WorkerPoolPackage is this package's worker pool command.
+const WorkerPoolPackage = "github.com/beamdedup/beamdedup/testing/jobservertest/cmd/workerpool"
+
+// cachedBuild builds a main package once per test process, into the user
+// cache directory under a name keyed by key, the Beam version and the Go
+// toolchain; a binary already there is reused.
+type cachedBuild struct {
+	pkg, name string
+	key       func() string
+	once      sync.Once
+	path      string
+	err       error
+}
+
+func (b *cachedBuild) binary() (string, error) {
+	b.once.Do(func() { b.path, b.err = build(b.pkg, b.name+"-"+b.key()) })
+	return b.path, b.err
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	prismBuild = &cachedBuild{pkg: PrismPackage, name: "prism", key: versions}
+	bootBuild  = &cachedBuild{pkg: BootPackage, name: "boot", key: versions}
+	poolBuild  = &cachedBuild{pkg: WorkerPoolPackage, name: "workerpool", key: func() string { return versions() + "-" + sourceHash("cmd/workerpool/main.go") }}
 )
 
 // Binary returns the path of the built job server, building it on first use.
-func Binary() (string, error) {
-	buildOnce.Do(func() { binPath, buildErr = build() })
-	return binPath, buildErr
+func Binary() (string, error) { return prismBuild.binary() }
+
+// BootLoader returns the path of Beam Go's built boot loader, building it
+// on first use.
+func BootLoader() (string, error) { return bootBuild.binary() }
+
+func versions() string {
+	return fmt.Sprintf("%s-%s-%s-%s", beamVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-func build() (string, error) {
+// sourceHash is a short hash of a file of this package's, by its path
+// relative to the package.
+func sourceHash(rel string) string {
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), rel))
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+func build(pkg, name string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
 	}
-	name := fmt.Sprintf("prism-%s-%s-%s-%s", beamVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	path := filepath.Join(dir, "beamdedup", "jobservertest", name)
 	if _, err := os.Stat(path); err == nil {
 		return path, nil
@@ -68,18 +117,18 @@ func build() (string, error) {
 	// Build to a temporary name and rename, so a concurrent or interrupted
 	// build never leaves a partial binary at path.
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", tmp, PrismPackage)
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", tmp, pkg)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("go build %s: %v\n%s", PrismPackage, err, out.String())
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out.String())
 	}
 	return path, os.Rename(tmp, path)
 }
 
 // beamVersion is the Beam SDK version this test binary links, so that a
-// cached job server matches it.
+// cached binary matches it.
 func beamVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, m := range bi.Deps {
@@ -107,8 +156,9 @@ func FreePort() (int, error) {
 
 // Start builds (once) and starts a standalone Prism job server on a free
 // loopback port, waits until it accepts connections and returns its
-// endpoint, "localhost:PORT". The server is killed when the test ends; its
-// output goes to the test log on failure.
+// endpoint, "localhost:PORT". The server is killed when the test ends,
+// with the SDK workers it started (PROCESS); its output, theirs included,
+// goes to the test log on failure.
 func Start(t testing.TB) string {
 	t.Helper()
 	bin, err := Binary()
@@ -122,13 +172,20 @@ func Start(t testing.TB) string {
 	cmd := exec.Command(bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
+	// Its own process group: the SDK workers it starts for PROCESS
+	// environments outlive it otherwise (and hold its output open).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	// The boot loaders it starts write pipeline_options.json into their
+	// working directory.
+	cmd.Dir = t.TempDir()
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("jobservertest: starting %s: %v", bin, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		if t.Failed() {
 			t.Logf("job server output:\n%s", out.String())

@@ -1,7 +1,8 @@
-// Package pipeline holds what the sample pipelines share around
-// dedup.KeepFirst: the whole read → KeepFirst → write body (Build),
-// construction with errors instead of panics, one dead-letter collection,
-// and the outputs.
+// Package pipeline holds the body the sample pipelines share: read a JSON
+// Lines file into rows, apply a deduplicating step (any: KeepFirst,
+// KeepLast, or a step of the pipeline's own), collect the malformed lines
+// and the rows the step rejected into one dead-letter collection, and
+// write the output and the dead letters (Build).
 package pipeline
 
 import (
@@ -15,59 +16,78 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
-// Build adds a sample pipeline's body to s, the pipeline's own scope: it
-// reads input (a JSON Lines file or glob) into rows of rowType, applies
-// prepare to them if it is not nil (say to set timestamps), keeps the first
-// row per key with KeepFirst and opts, flattens the malformed lines and the
-// rows KeepFirst rejected into one dead-letter collection (jsonl.ErrorLine),
-// and writes the output and the dead letters with WriteOutputs.
-//
-// It returns the prepared rows, KeepFirst's output and the dead letters.
-// The errors are "Input is required", "input: ..." for a bad input path,
-// KeepFirst's construction error as is, and "output: ..." for a bad output
-// path; the caller prefixes its name.
-func Build(s beam.Scope, input, output, errorsPath string, rowType reflect.Type,
-	prepare func(beam.Scope, beam.PCollection) beam.PCollection, opts []dedup.Option,
-) (rows, out, dead beam.PCollection, err error) {
-	if input == "" {
-		return rows, out, dead, errors.New("Input is required")
+// Step is a pipeline's deduplicating step: from the rows, its output and
+// its dead letters (deadletter.DeadLetter), or the error that stops the
+// construction (a bad column named on the command line, say).
+type Step func(s beam.Scope, rows beam.PCollection) (out, dead beam.PCollection, err error)
+
+// KeepFirst is the step dedup.TryKeepFirstWithErrors with opts.
+func KeepFirst(opts ...dedup.Option) Step {
+	return func(s beam.Scope, rows beam.PCollection) (beam.PCollection, beam.PCollection, error) {
+		return dedup.TryKeepFirstWithErrors(s, rows, opts...)
 	}
-	rows, bad, err := jsonl.Read(s, input, rowType)
-	if err != nil {
-		return rows, out, dead, fmt.Errorf("input: %w", err)
-	}
-	if prepare != nil {
-		rows = prepare(s, rows)
-	}
-	out, rejected, err := KeepFirst(s, rows, opts)
-	if err != nil {
-		return rows, out, dead, err
-	}
-	dead = beam.Flatten(s, bad, rejected)
-	if err := WriteOutputs(s, output, errorsPath, out, dead); err != nil {
-		return rows, out, dead, fmt.Errorf("output: %w", err)
-	}
-	return rows, out, dead, nil
 }
 
-// KeepFirst applies dedup.KeepFirstWithErrors and returns its output and
-// its dead letters as jsonl.ErrorLine. A construction error (say a bad
-// column named on the command line) is returned, not panicked.
-func KeepFirst(s beam.Scope, rows beam.PCollection, opts []dedup.Option) (out, dead beam.PCollection, err error) {
-	defer func() {
-		// KeepFirstWithErrors panics with its construction error; the
-		// pipeline is discarded by the caller on error, so the partial
-		// graph does not matter.
-		if r := recover(); r != nil {
-			e, ok := r.(error)
-			if !ok {
-				e = fmt.Errorf("%v", r)
-			}
-			err = e
-		}
-	}()
-	out, rejected := dedup.KeepFirstWithErrors(s, rows, opts...)
-	return out, jsonl.FromDeadLetters(s, rejected), nil
+// KeepLast is the step dedup.TryKeepLastWithErrors with opts.
+func KeepLast(opts ...dedup.Option) Step {
+	return func(s beam.Scope, rows beam.PCollection) (beam.PCollection, beam.PCollection, error) {
+		return dedup.TryKeepLastWithErrors(s, rows, opts...)
+	}
+}
+
+// Spec describes a sample pipeline's body.
+type Spec struct {
+	// Input is a JSON Lines file or glob (local or gs://); required.
+	Input string
+	// Output is the JSON Lines file of the step's output; empty writes
+	// nothing (tests read Result instead).
+	Output string
+	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
+	Errors string
+	// Row is the type the lines are decoded into (a registered struct).
+	Row reflect.Type
+	// Prepare, when set, is applied to the rows before Step (to set their
+	// timestamps, say).
+	Prepare func(s beam.Scope, rows beam.PCollection) beam.PCollection
+	// Step deduplicates the rows; required.
+	Step Step
+}
+
+// Result holds the collections of a pipeline built by Build.
+type Result struct {
+	Rows        beam.PCollection // the rows read (after Prepare)
+	Out         beam.PCollection // the step's output
+	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.ErrorLine)
+}
+
+// Build adds the body described by spec to s, the pipeline's own scope.
+// The errors are "Input is required", "input: ..." for a bad input path,
+// the step's construction error as is, and "output: ..." for a bad output
+// path; the caller prefixes its name.
+func Build(s beam.Scope, spec Spec) (Result, error) {
+	var r Result
+	if spec.Input == "" {
+		return r, errors.New("Input is required")
+	}
+	if spec.Step == nil {
+		return r, errors.New("pipeline: Spec.Step is required")
+	}
+	rows, bad, err := jsonl.Read(s, spec.Input, spec.Row)
+	if err != nil {
+		return r, fmt.Errorf("input: %w", err)
+	}
+	if spec.Prepare != nil {
+		rows = spec.Prepare(s, rows)
+	}
+	out, rejected, err := spec.Step(s, rows)
+	if err != nil {
+		return r, err
+	}
+	r = Result{Rows: rows, Out: out, DeadLetters: beam.Flatten(s, bad, jsonl.FromDeadLetters(s, rejected))}
+	if err := WriteOutputs(s, spec.Output, spec.Errors, r.Out, r.DeadLetters); err != nil {
+		return r, fmt.Errorf("output: %w", err)
+	}
+	return r, nil
 }
 
 // WriteOutputs writes out to output and dead to errorsPath (default

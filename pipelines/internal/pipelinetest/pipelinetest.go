@@ -1,5 +1,5 @@
-// Package pipelinetest runs the sample pipelines in tests with a deadline
-// and compares JSON Lines files with expected files.
+// Package pipelinetest runs the sample pipelines in tests as jobs with a
+// deadline and compares JSON Lines files with expected files.
 package pipelinetest
 
 import (
@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -37,19 +40,34 @@ var Expansions = []struct {
 // go test ./pipelines/... -update.
 var Update = flag.Bool("update", false, "rewrite expected files under testing/testdata")
 
-// Run runs p on the test runner (ptest's, prism by default) and fails the
-// test if it does not finish within d, so a hung pipeline cannot hang CI.
-func Run(t testing.TB, p *beam.Pipeline, d time.Duration) beam.PipelineResult {
+// Job returns the job options of the test runner: ptest's (-runner, prism
+// by default), on Prism in this process for prism (its job server started
+// once per test binary, workers in process).
+func Job(t testing.TB) jobrun.Options {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
 	runner := *ptest.Runner
 	if runner == "" {
 		runner = ptest.DefaultRunner()
 	}
+	if !strings.EqualFold(runner, "prism") || *jobopts.Endpoint != "" {
+		return jobrun.Options{Runner: runner}
+	}
+	o, err := localprism.Options(jobrun.Options{})
+	require.NoError(t, err)
+	return o
+}
+
+// Run runs p as a job on the test runner (Job) and fails the test if it
+// does not finish within d, so a hung pipeline cannot hang CI (a job that
+// stops making progress fails sooner, with the watchdog's diagnosis).
+func Run(t testing.TB, p *beam.Pipeline, d time.Duration) beam.PipelineResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	o := Job(t)
 	start := time.Now()
-	pr, err := beam.Run(ctx, runner, p)
-	require.NoError(t, err, "pipeline on %s (deadline %v)", runner, d)
+	pr, err := jobrun.Run(ctx, p, o)
+	require.NoError(t, err, "pipeline on %s (deadline %v)", o.Runner, d)
 	t.Logf("pipeline ran in %v", time.Since(start).Round(time.Millisecond))
 	return pr
 }

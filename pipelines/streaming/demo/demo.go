@@ -1,4 +1,13 @@
-package streaming
+// Package demo runs the Pub/Sub deduplication pipeline of
+// pipelines/streaming against a Pub/Sub fake in this process: a scripted
+// stream with exact duplicates, publisher retries, lost acks (so
+// redeliveries) and undecodable payloads, and a report of what came out.
+// It is what `runjob --pipeline=streaming` runs, and what the pipeline's
+// end-to-end tests check.
+//
+// It links the fake (cloud.google.com/go/pubsub/v2/pstest), which is why
+// it is a package of its own: importing pipelines/streaming links no fake.
+package demo
 
 import (
 	"context"
@@ -11,16 +20,17 @@ import (
 
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism" // the demo's default runner
 
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
-// DemoConfig scripts RunDemo's stream. Zero values take the defaults.
-type DemoConfig struct {
+// Config scripts Run's stream. Zero values take the defaults.
+type Config struct {
 	// Keys is the number of distinct orders (default 200). Every order
 	// priced under 100 is published twice with the same payload (an exact
 	// duplicate), as in the orders scenario.
@@ -41,29 +51,17 @@ type DemoConfig struct {
 	// IdleStop ends the source after this long without messages (default 5s;
 	// it must exceed the 2s lease after which lost acks are redelivered).
 	IdleStop time.Duration
-	// Runner runs the pipeline (default "prism"). A remote runner works only
-	// with the LOOPBACK environment, since the Pub/Sub fake lives in this
-	// process.
-	Runner string
-	// Timeout bounds the whole run (default 2 minutes).
-	Timeout time.Duration
-	// StallLimit: when nothing moves for this long (job metrics, acks)
-	// while messages remain unacked, the job is cancelled and RunDemo fails
-	// with a *watchdog.Stall error saying so (default DefaultStallLimit;
-	// negative: no watchdog).
-	StallLimit time.Duration
-	// StateTTL is the key retention; 0 (default) remembers keys for the
-	// whole run. The demo sets no cleanup timers (dedup.CleanupTimers(false)):
-	// processing-time ones would keep Prism's job alive for StateTTL after
-	// the idle stop, and expiry is checked when a row arrives anyway.
+	// StateTTL is the key retention, as dedup.StateTTL: 0 (the default)
+	// remembers keys for the whole run. The demo sets no cleanup timers
+	// (dedup.CleanupTimers(false)): processing-time ones would keep Prism's
+	// job alive for StateTTL after the idle stop, and expiry is checked
+	// when a row arrives anyway.
 	StateTTL time.Duration
-
-	fusedSink bool // see Config.fusedSink
 }
 
-// DemoResult is what RunDemo observed. Counts of messages come from the
+// Result is what Run observed. Counts of messages come from the
 // Pub/Sub fake, the dedup counts from the job's metrics.
-type DemoResult struct {
+type Result struct {
 	Published    int // messages published to the input topic
 	Keys         int // distinct order ids among them
 	Delivered    int // deliveries of input messages, redeliveries included
@@ -86,7 +84,7 @@ type DemoResult struct {
 }
 
 // String is a short report.
-func (r DemoResult) String() string {
+func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "published %d messages for %d orders (%d undecodable), %d deliveries (%d redelivered after %d lost acks)\n",
 		r.Published, r.Keys, r.Undecodable, r.Delivered, r.Redelivered, r.AcksLost)
@@ -100,11 +98,11 @@ func (r DemoResult) String() string {
 
 // OK reports whether the run met the pipeline's promise: one output per
 // key, every input message acked, every undecodable message dead-lettered.
-func (r DemoResult) OK() bool {
+func (r Result) OK() bool {
 	return r.Emitted == r.Keys && r.OutputKeys == r.Keys && r.Unacked == 0 && r.DeadLettered == r.Undecodable
 }
 
-func (c *DemoConfig) defaults() {
+func (c *Config) defaults() {
 	if c.Keys <= 0 {
 		c.Keys = 200
 	}
@@ -123,40 +121,37 @@ func (c *DemoConfig) defaults() {
 	if c.IdleStop <= 0 {
 		c.IdleStop = 5 * time.Second
 	}
-	if c.Runner == "" {
-		c.Runner = "prism"
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 2 * time.Minute
-	}
 }
 
-// RunDemo starts an in-process Pub/Sub fake, creates the input, output and
+// Run starts an in-process Pub/Sub fake, creates the input, output and
 // dead-letter topics and the subscription, publishes a scripted stream with
 // exact duplicates, publisher retries, lost acks (so redeliveries) and
-// undecodable payloads, runs the pipeline with an idle stop, and returns
-// what happened. beam.Init must have been called (beamx/ptest mains do).
+// undecodable payloads, runs the pipeline as a job with an idle stop
+// (job: the runner and its job server; streaming.Watched watches it), and
+// returns what happened. beam.Init must have been called (beamx/ptest
+// mains do). The SDK workers reach the fake at a loopback address: run
+// them on this machine (LOOPBACK, or a worker pool here).
 //
 // It lowers pstest's process-wide minimum ack deadline to 1s for the run so
 // that redeliveries come within seconds.
-func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
+func Run(ctx context.Context, job jobrun.Options, cfg Config) (Result, error) {
 	cfg.defaults()
 	pstest.SetMinAckDeadline(time.Second)
 	defer pstest.ResetMinAckDeadline()
 	srv, err := pubsubtest.StartAt(ctx, "127.0.0.1:0")
 	if err != nil {
-		return DemoResult{}, err
+		return Result{}, err
 	}
 	defer srv.Close()
 
 	for _, t := range []string{"orders", "orders-deduped", "orders-dlq"} {
 		if _, err := srv.CreateTopic(ctx, t); err != nil {
-			return DemoResult{}, err
+			return Result{}, err
 		}
 	}
 	sub, err := srv.CreateSubscription(ctx, "orders", "orders-sub", 10*time.Second)
 	if err != nil {
-		return DemoResult{}, err
+		return Result{}, err
 	}
 
 	first, later, keys := script(cfg)
@@ -169,19 +164,14 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 	}
 	srv.DropAcks(func(ackID string) bool { return lost[ackID] })
 
-	ttl := cfg.StateTTL
-	if ttl <= 0 {
-		ttl = -1 // Config's "forever"
-	}
 	p, s := beam.NewPipelineWithRoot()
-	_, err = Build(s, Config{
+	_, err = streaming.Build(s, streaming.Config{
 		Subscription:    sub,
 		OutputTopic:     srv.TopicName("orders-deduped"),
 		DeadLetterTopic: srv.TopicName("orders-dlq"),
 		Endpoint:        srv.Addr,
-		StateTTL:        ttl,
-		fusedSink:       cfg.fusedSink,
-		Dedup:           []dedup.Option{dedup.CleanupTimers(false)}, // the job ends at the idle stop
+		// No cleanup timers: the job ends at the idle stop.
+		Dedup: []dedup.Option{dedup.StateTTL(cfg.StateTTL), dedup.CleanupTimers(false)},
 		Read: []pubsubio.ReadOption{
 			pubsubio.IdleStop(cfg.IdleStop),
 			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds
@@ -189,7 +179,7 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		},
 	})
 	if err != nil {
-		return DemoResult{}, err
+		return Result{}, err
 	}
 
 	// Publisher retries arrive while the job runs.
@@ -204,21 +194,19 @@ func RunDemo(ctx context.Context, cfg DemoConfig) (DemoResult, error) {
 		}
 	}()
 
-	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
 	start := time.Now()
 	total := len(first) + len(later)
-	pr, err := watched(rctx, cfg.Runner, p, cfg.StallLimit, func(c map[string]int64) bool {
+	pr, err := jobrun.Run(ctx, p, streaming.Watched(job, func(c map[string]int64) bool {
 		// Cheap on purpose: MessagesOn copies every message under the
 		// fake's lock, which slows its Pulls enough to trip the IdleStop.
 		acked := srv.AckedMessages()
 		c["pubsub/acked"] = int64(acked)
 		return acked < total
-	})
+	}))
 	if err != nil {
-		return DemoResult{}, fmt.Errorf("streaming demo: %w", err)
+		return Result{}, fmt.Errorf("streaming demo: %w", err)
 	}
-	res := DemoResult{Keys: keys, Elapsed: time.Since(start), AcksLost: len(lost), Dedup: dedup.ReadCounters(pr)}
+	res := Result{Keys: keys, Elapsed: time.Since(start), AcksLost: len(lost), Dedup: dedup.ReadCounters(pr)}
 	published := map[string]time.Time{} // order id -> first input publish time
 	for _, m := range srv.MessagesOn("orders") {
 		var o orders.Order
@@ -271,7 +259,7 @@ type scripted struct {
 
 // script returns the messages published before the job starts, those
 // published while it runs, and the number of distinct orders.
-func script(cfg DemoConfig) (first, later []scripted, keys int) {
+func script(cfg Config) (first, later []scripted, keys int) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	for i := range cfg.Keys {

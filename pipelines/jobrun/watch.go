@@ -1,12 +1,4 @@
-// Package watchdog turns a silent pipeline stall into an error. It samples
-// progress counters (job metrics, acks) at an interval and, when none of
-// them has moved for a bounded time while input remains, reports a Stall
-// naming what stopped moving. The caller cancels the job with it.
-//
-// Why: a Prism job can stop making progress without failing (notes/
-// beam-defects.md, "A streaming job stalls"), and then beam.Run never
-// returns. A stalled job must fail with a diagnosis, not hang.
-package watchdog
+package jobrun
 
 import (
 	"context"
@@ -32,6 +24,9 @@ type Sample struct {
 	Counters map[string]int64
 	Pending  bool
 	Stages   []Stage
+	// Note says what is not happening, for the Stall message ("no bundle
+	// finished"); empty: "no progress ... while input remains".
+	Note string
 }
 
 // Stage is one step of the job as the caller can count it.
@@ -75,12 +70,16 @@ type Stall struct {
 	// Stage is the stage that stalled (zero when the whole job did): its
 	// name and the work it held when last seen.
 	Stage Stage
+	// Note is the last good sample's Note.
+	Note string
 }
 
 func (e *Stall) Error() string {
 	var b strings.Builder
 	if e.Stage.Name != "" {
 		fmt.Fprintf(&b, "%s stalled: %s: %d waiting, none finished for %v", e.What, e.Stage.Name, e.Stage.Waiting, e.For.Round(time.Second))
+	} else if e.Note != "" {
+		fmt.Fprintf(&b, "%s stalled: %s for %v", e.What, e.Note, e.For.Round(time.Second))
 	} else {
 		fmt.Fprintf(&b, "%s stalled: no progress for %v while input remains", e.What, e.For.Round(time.Second))
 	}
@@ -109,7 +108,7 @@ func (e *Stall) Error() string {
 // its result.
 func Watch(ctx context.Context, cfg Config) error {
 	if cfg.Limit <= 0 || cfg.Sample == nil {
-		return fmt.Errorf("watchdog: Limit and Sample are required")
+		return fmt.Errorf("jobrun: Watch needs Limit and Sample")
 	}
 	if cfg.Every <= 0 {
 		cfg.Every = max(cfg.Limit/10, 10*time.Millisecond)
@@ -131,6 +130,7 @@ func Watch(ctx context.Context, cfg Config) error {
 
 	var last map[string]int64
 	var lastErr error
+	var note string
 	moved := cfg.Now()
 	type seen struct {
 		Stage
@@ -153,7 +153,7 @@ func Watch(ctx context.Context, cfg Config) error {
 			if !maps.Equal(s.Counters, last) || !s.Pending {
 				moved = now
 			}
-			last = s.Counters
+			last, note = s.Counters, s.Note
 			if len(s.Stages) != len(stages) {
 				stages = make([]seen, len(s.Stages))
 				for i := range stages {
@@ -169,35 +169,11 @@ func Watch(ctx context.Context, cfg Config) error {
 		}
 		for _, st := range stages {
 			if idle := now.Sub(st.moved); st.Waiting > 0 && idle >= cfg.Limit {
-				return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint, Stage: st.Stage}
+				return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint, Stage: st.Stage, Note: note}
 			}
 		}
 		if idle := now.Sub(moved); idle >= cfg.Limit {
-			return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint}
+			return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint, Note: note}
 		}
 	}
-}
-
-// Run runs job under a watchdog: job gets a context that is cancelled
-// when the watchdog reports a stall, and Run then returns the *Stall
-// (wrapping nothing of the job's own error, which is only the
-// cancellation). Otherwise it returns job's error.
-func Run(ctx context.Context, cfg Config, job func(context.Context) error) error {
-	jctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	wctx, stopWatch := context.WithCancel(ctx)
-	stalled := make(chan error, 1)
-	go func() {
-		err := Watch(wctx, cfg)
-		if err != nil {
-			cancel(err)
-		}
-		stalled <- err
-	}()
-	err := job(jctx)
-	stopWatch()
-	if werr := <-stalled; werr != nil {
-		return werr
-	}
-	return err
 }

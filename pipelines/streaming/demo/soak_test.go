@@ -1,4 +1,4 @@
-package streaming
+package demo
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,13 +22,13 @@ func TestDemoAboveTheOldStallPointEmitsOnePerOrderAndAcksEverything(t *testing.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := RunDemo(ctx, DemoConfig{Keys: 12000, Runner: testRunner(), Timeout: 230 * time.Second, StallLimit: 45 * time.Second})
+	res, err := Run(ctx, withStallLimit(pipelinetest.Job(t), 45*time.Second), Config{Keys: 12000})
 	require.NoError(t, err, "the job must finish (a *watchdog.Stall here is the Prism stall coming back)")
 	t.Log("\n" + res.String())
 	assertDemoHeld(t, res)
 }
 
-func assertDemoHeld(t testing.TB, res DemoResult) {
+func assertDemoHeld(t testing.TB, res Result) {
 	t.Helper()
 	assert.Equal(t, res.Keys, res.Emitted, "one output message per order")
 	assert.Equal(t, res.Keys, res.OutputKeys, "every order on the output topic")
@@ -47,7 +49,7 @@ var soakOrders = flag.Int("soak_orders", 50000, "orders of BenchmarkSoak")
 // exact duplicates, publisher retries, lost acks (so redeliveries) and
 // undecodable payloads, on Prism against the in-process fake:
 //
-//	go test ./pipelines/streaming -run='^$' -bench=Soak -benchtime=1x -timeout=30m
+//	go test ./pipelines/streaming/demo -run='^$' -bench=Soak -benchtime=1x -timeout=30m
 //
 // It fails when the job stalls (watchdog), when an input message stays
 // unacked, or when the output is not exactly one message per order.
@@ -56,7 +58,7 @@ func BenchmarkSoak(b *testing.B) {
 	for range b.N {
 		rsstest.ResetPeak()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-		res, err := RunDemo(ctx, DemoConfig{Keys: *soakOrders, Runner: testRunner(), Timeout: 24 * time.Minute})
+		res, err := Run(ctx, pipelinetest.Job(b), Config{Keys: *soakOrders})
 		cancel()
 		if err != nil {
 			b.Fatal(err)
@@ -80,4 +82,9 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(peak, "peak-RSS-MB")
 	b.ReportMetric(1, "acks-ok")
 	b.ReportMetric(1, "one-output-per-order")
+}
+
+func withStallLimit(o jobrun.Options, limit time.Duration) jobrun.Options {
+	o.StallLimit = limit
+	return o
 }

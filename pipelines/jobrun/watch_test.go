@@ -1,4 +1,4 @@
-package watchdog
+package jobrun
 
 import (
 	"context"
@@ -60,20 +60,20 @@ func watch(t *testing.T, c *fakeClock, cfg Config, maxTicks int) (error, int) {
 		select {
 		case err := <-done:
 			return err, n
-		case c.ticks <- c.now:
+		case c.ticks <- time.Time{}: // Watch reads the clock through Now, not the tick
 		case <-deadline:
 			t.Fatal("Watch neither took a tick nor returned")
 		}
 	}
 }
 
-func counters(n int64) Sample {
+func acked(n int64) Sample {
 	return Sample{Counters: map[string]int64{"pubsubio/messages_acked": n}, Pending: true}
 }
 
 func TestWatch_ReportsStallWhenNothingMovesForTheLimitWhileInputRemains(t *testing.T) {
 	c := newFakeClock(time.Second)
-	cfg := Config{Limit: 5 * time.Second, Sample: c.script(counters(1), counters(2), counters(3)), What: "streaming job", Hint: "see notes/beam-defects.md"}
+	cfg := Config{Limit: 5 * time.Second, Sample: c.script(acked(1), acked(2), acked(3)), What: "streaming job", Hint: "see notes/beam-defects.md"}
 	err, ticks := watch(t, c, cfg, 100)
 
 	var stall *Stall
@@ -87,7 +87,7 @@ func TestWatch_DoesNotReportAJobThatKeepsMoving(t *testing.T) {
 	c := newFakeClock(time.Second)
 	var samples []Sample
 	for i := range 50 {
-		samples = append(samples, counters(int64(i)))
+		samples = append(samples, acked(int64(i)))
 	}
 	err, ticks := watch(t, c, Config{Limit: 5 * time.Second, Sample: c.script(samples...)}, 50)
 	assert.NoError(t, err)
@@ -115,39 +115,18 @@ func TestWatch_FailingSamplesCountAsNoProgress(t *testing.T) {
 	assert.Contains(t, err.Error(), "last sample failed: job server gone")
 }
 
+func TestWatch_ReportsWhatDidNotHappenWhenTheSampleSaysSo(t *testing.T) {
+	c := newFakeClock(time.Second)
+	s := Sample{Counters: map[string]int64{"committed elements": 40}, Pending: true, Note: "no bundle finished"}
+	err, _ := watch(t, c, Config{Limit: 3 * time.Second, Sample: c.script(s), What: "orders job on universal", Hint: "check the pool"}, 100)
+	var stall *Stall
+	require.ErrorAs(t, err, &stall)
+	assert.Equal(t, "orders job on universal stalled: no bundle finished for 3s (committed elements=40); check the pool", err.Error())
+}
+
 func TestWatch_RequiresLimitAndSample(t *testing.T) {
 	assert.Error(t, Watch(context.Background(), Config{Sample: func(context.Context) (Sample, error) { return Sample{}, nil }}))
 	assert.Error(t, Watch(context.Background(), Config{Limit: time.Second}))
-}
-
-func TestRun_CancelsTheJobAndReturnsTheStall(t *testing.T) {
-	c := newFakeClock(time.Second)
-	ticks := make(chan time.Time, 100)
-	for range 100 {
-		ticks <- time.Time{}
-	}
-	cfg := Config{Limit: 3 * time.Second, Sample: c.script(counters(1)), Now: c.Now,
-		Ticker: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}
-	var jobErr error
-	err := Run(context.Background(), cfg, func(ctx context.Context) error {
-		select {
-		case <-ctx.Done(): // a stalled job ends only when cancelled
-			jobErr = context.Cause(ctx)
-			return ctx.Err()
-		case <-time.After(10 * time.Second):
-			return errors.New("job was not cancelled")
-		}
-	})
-	var stall *Stall
-	require.ErrorAs(t, err, &stall)
-	assert.ErrorAs(t, jobErr, &stall, "the job's context was cancelled with the stall as cause")
-}
-
-func TestRun_ReturnsTheJobsOwnResultWhenItEnds(t *testing.T) {
-	boom := errors.New("boom")
-	cfg := Config{Limit: time.Hour, Sample: func(context.Context) (Sample, error) { return counters(0), nil }}
-	assert.NoError(t, Run(context.Background(), cfg, func(context.Context) error { return nil }))
-	assert.ErrorIs(t, Run(context.Background(), cfg, func(context.Context) error { return boom }), boom)
 }
 
 // live samples a job the way RunLive does: job-level Pending off, the

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The modes of --pipeline=streaming: the demo (an in-process Pub/Sub
+// fake) and a run against a subscription.
+const (
+	streamingDemo = "streaming"
+	streamingLive = "streaming with --subscription"
+)
+
+var (
+	fileModes  = []string{"orders", "userevents", "cdc", "orderstatus"}
+	dedupModes = append(slices.Clone(fileModes), streamingLive)
+)
+
+// appliesTo is the one table of which of runjob's own flags apply to which
+// pipeline (mode, as mode names it). A flag not listed applies to every
+// pipeline: --pipeline, --state_ttl, --graph, --timeout, --stall_limit,
+// --verbose, and Beam's flags.
+var appliesTo = map[string][]string{
+	"input":  fileModes,
+	"output": fileModes,
+	"errors": fileModes,
+	// The generated input: orders, order events, or the demo's stream.
+	"count": {"orders", "orderstatus", streamingDemo},
+	"seed":  {"orders", "orderstatus", streamingDemo},
+	// Options of the dedup step; the demo's is fixed (keys by order_id,
+	// --state_ttl only).
+	"partition_by":           dedupModes,
+	"event_time_ttl":         dedupModes,
+	"reset_ttl_on_duplicate": dedupModes,
+	"uid":                    dedupModes,
+	"on_time":                fileModes,
+	"force_stateful":         fileModes,
+	// A subscription, read until stopped.
+	"subscription":      {streamingLive},
+	"output_topic":      {streamingLive},
+	"dead_letter_topic": {streamingLive},
+	"readers":           {streamingLive},
+	"ack_deadline":      {streamingLive},
+	"drain_timeout":     {streamingLive},
+	"progress":          {streamingLive},
+}
+
+// mode is the pipeline as appliesTo names it.
+func mode(o *options) string {
+	if o.pipeline == "streaming" && (o.set["subscription"] || o.set["output_topic"] || o.set["dead_letter_topic"]) {
+		return streamingLive
+	}
+	return o.pipeline
+}
+
+// flagsApply rejects a flag given for a pipeline it does not apply to,
+// naming the pipelines it applies to.
+func flagsApply(o *options) error {
+	m := mode(o)
+	names := make([]string, 0, len(o.set))
+	for f := range o.set {
+		names = append(names, f)
+	}
+	slices.Sort(names)
+	for _, f := range names {
+		modes, ok := appliesTo[f]
+		if !ok || slices.Contains(modes, m) {
+			continue
+		}
+		var to []string
+		for _, w := range modes {
+			to = append(to, describeMode(w))
+		}
+		msg := fmt.Sprintf("--%s does not apply to %s; it applies to %s", f, describeMode(m), strings.Join(to, ", "))
+		if m == streamingDemo {
+			msg += " (the demo publishes its own stream to an in-process Pub/Sub fake; give --subscription, --output_topic and --dead_letter_topic to read a real one)"
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	return nil
+}
+
+func describeMode(m string) string {
+	switch m {
+	case streamingDemo:
+		return "--pipeline=streaming: the demo"
+	case streamingLive:
+		return "--pipeline=streaming with --subscription"
+	}
+	return "--pipeline=" + m
+}

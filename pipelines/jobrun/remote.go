@@ -1,0 +1,171 @@
+package jobrun
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
+	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
+	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Remote is one job on a portable job server (Prism's, or a Flink or
+// Spark job server), found by its name: its state, its metrics and its
+// cancellation. Give each run a name of its own: a finished job of the
+// same name is ignored, a running one is not.
+//
+// Committed metrics are those of finished bundles: a job whose bundles
+// crawl (a row a second) makes no progress that counts there. Attempted
+// metrics are the runners' view of bundles in flight (Prism's are its
+// latest progress report, not a sum).
+type Remote struct {
+	Name     string
+	Endpoint string
+
+	mu     sync.Mutex
+	conn   *grpc.ClientConn
+	client jobpb.JobServiceClient
+	id     string
+}
+
+// Follow connects to the job server at endpoint for the job called name.
+// The job need not be submitted yet.
+func Follow(endpoint, name string) (*Remote, error) {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("jobrun: job server %s: %w", endpoint, err)
+	}
+	return &Remote{Name: name, Endpoint: endpoint, conn: conn, client: jobpb.NewJobServiceClient(conn)}, nil
+}
+
+// Close closes the connection to the job server.
+func (r *Remote) Close() { r.conn.Close() }
+
+// ID returns the job's id, once the job has been submitted.
+func (r *Remote) ID(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.id != "" {
+		return r.id, nil
+	}
+	resp, err := r.client.GetJobs(ctx, &jobpb.GetJobsRequest{})
+	if err != nil {
+		return "", err
+	}
+	for _, info := range resp.GetJobInfo() {
+		if info.GetJobName() == r.Name && !terminal(info.GetState()) {
+			r.id = info.GetJobId()
+			return r.id, nil
+		}
+	}
+	return "", fmt.Errorf("job %s is not on the job server at %s", r.Name, r.Endpoint)
+}
+
+func terminal(s jobpb.JobState_Enum) bool {
+	switch s {
+	case jobpb.JobState_DONE, jobpb.JobState_FAILED, jobpb.JobState_CANCELLED, jobpb.JobState_DRAINED, jobpb.JobState_UPDATED:
+		return true
+	}
+	return false
+}
+
+// State returns the job's state.
+func (r *Remote) State(ctx context.Context) (jobpb.JobState_Enum, error) {
+	id, err := r.ID(ctx)
+	if err != nil {
+		return jobpb.JobState_UNSPECIFIED, err
+	}
+	resp, err := r.client.GetState(ctx, &jobpb.GetJobStateRequest{JobId: id})
+	if err != nil {
+		return jobpb.JobState_UNSPECIFIED, err
+	}
+	return resp.GetState(), nil
+}
+
+// monitoring returns the job's committed and attempted monitoring infos.
+func (r *Remote) monitoring(ctx context.Context) (committed, attempted []*pipepb.MonitoringInfo, err error) {
+	id, err := r.ID(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := r.client.GetJobMetrics(ctx, &jobpb.GetJobMetricsRequest{JobId: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp.GetMetrics().GetCommitted(), resp.GetMetrics().GetAttempted(), nil
+}
+
+// Metrics returns the job's committed metrics.
+func (r *Remote) Metrics(ctx context.Context) (metrics.Results, error) {
+	committed, _, err := r.monitoring(ctx)
+	if err != nil {
+		return metrics.Results{}, err
+	}
+	return *metricsx.FromMonitoringInfos(nil, nil, committed), nil
+}
+
+// Counters returns the job's committed user counters (by namespace/name)
+// and the sum of its element counts (as "elements").
+func (r *Remote) Counters(ctx context.Context) (map[string]int64, error) {
+	committed, _, err := r.monitoring(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return counters(committed), nil
+}
+
+func counters(mis []*pipepb.MonitoringInfo) map[string]int64 {
+	out := map[string]int64{}
+	for _, mi := range mis {
+		name, ok := counterName(mi)
+		if !ok {
+			continue
+		}
+		v, n := binary.Uvarint(mi.GetPayload())
+		if n <= 0 {
+			continue
+		}
+		out[name] += int64(v)
+	}
+	return out
+}
+
+func counterName(mi *pipepb.MonitoringInfo) (string, bool) {
+	switch mi.GetUrn() {
+	case "beam:metric:user:sum_int64:v1":
+		l := mi.GetLabels()
+		return l["NAMESPACE"] + "/" + l["NAME"], true
+	case "beam:metric:element_count:v1":
+		return "elements", true
+	}
+	return "", false
+}
+
+// Cancel asks the job server to cancel the job. Unlike cancelling
+// beam.Run's context, this stops the job inside the runner too (a job
+// whose client has gone keeps running there).
+func (r *Remote) Cancel(ctx context.Context) error {
+	id, err := r.ID(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = r.client.Cancel(ctx, &jobpb.CancelJobRequest{JobId: id})
+	return err
+}
+
+// Jobs lists the jobs on the job server at endpoint, finished ones
+// included.
+func Jobs(ctx context.Context, endpoint string) ([]*jobpb.JobInfo, error) {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	resp, err := jobpb.NewJobServiceClient(conn).GetJobs(ctx, &jobpb.GetJobsRequest{})
+	return resp.GetJobInfo(), err
+}

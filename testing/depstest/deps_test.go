@@ -1,0 +1,55 @@
+package depstest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Import path prefixes no library package may link.
+var (
+	runners = "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/"
+	fakes   = []string{
+		"cloud.google.com/go/pubsub/v2/pstest",
+		"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/",
+		"github.com/beamdedup/beamdedup/testing/",
+		"testing",
+	}
+	docker = []string{"github.com/docker/", "github.com/moby/", "github.com/testcontainers/"}
+)
+
+func TestLibraryPackagesLinkNoRunnerTestFakeOrDockerClient(t *testing.T) {
+	all := append(append([]string{runners}, fakes...), docker...)
+	for _, tc := range []struct {
+		name      string
+		packages  []string
+		forbidden []string
+	}{
+		{"transforms and coders", []string{"./transforms/...", "./coders/..."}, all},
+		// The sample pipelines' library packages: a job runs them on any
+		// runner; the programs that run them (cmd/runjob, tests) link the
+		// runner, the in-process Prism (jobrun/localprism) and the Pub/Sub
+		// fake (streaming/demo).
+		{"pipelines", []string{"./pipelines/streaming", "./pipelines/jobrun", "./pipelines/orders", "./pipelines/userevents",
+			"./pipelines/cdc", "./pipelines/orderstatus", "./pipelines/jsonl"}, all},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command("go", append([]string{"list", "-deps"}, tc.packages...)...)
+			cmd.Dir = filepath.Join("..", "..")
+			out, err := cmd.Output()
+			require.NoError(t, err, "go list -deps %s", strings.Join(tc.packages, " "))
+			deps := strings.Fields(string(out))
+			require.Greater(t, len(deps), 100, "go list listed the dependencies")
+			for _, d := range deps {
+				for _, f := range tc.forbidden {
+					assert.False(t, d == f || strings.HasPrefix(d, strings.TrimSuffix(f, "/")+"/"),
+						"%s links %s (%s): find the import with go list -deps -f '{{.ImportPath}}: {{.Imports}}'", tc.name, d, f)
+				}
+			}
+		})
+	}
+}
