@@ -37,6 +37,8 @@ var appliesTo = map[string][]string{
 	"uid":                    dedupModes,
 	"on_time":                fileModes,
 	"force_stateful":         fileModes,
+	// The order-status sample's PostgreSQL table.
+	"postgres": {"orderstatus"},
 	// A subscription, read until stopped.
 	"subscription":      {streamingLive},
 	"output_topic":      {streamingLive},

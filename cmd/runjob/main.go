@@ -60,6 +60,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -93,6 +94,7 @@ type options struct {
 	timeout      time.Duration
 	stallLimit   time.Duration
 	verbose      bool
+	postgres     string          // orderstatus: the DSN of the status table's database
 	set          map[string]bool // flags given on the command line
 	runner       string          // resolved runner
 	inputNote    string          // how the input came about
@@ -125,6 +127,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long (cancel it, exit 1); 0 = never. With --subscription: stop it then (drain, exit 0), only when given")
 	fs.DurationVar(&o.stallLimit, "stall_limit", jobrun.DefaultStallLimit, "when the job makes no progress this long (no SDK worker reports, no bundle finishes; with --subscription: a step holds work and finishes none), cancel it and exit 1 saying what did not happen; 0 = the default, negative = no watchdog")
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
+	fs.StringVar(&o.postgres, "postgres", "", "orderstatus: write each order's current status into the table "+orderstatus.DefaultTable+" of this PostgreSQL database (a DSN; created if missing; give the password in PGPASSWORD, not in the DSN)")
 	addLiveFlags(fs, &o.live)
 	flag.CommandLine.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "test.") || fs.Lookup(f.Name) != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
 // orderStatusRun runs the keep-last sample (pipelines/orderstatus) on
@@ -37,7 +39,12 @@ var orderStatusRun = pipelineRun{
 				os.Remove(p)
 			}
 		}
-		return nil
+		if o.postgres == "" {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return orderstatus.CreateTable(ctx, o.postgres, orderstatus.DefaultTable)
 	},
 	build:    buildOrderStatus,
 	describe: pipelineOn,
@@ -66,7 +73,7 @@ func orderStatusFiles(o *options) (naive, changes string) {
 func buildOrderStatus(s beam.Scope, o *options) error {
 	naive, changes := orderStatusFiles(o)
 	_, err := orderstatus.Build(s, orderstatus.Config{Input: o.input, Output: o.output, Errors: o.errors,
-		Naive: naive, Changes: changes, Stateful: true, Dedup: dedupOptions(o)})
+		Naive: naive, Changes: changes, Stateful: true, Dedup: dedupOptions(o), Postgres: o.postgres})
 	return err
 }
 
@@ -105,6 +112,11 @@ func summarizeOrderStatus(stdout, stderr io.Writer, o *options, pr beam.Pipeline
 		fmt.Fprintf(stdout, "  %-17s %7d %7d\n", st, final[st], naiveCounts[st])
 	}
 	fmt.Fprintf(stdout, "  %-17s %7d %7d   (naive: every event counted, one order in several statuses)\n", "total", orders, events)
+	if o.postgres != "" {
+		if code := summarizeTable(stdout, stderr, o, pr, final); code != 0 {
+			return code
+		}
+	}
 	if c.DeadLettered+c.GroupsBelowZero > 0 {
 		fmt.Fprintf(stdout, "count dead letters  %d (see %s)\n", c.DeadLettered+c.GroupsBelowZero, o.errors)
 	}
@@ -201,4 +213,25 @@ func statuses(a, b map[string]int64) []string {
 	}
 	slices.Sort(extra)
 	return append(order, extra...)
+}
+
+// summarizeTable compares the PostgreSQL table's count per status with the
+// pipeline's: they must be equal, each order once in its current status.
+func summarizeTable(stdout, stderr io.Writer, o *options, pr beam.PipelineResult, final map[string]int64) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	table, err := orderstatus.TableCounts(ctx, o.postgres, orderstatus.DefaultTable)
+	if err != nil {
+		fmt.Fprintf(stderr, "runjob: reading the table: %v\n", oneLine(err))
+		return 1
+	}
+	w := pgsink.ReadCounters(pr)
+	fmt.Fprintf(stdout, "postgres            %d rows written, %d skipped (a -U, folded away in its batch, or as stored), %d deleted, %d dead-lettered into table %s\n",
+		w.Written, w.Skipped, w.Deleted, w.DeadLettered, orderstatus.DefaultTable)
+	if !maps.Equal(table, final) {
+		fmt.Fprintf(stdout, "table per status    %v: differs from the count per status\n", table)
+		return 1
+	}
+	fmt.Fprintf(stdout, "table per status    SELECT status, count(*) ... GROUP BY status equals the count per status\n")
+	return 0
 }

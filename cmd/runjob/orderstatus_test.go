@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
+	"github.com/beamdedup/beamdedup/testing/pgtest"
 )
 
 // Seed 003's shape: 622 events for 240 orders give 240 +I and 382 later
@@ -24,5 +28,29 @@ func TestRunOrderStatusPrintsTheChangelogAndBothCounts(t *testing.T) {
 		fmt.Sprintf("  %-17s %7d %7d", "total", 240, 622),
 	} {
 		assert.Contains(t, stdout, want)
+	}
+}
+
+// --postgres writes each order's current status into a table whose count
+// per status is the pipeline's, and a second run of the same input leaves
+// the table as it was (the sink upserts, guarded by ts).
+func TestRunOrderStatusWritesEachOrdersCurrentStatusIntoPostgres(t *testing.T) {
+	dsn := pgtest.Shared(t).NewDatabase(t)
+	out := filepath.Join(t.TempDir(), "counts.jsonl")
+	var want map[string]int64
+	for run := range 2 {
+		code, stdout, _ := runJob(t, "--pipeline=orderstatus", "--output="+out, "--postgres="+dsn)
+		require.Equal(t, 0, code, "run %d", run)
+		assert.Contains(t, stdout, "SELECT status, count(*) ... GROUP BY status equals the count per status", "run %d", run)
+		got, err := readCounts(out)
+		require.NoError(t, err)
+		table, err := orderstatus.TableCounts(context.Background(), dsn, orderstatus.DefaultTable)
+		require.NoError(t, err)
+		assert.Equal(t, got, table, "run %d: the table's count per status", run)
+		assert.Equal(t, int64(240), sum(table), "one row per order")
+		if run == 0 {
+			want = table
+		}
+		assert.Equal(t, want, table, "a rerun changes nothing")
 	}
 }

@@ -6,10 +6,12 @@
 // changelog.CountPerKey), counts each order once, in its current status.
 //
 // Build reads JSON Lines events and writes the count per status, the naive
-// count per status (every event counted), and optionally the changelog.
+// count per status (every event counted), and optionally the changelog and
+// each order's current status into a PostgreSQL table.
 package orderstatus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -84,6 +86,13 @@ type Config struct {
 	Stateful bool
 	// Dedup options are passed to the keep-last step after its defaults.
 	Dedup []dedup.Option
+	// Postgres, when set, is the DSN of a PostgreSQL database into whose
+	// Table (DefaultTable when empty, created with CreateTable) each
+	// order's current status is written, from the keep-last changelog
+	// (transforms/pgsink). Prefer a DSN without its password (PGPASSWORD):
+	// the DSN travels in the pipeline.
+	Postgres string
+	Table    string
 }
 
 // Result holds the pipeline's collections.
@@ -137,7 +146,15 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		r.Changes, r.Counts = changes, counts
 		r.Final = changelog.Latest(s.Scope("Final"), counts)
 		r.Naive = changelog.Latest(s.Scope("Naive"), naiveCounts)
-		return r.Final, beam.Flatten(s, rejected, badCounts, badNaive), nil
+		dead := []beam.PCollection{rejected, badCounts, badNaive}
+		if cfg.Postgres != "" {
+			refused, err := writePostgres(s, changes, cfg.Postgres, cmp.Or(cfg.Table, DefaultTable))
+			if err != nil {
+				return beam.PCollection{}, beam.PCollection{}, err
+			}
+			dead = append(dead, refused)
+		}
+		return r.Final, beam.Flatten(s, dead...), nil
 	}
 	body, err := pipeline.Build(s, pipeline.Spec{
 		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
