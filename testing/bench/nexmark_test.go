@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -88,18 +89,31 @@ func BenchmarkNexmark(b *testing.B) {
 	for _, c := range nexmarkCases {
 		b.Run(c.name, func(b *testing.B) {
 			var total time.Duration
+			var requests int64 // Fn API state requests
+			var counters dedup.Counters
 			for range b.N {
 				p, s := beam.NewPipelineWithRoot()
 				bids := bench.GenerateNexmark(s, events, 1)
 				out := c.build(s.Scope(c.name), bids)
 				bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), out))
 				rsstest.ResetPeak()
+				fnapitest.Reset()
 				pr, d := runOnPrism(b, p, 30*time.Minute)
 				total += d
 				require.Positive(b, bench.OutCount(pr), "output rows")
+				for _, r := range fnapitest.All() {
+					requests += r.Total()
+				}
+				counters = dedup.ReadCounters(pr)
 			}
 			rate := float64(b.N*events) / total.Seconds()
 			b.ReportMetric(rate, "events/s")
+			b.ReportMetric(float64(requests)/float64(b.N*events), "requests/event")
+			if counters.RowsIn > 0 {
+				// Bids that reached the stateful step (the fold merges a
+				// bundle's bids of a key before it).
+				b.ReportMetric(float64(counters.RowsIn-counters.MiniBatchDropped)/float64(counters.RowsIn), "reaching/bid")
+			}
 			b.ReportMetric(load1(), "load1")
 			if peak := rsstest.PeakMB(); peak > 0 {
 				b.ReportMetric(peak, "peakRSS_MB")

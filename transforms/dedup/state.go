@@ -36,8 +36,9 @@ import (
 //     length, then the bytes).
 //
 // A Value[[]byte] write would be a clear and two appends, which is why no
-// step uses one. TestStateRequests_CountersMatchTheFnAPI (testing/bench)
-// checks these counts against the requests the SDK sends.
+// step uses one. TestEachSDKCallCostsTheRequestsTheStoresCount
+// (testing/fnapitest) checks these costs against the requests the SDK
+// sends, and the budget tests (testing/bench) the counters of every mode.
 
 // Requests per SDK call, from the list above.
 const (
