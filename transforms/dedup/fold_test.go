@@ -19,7 +19,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
-// KeepLast's mini-batch fold (issue 10 rule 6) on Prism: each TestStream
+// KeepLast's mini-batch fold (docs/keeplast.md, rule 7) on Prism: each TestStream
 // AddElements batch is a bundle of the keying step.
 
 // streamRow is a changelog row of the differential: Arr is its arrival
@@ -199,7 +199,7 @@ func lastRowPerKey(rows []streamRow, less func(a, b streamRow) bool) []any {
 	return want
 }
 
-// The differential of issue 10: random changelog streams in several bundles
+// The differential of KeepLast's expansions: random changelog streams in several bundles
 // reach the same final state per key (the changelog applied) through the
 // stateful expansion with and without MiniBatch and through the bounded
 // expansion, in arrival order, OnTime and SequenceBy, and all agree with

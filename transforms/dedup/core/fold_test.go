@@ -22,7 +22,7 @@ type foldIn struct {
 	want core.FoldAction
 }
 
-func TestFold_Rule6_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
+func TestFold_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  core.Config
@@ -102,7 +102,7 @@ func folded(cfg core.Config, rows []core.Row, nows []int64) (out []core.Row, sup
 // passed on or superseded, and one row is passed on. Without a StateTTL the
 // bundle is one group; where a StateTTL splits it (FoldFlush) is the table
 // test's and TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100's.
-func TestFold_Rule6_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T) {
+func TestFold_FoldedBundleLeavesTheSameStateAsTheUnfoldedOne(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 10))
 	kinds := []rowkind.Kind{rowkind.Insert, rowkind.UpdateAfter, rowkind.UpdateAfter, rowkind.UpdateBefore, rowkind.Delete}
 	for iter := range 5000 {
