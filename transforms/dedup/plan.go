@@ -135,11 +135,3 @@ func newPlan(c *config, in input) (plan, error) {
 	p.fold = keyedHere && last && inBundle
 	return p, nil
 }
-
-// coreRules are the plan's rules.
-func (p *plan) coreRules() core.Rules {
-	if p.last {
-		return core.Last{Config: p.rules}
-	}
-	return core.First{Config: p.rules}
-}
