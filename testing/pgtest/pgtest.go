@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // MinVersion is the oldest server major version accepted: 15 added
@@ -181,7 +183,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 	// it (other test processes do the same): try a few.
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := jobservertest.FreePort()
 		if err != nil {
 			return err
 		}
@@ -202,15 +204,6 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		}
 	}
 	return lastErr
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // watcherScript stops the server and removes the directory once the test

@@ -161,24 +161,28 @@ func newBundleCache(keyType reflect.Type) *bundleCache {
 func (c *bundleCache) reset() { clear(c.states) }
 
 // id is the cache's name of key's state in window w: the key's bytes and,
-// in an interval window, its bounds.
-func (c *bundleCache) id(w beam.Window, key any) (string, error) {
+// in an interval window, its bounds. It is valid until the next id (no
+// allocation per row: the map is indexed with string(id)).
+func (c *bundleCache) id(w beam.Window, key any) ([]byte, error) {
 	c.buf.Reset()
 	if iw, ok := w.(window.IntervalWindow); ok {
-		c.buf.Write(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(iw.Start)), uint64(iw.End)))
+		var bounds [16]byte
+		binary.BigEndian.PutUint64(bounds[:8], uint64(iw.Start))
+		binary.BigEndian.PutUint64(bounds[8:], uint64(iw.End))
+		c.buf.Write(bounds[:])
 	}
 	if b, ok := key.([]byte); ok && c.keyEnc == nil {
 		c.buf.Write(b)
 	} else if err := c.keyEnc.Encode(key, &c.buf); err != nil {
-		return "", fmt.Errorf("dedup: encoding key: %w", err)
+		return nil, fmt.Errorf("dedup: encoding key: %w", err)
 	}
-	return c.buf.String(), nil
+	return c.buf.Bytes(), nil
 }
 
 // read returns the state of the key called id: from the cache, or from the
 // store (then cached).
-func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, id string) (stored, error) {
-	if was, ok := c.states[id]; ok {
+func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, id []byte) (stored, error) {
+	if was, ok := c.states[string(id)]; ok {
 		cStateCacheHits.Inc(ctx, 1)
 		return was, nil
 	}
@@ -190,11 +194,11 @@ func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, id s
 }
 
 // put records what the cell of the key called id holds.
-func (c *bundleCache) put(id string, st stored) {
-	if _, ok := c.states[id]; !ok && len(c.states) >= miniBatchMaxKeys {
+func (c *bundleCache) put(id []byte, st stored) {
+	if _, ok := c.states[string(id)]; !ok && len(c.states) >= miniBatchMaxKeys {
 		c.reset()
 	}
-	c.states[id] = st
+	c.states[string(id)] = st
 }
 
 func countRead(ctx context.Context) {

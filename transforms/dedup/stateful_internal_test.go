@@ -82,7 +82,7 @@ func TestBundleCache_ServesAKeysStateWithinABundleOnly(t *testing.T) {
 				for _, k := range tc.keys {
 					id, err := c.id(w, k)
 					require.NoError(t, err)
-					ids[id] = true
+					ids[string(id)] = true
 				}
 			}
 			assert.Len(t, ids, 6, "one state per key and window")

@@ -434,12 +434,8 @@ func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 func (w *writer) arrays(es []entry) []any {
 	p := w.plan
 	args := make([]any, 0, len(p.cols)+1)
-	for ci, c := range p.cols {
-		s := reflect.MakeSlice(w.sliceTypes[ci], len(es), len(es))
-		for i := range es {
-			s.Index(i).Set(es[i].v.Field(c.index))
-		}
-		args = append(args, s.Interface())
+	for ci := range p.cols {
+		args = append(args, w.column(ci, es))
 	}
 	if p.tombstone != "" {
 		del := make([]bool, len(es))
@@ -468,17 +464,23 @@ func (w *writer) nullMask(e entry) uint64 {
 func (w *writer) keyArrays(es []entry, mask uint64) []any {
 	var args []any
 	for i, k := range w.plan.keys {
-		if mask&(1<<i) != 0 {
-			continue
+		if mask&(1<<i) == 0 {
+			args = append(args, w.column(k, es))
 		}
-		c := w.plan.cols[k]
-		s := reflect.MakeSlice(w.sliceTypes[k], len(es), len(es))
-		for j := range es {
-			s.Index(j).Set(es[j].v.Field(c.index))
-		}
-		args = append(args, s.Interface())
 	}
 	return args
+}
+
+// column is the values of the ci-th written column of es, as a slice of
+// the field's type, so that pgx encodes it as an array of the column's
+// type.
+func (w *writer) column(ci int, es []entry) any {
+	c := w.plan.cols[ci]
+	s := reflect.MakeSlice(w.sliceTypes[ci], len(es), len(es))
+	for i := range es {
+		s.Index(i).Set(es[i].v.Field(c.index))
+	}
+	return s.Interface()
 }
 
 // Fault classes.
