@@ -172,7 +172,7 @@ func Run(ctx context.Context, job jobrun.Options, cfg Config) (Result, error) {
 		Endpoint:        srv.Addr,
 		// No cleanup timers: the job ends at the idle stop.
 		Dedup: []dedup.Option{dedup.StateTTL(cfg.StateTTL), dedup.CleanupTimers(false)},
-		Read: []pubsubio.ReadOption{
+		Read: []pubsubio.Option{
 			pubsubio.IdleStop(cfg.IdleStop),
 			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds
 			pubsubio.MaxBundleDuration(500 * time.Millisecond),
