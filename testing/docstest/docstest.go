@@ -1,6 +1,7 @@
-// Package docstest reads the shell commands and links of the project's
-// Markdown pages, so that tests can check that every command a reader
-// pastes still names packages, tests, flags and files that exist.
+// Package docstest reads the shell commands, links and Go snippets of the
+// project's Markdown pages, so that tests can check that every command a
+// reader pastes still names packages, tests, flags and files that exist,
+// and that every Go snippet compiles against the module's packages.
 package docstest
 
 import (
