@@ -136,7 +136,7 @@ func BenchmarkReadDedup(b *testing.B) {
 	for i := range b.N {
 		st := runCounted(b, i, func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection {
 			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub}, msgs)
-			return dedup.KeepFirst(s, rows, dedup.PartitionBy("order_id"), dedup.UID("bench"))
+			return dedup.KeepFirst(s, rows, dedup.PartitionBy("order_id"), dedup.UID("bench")).Rows
 		})
 		if got := st.n.Load(); got != int64(*benchN) {
 			b.Fatalf("kept %d of %d orders", got, *benchN)

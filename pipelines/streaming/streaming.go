@@ -172,7 +172,8 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 	if cfg.ByMessageID {
 		good, bad := beam.ParDo2(s, &checkFn[T]{Subscription: cfg.Subscription}, out.Messages)
 		out.DeadLetters = bad
-		kept, err := dedup.TryKeepFirst(s, good, dopts...)
+		r, err := dedup.TryKeepFirst(s, good, dopts...)
+		kept := r.Rows
 		if err != nil {
 			return Outputs{}, err
 		}
@@ -180,7 +181,8 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 	} else {
 		rows, bad := beam.ParDo2(s, df, out.Messages)
 		out.DeadLetters = bad
-		out.Kept, err = dedup.TryKeepFirst(s, rows, dopts...)
+		r, err := dedup.TryKeepFirst(s, rows, dopts...)
+		out.Kept = r.Rows
 		if err != nil {
 			return Outputs{}, err
 		}
