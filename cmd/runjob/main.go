@@ -62,6 +62,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func main() {
@@ -304,7 +305,7 @@ func dedupOptions(o *options) []dedup.Option {
 		opts = append(opts, dedup.UID(o.uid))
 	}
 	if o.stateful {
-		opts = append(opts, dedup.ForceStateful())
+		opts = append(opts, deduptest.ForceStateful())
 	}
 	return opts
 }

@@ -157,7 +157,7 @@ type Result struct {
 
 // Build adds the change-log pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID(UID)}, cfg.Dedup...)
+	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup...)
 	r, err := pipeline.Build(s.Scope("CDC"), pipeline.Spec{
 		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
 		Row:     reflect.TypeFor[Change](),

@@ -25,6 +25,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -115,13 +116,13 @@ func Build(s beam.Scope, cfg Config) (Result, error) {
 }
 
 func build(s beam.Scope, cfg Config) (Result, error) {
-	opts := slices.Concat([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"), dedup.UID(UID)}, cfg.Dedup)
+	opts := slices.Concat([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup)
 	var countOpts []changelog.Option
 	if cfg.Stateful {
 		// A file is one bundle, which KeepLast's mini-batch fold would
 		// collapse to the final rows; the options given come after.
-		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{dedup.ForceStateful()})
-		countOpts = append(countOpts, changelog.ForceStateful())
+		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{deduptest.ForceStateful()})
+		countOpts = append(countOpts, deduptest.CountStateful())
 	}
 	countOpts = append(countOpts, changelog.KindColumn("op"), changelog.GroupBy("status"))
 
@@ -133,13 +134,15 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}
-		counts, badCounts, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
+		cr, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
+		counts, badCounts := cr.Counts, cr.DeadLetters
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}
 		// The naive count: every event an insert, nothing deduplicated.
 		inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
-		naiveCounts, badNaive, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
+		nr, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
+		naiveCounts, badNaive := nr.Counts, nr.DeadLetters
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}

@@ -21,9 +21,10 @@ const PostgresUID = "order-status-postgres"
 // bundle or an older event delivered late never overwrites a newer status.
 // It returns the rows the table refused.
 func writePostgres(s beam.Scope, changes beam.PCollection, dsn, table string) (beam.PCollection, error) {
-	return pgsink.TryWrite(s.Scope("Postgres"), changes, pgsink.DSN(dsn), pgsink.Table(table),
-		pgsink.PartitionBy("order_id"), pgsink.OutputKind("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted"),
+	r, err := pgsink.TryWrite(s.Scope("Postgres"), changes, pgsink.DSN(dsn), pgsink.Table(table),
+		pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted"),
 		pgsink.UID(PostgresUID))
+	return r.DeadLetters, err
 }
 
 // CreateTable creates table, the layout writePostgres writes

@@ -136,7 +136,7 @@ func BenchmarkReadDedup(b *testing.B) {
 	for i := range b.N {
 		st := runCounted(b, i, func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection {
 			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub, Columns: []string{"order_id"}}, msgs)
-			kept, _, err := keepFirst(s, rows, []dedup.Option{dedup.UID("bench")})
+			kept, _, _, err := keepFirst(s, rows, []dedup.Option{dedup.UID("bench")})
 			if err != nil {
 				b.Fatal(err)
 			}

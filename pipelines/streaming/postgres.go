@@ -13,6 +13,7 @@ import (
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/pgsink/pgsinktest"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
@@ -53,14 +54,17 @@ func registerPostgres[T any]() {
 	register.DoFn5x1[context.Context, []byte, pubsubio.Message, func([]byte, pubsubio.Message), func(pubsubio.Message), error](&postgresFn[T]{})
 }
 
-// postgresFn writes the rows of the kept messages into a table through
-// pgsink (insert-only, keyed by the PartitionBy columns: a row that is
+// postgresFn writes the rows of the kept messages into a table with
+// pgsink's writer (insert-only, keyed by the PartitionBy columns: a row that is
 // there already is left alone, so a message delivered again after a
 // restart changes nothing) and passes each message on once its row is
 // committed: to written, or to refused, as a dead letter with the
 // table's reason. It emits at the end of the bundle, after the last
 // batch committed, so that the publish and the ack that follow it in the
-// stage never run for a row that is not in the table.
+// stage never run for a row that is not in the table. (pgsink.Write
+// returns no committed rows to ack after, so this step runs the sink's
+// writer itself, through pgsinktest: the same folding, batches, retries
+// and dead letters.)
 type postgresFn[T any] struct {
 	DSN     string
 	Table   string
@@ -68,7 +72,7 @@ type postgresFn[T any] struct {
 	// Subscription names the input in dead letters.
 	Subscription string
 
-	w       *pgsink.Writer
+	w       pgsinktest.Writer
 	enc     *keycoder.Encoder
 	all     []pubsubio.Message // the bundle's messages
 	keys    [][]byte           // their keys
@@ -85,7 +89,7 @@ func (f *postgresFn[T]) Setup(ctx context.Context) error {
 		return err
 	}
 	f.enc = enc
-	f.w, err = pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
+	f.w, err = pgsinktest.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
 	return err
 }
 

@@ -210,7 +210,7 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 	out.DeadLetters = bad
 
 	dopts := append([]dedup.Option{dedup.StateTTL(DefaultStateTTL), dedup.UID(cfg.UID)}, cfg.Dedup...)
-	kept, dropped, err := keepFirst(s, rows, dopts)
+	kept, dropped, refusedByDedup, err := keepFirst(s, rows, dopts)
 	if err != nil {
 		return Outputs{}, fmt.Errorf("streaming: %w (KeepFirst runs on the messages keyed by Config.PartitionBy: Config.Dedup takes no options that name columns)", err)
 	}
@@ -257,10 +257,11 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 			return Outputs{}, fmt.Errorf("streaming: %w", err)
 		}
 	}
+	bad = beam.Flatten(s, bad, refusedByDedup)
 	if refused.IsValid() {
 		bad = beam.Flatten(s, bad, refused)
-		out.DeadLetters = bad
 	}
+	out.DeadLetters = bad
 	if cfg.DeadLetterTopic != "" {
 		dead, err := publish(cfg.DeadLetterTopic, bad)
 		if err == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
@@ -68,7 +69,7 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			assert.Contains(t, reasons[`{"quantity": 1}`], "missing order_id")
 			assert.Empty(t, srv.Unacked("in"), "dead letters acked once published")
 			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: int64(tt.wantOut), DuplicatesDropped: int64(3 - tt.wantOut)},
-				counters.RowCounts())
+				deduptest.RowCounts(counters))
 		})
 	}
 }

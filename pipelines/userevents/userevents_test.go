@@ -44,7 +44,7 @@ func TestBuildReportsConfigurationErrors(t *testing.T) {
 	}{
 		{"no input", userevents.Config{}, "Input is required"},
 		{"on_time not a time", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.OnTime("event")}}, "event"},
-		{"on_time with changelog", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.Changelog("event")}}, "Changelog"},
+		{"on_time with changelog", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.KindColumn("event")}}, "KindColumn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

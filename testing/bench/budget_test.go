@@ -12,6 +12,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // budgetInput is the fixed input of the state-access budget: 2,000 rows
@@ -84,7 +85,7 @@ func TestStateBudget(t *testing.T) {
 			assert.LessOrEqual(t, c.TimerSets, candidates+2*c.CandidatesReplaced, "timers set only for a new or replaced candidate")
 			assertVersionWrites(t, c)
 		}},
-		{"changelog", []dedup.Option{dedup.Changelog("op")}, func(t *testing.T, c dedup.Counters) {
+		{"changelog", []dedup.Option{dedup.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted; retractions never write")
 			assertTwoRequestsPerNewKey(t, c)
@@ -112,7 +113,7 @@ func assertTwoRequestsPerNewKey(t *testing.T, c dedup.Counters) {
 	assert.Equal(t, c.Emitted, c.StateAppends, "one append per new key")
 	assert.Zero(t, c.StateClears, "no clear")
 	others := c.StateReads - c.Emitted // rows reaching the state that were not a new key
-	assert.Equal(t, 2*c.Emitted, c.StateRequests()-others, "requests per new key")
+	assert.Equal(t, 2*c.Emitted, deduptest.StateRequests(c)-others, "requests per new key")
 }
 
 // assertVersionWrites checks a versions layout's requests: every write of
@@ -142,7 +143,7 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 	assert.LessOrEqual(t, c.StateReads, rows-c.MiniBatchDropped, "reads ≤ 1 per row reaching the stateful step")
 	check(t, c)
 	t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets (%d rows dropped by the pre-filter)",
-		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.StateRequests())/float64(rows),
+		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c))/float64(rows),
 		float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
 		float64(c.TimerSets)/float64(rows), c.MiniBatchDropped)
 }
@@ -151,15 +152,15 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 // expansion with opts on w and returns its counters and output row count.
 // The state requests it counted must be those the SDK sent on its state
 // cell, stateID: the measurement of transforms/dedup/state.go's costs.
-func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection, w bench.Workload, opts []dedup.Option, stateID string) (dedup.Counters, int64) {
+func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (dedup.Counters, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.ForceStateful()}, opts...)
+	opts = append([]dedup.Option{dedup.PartitionBy("key"), deduptest.ForceStateful()}, opts...)
 	// The Reshuffle keeps the step out of the sink's stage: fused with it,
 	// a stage with no output and no timer makes Prism busy-wait, which
 	// stalled a KeepLast run for minutes on a loaded machine
 	// (notes/performance.md).
-	bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), keep(s, in, opts...)))
+	bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), keep(s, in, opts...).Rows))
 	fnapitest.Reset()
 	pr, _ := runOnPrism(t, p, 3*time.Minute)
 	c := dedup.ReadCounters(pr)
@@ -204,14 +205,17 @@ func TestStateBudget_KeepLast(t *testing.T) {
 		ordered bool
 		// upsert: no -U rows.
 		upsert bool
+		// insertOnly: the rows carry no kind; the kind column is only
+		// written.
+		insertOnly bool
 	}{
-		{name: "watermarkless", opts: []dedup.Option{dedup.OutputKind("op")}, keepLastRules: true},
-		{name: "stateTTL_refresh", opts: []dedup.Option{dedup.OutputKind("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true},
-		{name: "eventtime", opts: []dedup.Option{dedup.OutputKind("op"), dedup.OnTime("ts")}, keepLastRules: true},
-		{name: "sequenceBy", opts: []dedup.Option{dedup.OutputKind("op"), dedup.SequenceBy("seq")}},
+		{name: "watermarkless", opts: []dedup.Option{dedup.KindColumn("op")}, keepLastRules: true, insertOnly: true},
+		{name: "stateTTL_refresh", opts: []dedup.Option{dedup.KindColumn("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true, insertOnly: true},
+		{name: "eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, keepLastRules: true, insertOnly: true},
+		{name: "sequenceBy", opts: []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq")}, insertOnly: true},
 		{name: "upsert", opts: []dedup.Option{dedup.Upsert()}, keepLastRules: true, upsert: true},
-		{name: "changelog", opts: []dedup.Option{dedup.Changelog("op")}},
-		{name: "changelog_eventtime", opts: []dedup.Option{dedup.Changelog("op"), dedup.OnTime("ts")}, ordered: true},
+		{name: "changelog", opts: []dedup.Option{dedup.KindColumn("op")}},
+		{name: "changelog_eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, ordered: true},
 	} {
 		for _, miniBatch := range []bool{true, false} {
 			name := tc.name
@@ -219,6 +223,8 @@ func TestStateBudget_KeepLast(t *testing.T) {
 				name += "/no_minibatch"
 			}
 			t.Run(name, func(t *testing.T) {
+				w := w
+				w.InsertOnly = tc.insertOnly
 				c, out := statefulRun(t, dedup.KeepLast, w, append([]dedup.Option{dedup.MiniBatch(miniBatch)}, tc.opts...), "keeplast")
 				rows := int64(w.Rows)
 				require.Equal(t, rows, c.RowsIn)
@@ -264,7 +270,7 @@ func TestStateBudget_KeepLast(t *testing.T) {
 					}
 				}
 				t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets; %d rows merged before the state",
-					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(c.StateRequests())/float64(rows),
+					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c))/float64(rows),
 					float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
 					float64(c.TimerSets)/float64(rows), rows-reaching)
 			})

@@ -12,6 +12,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func TestNexmarkBidsFollowNexmarksProportionsAndSkew(t *testing.T) {
@@ -65,7 +66,7 @@ var q0 = nexmarkCase{"q0_passthrough", func(s beam.Scope, bids beam.PCollection)
 func q18(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, bids beam.PCollection) beam.PCollection {
 		return dedup.KeepLast(s, bids, append([]dedup.Option{dedup.PartitionBy("bidder", "auction"),
-			dedup.OnTime("date_time"), dedup.OutputKind("op")}, opts...)...)
+			dedup.OnTime("date_time"), dedup.KindColumn("op")}, opts...)...).Rows
 	}
 }
 
@@ -74,7 +75,7 @@ func q18(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollecti
 var nexmarkCases = []nexmarkCase{
 	q0,
 	{"q18_keeplast_bounded", q18()},
-	{"q18_keeplast_stateful", q18(dedup.ForceStateful())},
+	{"q18_keeplast_stateful", q18(deduptest.ForceStateful())},
 }
 
 // BenchmarkNexmark runs Nexmark q0 and q18 on the same generated events

@@ -16,6 +16,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/pgsink/pgsinktest"
 )
 
 // pgRow is an order row as the sink benchmarks write it; pgChange the same
@@ -159,7 +160,7 @@ func pgValuesInsert(b *testing.B, conn *pgx.Conn, table string, rows []pgRow, ba
 func pgSinkWrite(b *testing.B, dsn, table string, rows []any, rowType reflect.Type, opts []pgsink.Option) pgsink.Counters {
 	b.Helper()
 	ctx := context.Background()
-	w, err := pgsink.NewWriter(ctx, rowType, append([]pgsink.Option{pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy("order_id")}, opts...)...)
+	w, err := pgsinktest.NewWriter(ctx, rowType, append([]pgsink.Option{pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy("order_id")}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -197,7 +198,7 @@ var pgSinkCases = []pgSinkCase{
 	{name: "upsert_update", prefill: true, opts: []pgsink.Option{pgsink.Upsert()}},
 	{name: "guarded_update", prefill: true, opts: []pgsink.Option{pgsink.Upsert(), pgsink.OnTime("ts")}},
 	{name: "guarded_changelog_update", prefill: true, change: true,
-		opts: []pgsink.Option{pgsink.Changelog("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}},
+		opts: []pgsink.Option{pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}},
 }
 
 // BenchmarkPgSink compares rows/s through the sink's writer with the

@@ -14,6 +14,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // pipelineCase is one pipeline of the grid, applied to the generated rows.
@@ -26,6 +27,9 @@ type pipelineCase struct {
 	// dedup: the case is a KeepFirst or KeepLast, so its state counters
 	// are reported.
 	dedup bool
+	// insertOnly: the rows carry no kind (bench.Workload.InsertOnly): the
+	// case writes kinds into the kind column without reading any.
+	insertOnly bool
 	// last: the case is a KeepLast: its output must be what its counters
 	// say it emitted, every row in one outcome, and its updates per row are
 	// reported.
@@ -48,7 +52,7 @@ func allKeys(w bench.Workload) int64 { return int64(w.Keys) }
 
 func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dedup.KeepFirst(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...)
+		return dedup.KeepFirst(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...).Rows
 	}
 }
 
@@ -56,7 +60,7 @@ func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCo
 // the op column, unless opts ask for Upsert.
 func keepLast(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dedup.KeepLast(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...)
+		return dedup.KeepLast(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...).Rows
 	}
 }
 
@@ -95,7 +99,7 @@ func floor(name string, newFn func() any) pipelineCase {
 }
 
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
-var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(dedup.ForceStateful()), out: allKeys, dedup: true}
+var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(deduptest.ForceStateful()), out: allKeys, dedup: true}
 
 // distinctCase (g) is filter.Distinct of the key column: the bounded
 // cases also report their ratio to it.
@@ -124,10 +128,10 @@ var gridCases = []pipelineCase{
 	keepFirstCase,
 	// The stateful step alone: what c costs when bundles are small (a
 	// streaming source) and the pre-filter finds no duplicates to drop.
-	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(dedup.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true},
-	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
-	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
-	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.ForceStateful(), dedup.Changelog("op")), out: allKeys, dedup: true},
+	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(deduptest.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true},
+	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(deduptest.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
+	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(deduptest.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
+	{name: "f_keepfirst_stateful_changelog", build: keepFirst(deduptest.ForceStateful(), dedup.KindColumn("op")), out: allKeys, dedup: true},
 	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
@@ -144,12 +148,12 @@ var gridCases = []pipelineCase{
 	// KeepLast: l–n on the stateful expansion (as c, c0, e), o on bounded
 	// input against g. A changelog emits +I per key and a -U/+U pair per
 	// later row of the key.
-	{name: "l_keeplast_stateful", build: keepLast(dedup.ForceStateful(), dedup.OutputKind("op")), out: lastChangelog, dedup: true, last: true, folds: true},
-	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.ForceStateful(), dedup.OutputKind("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, last: true},
-	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, last: true, folds: true},
-	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.ForceStateful(), dedup.OnTime("ts"), dedup.OutputKind("op")), out: lastChangelog, dedup: true, last: true, folds: true},
-	{name: "o_keeplast_bounded", build: keepLast(dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
-	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.OutputKind("op")), out: allKeys, dedup: true, last: true, vsDistinct: true},
+	{name: "l_keeplast_stateful", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, insertOnly: true, last: true, folds: true},
+	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, insertOnly: true, last: true},
+	{name: "m_keeplast_stateful_upsert", build: keepLast(deduptest.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, last: true, folds: true},
+	{name: "n_keeplast_stateful_eventtime", build: keepLast(deduptest.ForceStateful(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, insertOnly: true, last: true, folds: true},
+	{name: "o_keeplast_bounded", build: keepLast(dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
+	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 }
 
 // windowSize is the fixed window of the window-dedup cases: the 100 K-row
@@ -157,9 +161,9 @@ var gridCases = []pipelineCase{
 // three windows.
 const windowSize = time.Minute
 
-func windowDedup(dd func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection) func(beam.Scope, beam.PCollection) beam.PCollection {
+func windowDedup(dd func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dd(s, beam.WindowInto(s, window.NewFixedWindows(windowSize), rows), dedup.PartitionBy("key"))
+		return dd(s, beam.WindowInto(s, window.NewFixedWindows(windowSize), rows), dedup.PartitionBy("key")).Rows
 	}
 }
 
@@ -248,6 +252,7 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var counters dedup.Counters
 	var peak float64
 	var requests int64 // Fn API state requests, all steps
+	w.InsertOnly = c.insertOnly
 	for i := 0; i < b.N; i++ {
 		p, s := beam.NewPipelineWithRoot()
 		rows := bench.Generate(s, w)

@@ -37,7 +37,7 @@ import (
 // one is a resend (Workload.Resends): a copy of the key's previous row.
 type Row struct {
 	Key string `beam:"key"`
-	Op  string `beam:"op"`  // "+I", "+U" or "-U" (read by Changelog mode only)
+	Op  string `beam:"op"`  // "+I", "+U" or "-U"; "" with InsertOnly
 	TS  int64  `beam:"ts"`  // event time, Unix ms (read by OnTime mode only)
 	Seq int64  `beam:"seq"` // position in the generated input (a resend keeps its original's)
 }
@@ -53,6 +53,10 @@ type Workload struct {
 	// Seq), so every repeat is a change. It draws extra random numbers, so
 	// the rows of a workload with Resends differ from those without.
 	Resends bool
+	// InsertOnly leaves Op empty (read as +I): the input of KeepLast's
+	// insert-only modes, whose KindColumn is only written. The rows are
+	// otherwise the same.
+	InsertOnly bool
 }
 
 // DupShare is the share of rows that repeat an earlier key.
@@ -107,6 +111,9 @@ func (w Workload) All() iter.Seq[Row] {
 			}
 			buf = strconv.AppendInt(append(buf[:0], "user-"...), int64(k), 10)
 			ts := BaseTime + int64(i) - r.Int64N(10_000)
+			if w.InsertOnly {
+				op = ""
+			}
 			row := Row{Key: string(buf), Op: op, TS: ts, Seq: int64(i)}
 			if w.Resends {
 				if k == len(prev) {

@@ -242,3 +242,108 @@ func TestEveryLinkInTheDocsResolves(t *testing.T) {
 		assert.True(t, anchors[anchor], "%s:%d: link %s: no heading with anchor #%s", l.File, l.Line, l.Target, anchor)
 	}
 }
+
+func TestEveryGoSnippetInTheDocsCompiles(t *testing.T) {
+	root, err := docstest.Root()
+	require.NoError(t, err)
+	pages, err := docstest.Pages(root)
+	require.NoError(t, err)
+	snippets, err := docstest.Snippets(root, pages)
+	require.NoError(t, err)
+	// A reader that found none would make the check pass vacuously.
+	require.Greater(t, len(snippets), 10)
+	problems, err := docstest.CheckSnippets(root, snippets)
+	require.NoError(t, err)
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// A page of broken snippets, one problem each, and the line each problem
+// must be reported at.
+const brokenPage = "# p\n" +
+	"```go\n" + // a fragment that uses an import it does not show
+	"import \"github.com/beamdedup/beamdedup/transforms/dedup\"\n" +
+	"\n" +
+	"out := dedup.KeepFirst(s, rows, dedup.StateTTL(5*time.Minute))\n" + // line 5
+	"```\n" +
+	"```go\n" +
+	"first := dedup.KeepFirst(s, rows)\n" +
+	"first := dedup.KeepFirst(s, rows)\n" + // line 9: no new variables
+	"```\n" +
+	"```go\n" +
+	"w := beam.WindowInto(s, window.NewFixedWindows(time.Minute), rows)\n" + // line 12: window is not implicit
+	"```\n" +
+	"```go\n" +
+	"package dedup // import \"github.com/beamdedup/beamdedup/transforms/dedup\"\n" +
+	"\n" +
+	"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection\n" +
+	"func KeepLast(s beam.Scope, rows beam.PCollection) beam.PCollection\n" + // line 18: not its signature
+	"func KeepEverything(s beam.Scope, rows beam.PCollection) beam.PCollection\n" + // line 19: no such function
+	"```\n" +
+	"```go\n" +
+	"dedup.KeepFirst(s, rows,\n" +
+	"    dedup.UID(\"x\")\n" + // line 23: a comma is missing
+	"```\n"
+
+func TestCheckSnippetsReportsEachBrokenSnippetAtItsPageAndLine(t *testing.T) {
+	root, err := docstest.Root()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.md"), []byte(brokenPage), 0o644))
+	snippets, err := docstest.Snippets(dir, []string{"p.md"})
+	require.NoError(t, err)
+	require.Len(t, snippets, 5)
+	problems, err := docstest.CheckSnippets(root, snippets)
+	require.NoError(t, err)
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Error())
+	}
+	for _, want := range []string{
+		`p.md:5:.*undefined: time`,
+		`p.md:9:.*no new variables on left side of :=`,
+		`p.md:12:.*undefined: window`,
+		`p.md:18:.*KeepLast: the page gives func\(s beam.Scope, rows beam.PCollection\) beam.PCollection but package dedup has func\(s beam.Scope, rows beam.PCollection, opts \.\.\.Option\) beam.PCollection`,
+		`p.md:19:.*package dedup has no function KeepEverything`,
+		`p.md:23:.*missing ','`,
+	} {
+		matched := false
+		for _, g := range got {
+			matched = matched || regexp.MustCompile(want).MatchString(g)
+		}
+		assert.True(t, matched, "no problem matches %s in:\n%s", want, strings.Join(got, "\n"))
+	}
+	assert.Len(t, got, 6, strings.Join(got, "\n"))
+}
+
+func TestCheckSnippetsAcceptsEachFormOfTheConvention(t *testing.T) {
+	root, err := docstest.Root()
+	require.NoError(t, err)
+	page := "```go\n" + // statements, the implicit packages and the context
+		"out := dedup.KeepFirst(s, rows, dedup.StateTTL(5*time.Minute))\n" +
+		"```\n" +
+		"```go\n" + // imports, declarations, then statements
+		"import (\n\t\"reflect\"\n\n\t\"github.com/apache/beam/sdks/v2/go/pkg/beam\"\n)\n\n" +
+		"type Row struct{ ID string }\n\n" +
+		"func init() { beam.RegisterType(reflect.TypeFor[Row]()) }\n\n" +
+		"rows := beam.Create(s, Row{ID: \"a\"})\n" +
+		"```\n" +
+		"```go\n" + // an excerpt with a method
+		"package dedup // import \"github.com/beamdedup/beamdedup/transforms/dedup\"\n\n" +
+		"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection\n" +
+		"func ReadCounters(pr beam.PipelineResult) Counters\n" +
+		"func (c Counters) Pending() int64\n" +
+		"```\n" +
+		"```go\n" + // a whole file
+		"package main\n\nfunc main() {}\n" +
+		"```\n"
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "p.md"), []byte(page), 0o644))
+	snippets, err := docstest.Snippets(dir, []string{"p.md"})
+	require.NoError(t, err)
+	require.Len(t, snippets, 4)
+	problems, err := docstest.CheckSnippets(root, snippets)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+}

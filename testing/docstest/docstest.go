@@ -1,6 +1,7 @@
-// Package docstest reads the shell commands and links of the project's
-// Markdown pages, so that tests can check that every command a reader
-// pastes still names packages, tests, flags and files that exist.
+// Package docstest reads the shell commands, links and Go snippets of the
+// project's Markdown pages, so that tests can check that every command a
+// reader pastes still names packages, tests, flags and files that exist,
+// and that every Go snippet compiles against the module's packages.
 package docstest
 
 import (
@@ -46,10 +47,16 @@ func Root() (string, error) {
 	}
 }
 
-// Pages are the Markdown pages a reader is pointed to: README.md and
-// docs/*.md, relative to root.
+// Pages are the Markdown pages a reader is pointed to: README.md,
+// CHANGELOG.md and CONTRIBUTING.md where present, and docs/*.md, relative
+// to root.
 func Pages(root string) ([]string, error) {
 	pages := []string{"README.md"}
+	for _, p := range []string{"CHANGELOG.md", "CONTRIBUTING.md"} {
+		if _, err := os.Stat(filepath.Join(root, p)); err == nil {
+			pages = append(pages, p)
+		}
+	}
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		return nil, err

@@ -16,14 +16,15 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// Apply is the rule of CountPerKey for one change of a group whose count
+// apply is the rule of CountPerKey for one change of a group whose count
 // is n: +I and +U add one, -U and -D subtract one. A change that would take
 // the count below zero is refused with the reason (a retraction of a row
 // the count never saw); n is then returned unchanged.
-func Apply(n int64, k rowkind.Kind) (int64, error) {
+func apply(n int64, k rowkind.Kind) (int64, error) {
 	switch k {
 	case rowkind.Insert, rowkind.UpdateAfter:
 		return n + 1, nil
@@ -87,33 +88,67 @@ func ReadCounters(pr beam.PipelineResult) Counters {
 	return c
 }
 
-// Option configures CountPerKey.
+// Option configures CountPerKey. A mistake in an option (a nil Option, an
+// empty column name) is a construction error that names the option.
 type Option func(*countConfig)
 
 type countConfig struct {
-	kindCol  string
-	groupBy  []string
-	uid      string
-	stateful bool
+	kindCol string
+	groupBy []string
+	uid     string
+	hooks   testhook.Count
+	errs    []error
 }
 
-// KindColumn names the row's kind column: a string (+I, -U, +U, -D) or a
-// Kind. Required.
-func KindColumn(col string) Option { return func(c *countConfig) { c.kindCol = col } }
+func (c *countConfig) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// KindColumn names the column that holds each row's kind: a string ("+I",
+// "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind, as dedup's
+// KindColumn writes it. Required.
+func KindColumn(col string) Option {
+	return func(c *countConfig) {
+		if col == "" {
+			c.fail(`KindColumn(""): the column name is empty`)
+		}
+		c.kindCol = col
+	}
+}
 
 // GroupBy names the columns whose values form the group (types as for
 // dedup.PartitionBy). Without it every row counts towards one group, "".
 func GroupBy(cols ...string) Option {
-	return func(c *countConfig) { c.groupBy = append([]string(nil), cols...) }
+	return func(c *countConfig) {
+		if len(cols) == 0 {
+			c.fail("GroupBy() needs at least one column; omit it for one group")
+		}
+		for _, col := range cols {
+			if col == "" {
+				c.fail("GroupBy(%q): a column name is empty", cols)
+				break
+			}
+		}
+		c.groupBy = append([]string(nil), cols...)
+	}
 }
 
 // UID names the transform's scope, and with it its state (default
-// "CountPerKey").
-func UID(uid string) Option { return func(c *countConfig) { c.uid = uid } }
+// "CountPerKey"), and tells its counters apart (CountersOf).
+func UID(uid string) Option {
+	return func(c *countConfig) {
+		if uid == "" {
+			c.fail(`UID(""): the UID is empty; omit UID for the default name`)
+		}
+		c.uid = uid
+	}
+}
 
-// ForceStateful uses the streaming (stateful) expansion on bounded input
-// too; for tests and benchmarks.
-func ForceStateful() Option { return func(c *countConfig) { c.stateful = true } }
+func init() {
+	testhook.CountOption = func(set func(*testhook.Count)) any {
+		return Option(func(c *countConfig) { set(&c.hooks) })
+	}
+}
 
 func init() {
 	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(deadletter.DeadLetter)](&keyChangeFn{})
@@ -130,53 +165,76 @@ func init() {
 	beam.RegisterType(reflect.TypeFor[GroupCount]())
 }
 
+// Result is what CountPerKey returns.
+type Result struct {
+	// Counts are GroupCount rows: on a stream the group's new count after
+	// every change, on bounded input one total per group.
+	Counts beam.PCollection
+	// DeadLetters are the rows not applied, as deadletter.DeadLetter with
+	// the reason: an unknown kind, a retraction that would take a count
+	// below zero (a stream), a group whose total is negative (bounded).
+	DeadLetters beam.PCollection
+}
+
 // CountPerKey applies a changelog of rows (a PCollection of a struct type
 // with a kind column) to a count per group: +I and +U add one to the row's
-// group, -U and -D subtract one (Apply).
+// group, -U and -D subtract one.
 //
 // On a stream (unbounded input) it keeps one count per group (and window)
 // in value state, no timers, and emits the group's new count after every
 // change: an upsert stream of GroupCount by Group, whose last row per group
-// is its current count. A -U/-D that would take a count below zero is not
-// applied and goes to the dead letters with the reason. On bounded input it
-// is a combine per group: one GroupCount per group with its total, and a
-// group whose total is negative is one dead letter instead.
+// is its current count (Latest reduces it to that). A -U/-D that would
+// take a count below zero is not applied and goes to the dead letters with
+// the reason. On bounded input it is a combine per group: one GroupCount
+// per group with its total, and a group whose total is negative is one
+// dead letter instead.
 //
-// Rows with an unknown kind are dead letters too. Construction errors panic;
-// TryCountPerKey returns them.
-func CountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts, dead beam.PCollection) {
-	counts, dead, err := TryCountPerKey(s, rows, opts...)
+// Rows with an unknown kind are dead letters too. It panics on a
+// construction error (see TryCountPerKey).
+func CountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
+	r, err := TryCountPerKey(s, rows, opts...)
 	if err != nil {
 		panic(err)
 	}
-	return counts, dead
+	return r
 }
 
 // TryCountPerKey is CountPerKey returning construction errors: no
 // KindColumn, an unknown column, a kind column of the wrong type, a group
 // column that cannot be a key, a row type that is not a struct.
-func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (counts, dead beam.PCollection, err error) {
+func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
 	c := countConfig{uid: "CountPerKey"}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			c.fail("option %d of %d is nil", i+1, len(opts))
+			continue
+		}
 		o(&c)
+	}
+	fail := func(err error) (Result, error) { return Result{}, fmt.Errorf("changelog.CountPerKey: %w", err) }
+	if len(c.errs) > 0 {
+		return fail(errors.Join(c.errs...))
+	}
+	if !rows.IsValid() {
+		return fail(errors.New("input PCollection is invalid"))
 	}
 	t := rows.Type().Type()
 	if _, err := newCountParams(t, c.kindCol, c.groupBy); err != nil {
-		return counts, dead, fmt.Errorf("changelog.CountPerKey: %w", err)
+		return fail(err)
 	}
 	s = s.Scope(c.uid)
 	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
-	bounded := pcol.IsBounded(rows) && !c.stateful
+	bounded := pcol.IsBounded(rows) && !c.hooks.ForceStateful
 	p.Bounded = bounded
 	keyed, bad := beam.ParDo2(s.Scope("Key"), &keyChangeFn{P: p}, rows)
-	var late beam.PCollection
+	var counts, late beam.PCollection
 	if bounded {
 		totals := beam.CombinePerKey(s.Scope("Sum"), mergeDeltas, keyed)
 		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
 	} else {
 		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
 	}
-	return counts, beam.Flatten(s, bad, late), nil
+	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
 }
 
 // countParams is the serialized configuration of the keying step.
@@ -199,19 +257,22 @@ func newCountParams(t reflect.Type, kindCol string, groupBy []string) (*columns,
 	if kindCol == "" {
 		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
 	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("input must be a PCollection of a Go struct type, got %v", t)
+	}
 	kc, err := rowkind.NewColumn(t, kindCol)
 	if err != nil {
-		return nil, fmt.Errorf("KindColumn: %w", err)
+		return nil, fmt.Errorf("KindColumn(%q): %w", kindCol, err)
 	}
 	enc, err := keycoder.New(t, groupBy)
 	if err != nil {
-		return nil, fmt.Errorf("GroupBy: %w", err)
+		return nil, fmt.Errorf("GroupBy(%q): %w", groupBy, err)
 	}
 	c := &columns{kind: kc, enc: enc}
 	for _, g := range groupBy {
 		col, err := keycoder.Lookup(t, g)
 		if err != nil {
-			return nil, fmt.Errorf("GroupBy: %w", err)
+			return nil, fmt.Errorf("GroupBy(%q): %w", groupBy, err)
 		}
 		c.groups = append(c.groups, col.Index)
 	}
@@ -287,7 +348,7 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 	k, err := f.c.kind.Kind(v)
 	if err != nil {
 		cDead.Inc(ctx, 1)
-		dead(deadletter.New(f.P.UID, row, err.Error()))
+		dead(deadletter.New(f.P.UID, row, fmt.Sprintf("KindColumn %q: %v", f.P.KindCol, err)))
 		return
 	}
 	d := delta{Group: f.c.group(v), Kind: k, N: 1, Rows: 1}
@@ -322,7 +383,7 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 	if err != nil {
 		return err
 	}
-	next, err := Apply(c.Count, d.Kind)
+	next, err := apply(c.Count, d.Kind)
 	if err != nil {
 		cDead.Inc(ctx, 1)
 		dead(deadletter.DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})

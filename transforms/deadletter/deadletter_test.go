@@ -6,13 +6,14 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-func TestNewWritesTheRowAsJSONWithReasonAndTransform(t *testing.T) {
+func TestNewWritesTheRowAsJSONUnderItsColumnNamesWithReasonAndTransform(t *testing.T) {
 	type row struct {
-		ID string `json:"id"`
-		N  int    `json:"n"`
+		ID string `beam:"id"`
+		N  int    `json:"ignored"`
+		_  int
 	}
 	d := New("orders-dedup", row{ID: "o1", N: 2}, "NULL sequence value")
-	assert.Equal(t, DeadLetter{Row: `{"id":"o1","n":2}`, Reason: "NULL sequence value", Transform: "orders-dedup"}, d)
+	assert.Equal(t, DeadLetter{Row: `{"id":"o1","N":2}`, Reason: "NULL sequence value", Transform: "orders-dedup"}, d)
 }
 
 func TestNewFallsBackToGoSyntaxForARowJSONCannotWrite(t *testing.T) {

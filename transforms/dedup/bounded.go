@@ -11,7 +11,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
@@ -99,9 +98,9 @@ type candidateMerge struct {
 
 func (m candidateMerge) MergeAccumulators(a, b candidate) candidate { return m.Dir.Merge(a, b) }
 
-// toCandidateFn turns each row of KeepFirstPerKey's or KeepLastPerKey's
-// KV input (checked by keyPairsFn) into a one-row candidate, or with Local
-// merges each key's rows within the bundle (see keyCandidatesFn).
+// toCandidateFn turns each KV<K,V> row of a KV input (checked by
+// keyPairsFn) into a one-row candidate, or with Local merges each key's
+// rows within the bundle (see keyCandidatesFn).
 type toCandidateFn struct {
 	ValueType beam.EncodedType
 	KeyType   beam.EncodedType
@@ -114,6 +113,13 @@ type toCandidateFn struct {
 	keyBuf bytes.Buffer
 }
 
+// Emitters of the candidate steps of a KV input: keyed candidates and
+// dropped rows.
+type (
+	candKVEmit = func(beam.EventTime, beam.T, candidate)
+	dropKVEmit = func(beam.EventTime, beam.T, beam.V)
+)
+
 func (f *toCandidateFn) Setup() error {
 	f.Merge.setup(f.ValueType.T) // its row encoder serves the per-row path too
 	if f.Local {
@@ -123,11 +129,11 @@ func (f *toCandidateFn) Setup() error {
 }
 
 // StartBundle drops what a failed bundle may have left.
-func (f *toCandidateFn) StartBundle(_ func(beam.EventTime, beam.T, candidate)) {
+func (f *toCandidateFn) StartBundle(_ candKVEmit, _ dropKVEmit) {
 	clear(f.Merge.best)
 }
 
-func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, candidate)) error {
+func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V, emit candKVEmit, drop dropKVEmit) error {
 	c, reason := f.Checks.check(ts, reflect.ValueOf(row), f.seq[:0])
 	if reason != "" { // validated upstream
 		return fmt.Errorf("dedup: row reached the combine with %s", reason)
@@ -135,26 +141,27 @@ func (f *toCandidateFn) ProcessElement(ts beam.EventTime, key beam.T, row beam.V
 	if c.seq != nil {
 		f.seq = c.seq
 	}
+	dropRow := func(ts beam.EventTime, row any) { drop(ts, key, row) }
 	if f.Local {
 		f.keyBuf.Reset()
 		if err := f.keyEnc.Encode(key, &f.keyBuf); err != nil {
 			return fmt.Errorf("dedup: encoding key: %w", err)
 		}
-		return f.Merge.add(f.keyBuf.Bytes(), key, ts, c, row, func() error { return f.flush(emit) })
+		return f.Merge.add(f.keyBuf.Bytes(), key, ts, c, row, func() error { return f.flush(emit) }, dropRow)
 	}
-	m, err := f.Merge.single(c, row)
+	m, err := f.Merge.single(c, row, dropRow)
 	if err == nil {
-		emit(ts, key, m)
+		emit(ts, key, m) // a retraction's candidate too: it is counted
 	}
 	return err
 }
 
-func (f *toCandidateFn) flush(emit func(beam.EventTime, beam.T, candidate)) error {
+func (f *toCandidateFn) flush(emit candKVEmit) error {
 	return f.Merge.drain(func(_ string, b *localBest) { emit(b.ts, b.key, b.c) })
 }
 
 // FinishBundle emits what the bundle left in the map.
-func (f *toCandidateFn) FinishBundle(emit func(beam.EventTime, beam.T, candidate)) error {
+func (f *toCandidateFn) FinishBundle(emit candKVEmit, _ dropKVEmit) error {
 	return f.flush(emit)
 }
 
@@ -174,8 +181,9 @@ func (r *rowEncoder) encode(row any) ([]byte, error) {
 	return bytes.Clone(r.buf.Bytes()), nil
 }
 
-// fromCandidateFn emits each key's kept row with its own timestamp and
-// accounts for every row merged into it (core.Rules.Settle).
+// fromCandidateFn emits each key's kept row, KV<key, row>, with its own
+// timestamp and accounts for every row merged into it
+// (core.Rules.Settle): the combine's last step.
 type fromCandidateFn struct {
 	ValueType beam.EncodedType
 	KindCol   string // the column the kept row's kind (+I) is written into
@@ -200,7 +208,7 @@ func (f *fromCandidateFn) Setup() error {
 	return err
 }
 
-func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, m candidate, emit func(beam.EventTime, beam.T, beam.V)) error {
+func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, m candidate, emit rowEmit) error {
 	row, ok, err := f.kept(ctx, m)
 	if ok {
 		emit(mtime.Time(m.TS), key, row)
@@ -216,9 +224,9 @@ func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, err
 	if !s.Emit {
 		return nil, false, nil
 	}
-	row, err := f.dec.Decode(bytes.NewReader(m.Row))
+	row, err := f.decode(m.Row)
 	if err != nil {
-		return nil, false, fmt.Errorf("dedup: decoding kept row: %w", err)
+		return nil, false, err
 	}
 	if f.kf != nil {
 		row = f.kf.withKind(row, rowkind.Insert)
@@ -226,20 +234,13 @@ func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, err
 	return row, true, nil
 }
 
-// fromCandidateRowFn is fromCandidateFn for struct rows: it emits the row
-// alone, saving a DropKey step per key.
-type fromCandidateRowFn struct {
-	From fromCandidateFn
-}
-
-func (f *fromCandidateRowFn) Setup() error { return f.From.Setup() }
-
-func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, m candidate, emit func(beam.EventTime, beam.V)) error {
-	row, ok, err := f.From.kept(ctx, m)
-	if ok {
-		emit(mtime.Time(m.TS), row)
+// decode decodes an encoded row.
+func (f *fromCandidateFn) decode(enc []byte) (any, error) {
+	row, err := f.dec.Decode(bytes.NewReader(enc))
+	if err != nil {
+		return nil, fmt.Errorf("dedup: decoding kept row: %w", err)
 	}
-	return err
+	return row, nil
 }
 
 // bundleMerge does the combine's work within a bundle (MiniBatch on
@@ -248,10 +249,12 @@ func (f *fromCandidateRowFn) ProcessElement(ctx context.Context, _ []byte, m can
 // one candidate per key when the bundle ends or the map is full. That
 // spares the encoding of every row that loses within its bundle, a
 // candidate per row through the lifted combine, whose cache holds only
-// 2,000 keys, and so most of the shuffle.
+// 2,000 keys, and so most of the shuffle. With Dropped it emits every row
+// that loses, and every retraction KeepFirst only counts.
 type bundleMerge struct {
 	MaxKeys int            // keys held per bundle before a flush; 0: miniBatchMaxKeys
 	Dir     core.Direction // which row per key is kept
+	Dropped bool           // emit the rows that lose (OutputDropped)
 
 	rows rowEncoder
 	best map[string]*localBest
@@ -273,9 +276,13 @@ func (m *bundleMerge) setup(rowType reflect.Type) {
 }
 
 // single is the candidate of one checked row (core.Direction.One); its
-// sequence value is copied.
-func (m *bundleMerge) single(c checked, row any) (candidate, error) {
+// sequence value is copied. A retraction KeepFirst only counts goes to
+// drop with Dropped; its candidate still carries its count.
+func (m *bundleMerge) single(c checked, row any, drop func(beam.EventTime, any)) (candidate, error) {
 	if c.kind.IsRetraction() && m.Dir == core.KeepFirst {
+		if m.Dropped {
+			drop(c.ts, row)
+		}
 		return m.Dir.One(int64(c.ts), nil, true, nil), nil // only counted: no need to encode it
 	}
 	enc, err := m.rows.encode(row)
@@ -287,8 +294,8 @@ func (m *bundleMerge) single(c checked, row any) (candidate, error) {
 
 // add merges a checked row of key (element time ts) into the key's entry;
 // a new key first flushes a full map. Its sequence value is copied when
-// kept.
-func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked, row any, flush func() error) error {
+// kept. With Dropped the row that loses goes to drop.
+func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked, row any, flush func() error, drop func(beam.EventTime, any)) error {
 	b := m.best[string(key)] // no allocation for the lookup
 	if b == nil {
 		if len(m.best) >= cmp.Or(m.MaxKeys, miniBatchMaxKeys) {
@@ -303,6 +310,9 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	if retraction {
 		b.c.Retractions++
 		if m.Dir == core.KeepFirst {
+			if m.Dropped {
+				drop(c.ts, row)
+			}
 			return nil // only counted: a retraction never becomes the first row
 		}
 	} else {
@@ -310,8 +320,17 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	}
 	rank := core.Rank{Order: core.Order{Seq: c.seq, Time: int64(c.ts)}, Retraction: retraction}
 	better, err := m.beats(b, rank, row)
-	if err != nil || !better {
+	if err != nil {
 		return err
+	}
+	if !better {
+		if m.Dropped {
+			drop(c.ts, row)
+		}
+		return nil
+	}
+	if m.Dropped && b.c.Has {
+		drop(mtime.Time(b.c.TS), b.row)
 	}
 	b.c.Has, b.c.Retract, b.c.TS, b.row, b.ts = true, retraction, int64(c.ts), row, ts
 	b.c.Seq = append(b.c.Seq[:0], c.seq...)
@@ -379,17 +398,20 @@ type keyCandidatesFn struct {
 	key []byte // the current row's key, reused
 }
 
+// candEmit emits a struct row's candidate under its encoded key.
+type candEmit = func(beam.EventTime, []byte, candidate)
+
 func (f *keyCandidatesFn) Setup() error {
 	f.Merge.setup(f.Rows.RowType.T)
 	return f.Rows.Setup()
 }
 
 // StartBundle drops what a failed bundle may have left.
-func (f *keyCandidatesFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, candidate), _ func(deadletter.DeadLetter)) {
+func (f *keyCandidatesFn) StartBundle(_ context.Context, _ candEmit, _ deadEmit, _ dropEmit) {
 	clear(f.Merge.best)
 }
 
-func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, candidate), dead func(deadletter.DeadLetter)) error {
+func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit candEmit, dead deadEmit, drop dropEmit) error {
 	var dst []byte // a fresh key slice when it is emitted right away
 	if f.Local {
 		dst = f.key[:0]
@@ -398,102 +420,112 @@ func (f *keyCandidatesFn) ProcessElement(ctx context.Context, ts beam.EventTime,
 	if !ok {
 		return nil
 	}
+	dropRow := func(ts beam.EventTime, row any) { drop(ts, row) }
 	if f.Local {
 		f.key = a.key
-		return f.Merge.add(a.key, nil, ts, a.checked, row, func() error { return f.flush(emit) })
+		return f.Merge.add(a.key, nil, ts, a.checked, row, func() error { return f.flush(emit) }, dropRow)
 	}
-	c, err := f.Merge.single(a.checked, row)
+	c, err := f.Merge.single(a.checked, row, dropRow)
 	if err == nil {
 		emit(ts, a.key, c)
 	}
 	return err
 }
 
-func (f *keyCandidatesFn) flush(emit func(beam.EventTime, []byte, candidate)) error {
+func (f *keyCandidatesFn) flush(emit candEmit) error {
 	return f.Merge.drain(func(k string, b *localBest) { emit(b.ts, []byte(k), b.c) })
 }
 
 // FinishBundle emits what the bundle left in the map.
-func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit func(beam.EventTime, []byte, candidate), _ func(deadletter.DeadLetter)) error {
+func (f *keyCandidatesFn) FinishBundle(_ context.Context, emit candEmit, _ deadEmit, _ dropEmit) error {
 	return f.flush(emit)
 }
 
-// mergeGroupFn merges a key's grouped candidates and emits the kept row:
-// after the in-bundle merge a key has at most one candidate per bundle, so
+// mergeGroupFn merges a key's grouped candidates and emits the kept row,
+// KV<key, row>; with Dropped it emits the row of every candidate that lost,
+// and a kept row that is not emitted (KeepLast: a key that ends deleted).
+// After the in-bundle merge a key has at most one candidate per bundle, so
 // a GroupByKey replaces the lifted combine, whose per-row cache would only
 // cost time.
 type mergeGroupFn struct {
-	Dir  core.Direction
-	From fromCandidateFn
+	Dir     core.Direction
+	Dropped bool
+	From    fromCandidateFn
 }
 
 func (f *mergeGroupFn) Setup() error { return f.From.Setup() }
 
-func (f *mergeGroupFn) ProcessElement(ctx context.Context, _ []byte, cands func(*candidate) bool, emit func(beam.EventTime, beam.V)) error {
-	m := mergeAll(f.Dir, cands)
+func (f *mergeGroupFn) ProcessElement(ctx context.Context, key beam.T, cands func(*candidate) bool, emit, drop rowEmit) error {
+	var m, next candidate
+	for cands(&next) {
+		keepNext := f.Dir.Keeps(m, next)
+		lost := next
+		if keepNext {
+			lost = m
+		}
+		if f.Dropped && lost.Has {
+			if err := f.drop(key, lost, drop); err != nil {
+				return err
+			}
+		}
+		m = f.Dir.Merge(m, next)
+	}
 	row, ok, err := f.From.kept(ctx, m)
-	if ok {
-		emit(mtime.Time(m.TS), row)
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		emit(mtime.Time(m.TS), key, row)
+	case f.Dropped && m.Has:
+		return f.drop(key, m, drop)
+	}
+	return nil
+}
+
+// drop emits the row of candidate c, at its time.
+func (f *mergeGroupFn) drop(key any, c candidate, drop rowEmit) error {
+	row, err := f.From.decode(c.Row)
+	if err == nil {
+		drop(mtime.Time(c.TS), key, row)
 	}
 	return err
 }
 
-// mergeAll merges a key's grouped candidates.
-func mergeAll(d core.Direction, cands func(*candidate) bool) candidate {
-	var m, next candidate
-	for cands(&next) {
-		m = d.Merge(m, next)
+// merge builds the merge expansion (bounded input) and window dedup: key
+// each row (merged within the bundle with localMerge) as a candidate, then
+// merge each key's candidates with a combine the runner lifts, or with a
+// GroupByKey and mergeGroupFn when the plan is grouped.
+func (b *builder) merge(col beam.PCollection) Result {
+	p := b.p
+	vt := b.sh.rowType
+	merge := bundleMerge{Dir: p.dir, Dropped: p.dropped}
+	var cands, dead, early beam.PCollection
+	switch {
+	case b.sh.kv:
+		var keyed beam.PCollection
+		keyed, dead = beam.ParDo2(b.s.Scope("Key"), b.keyPairs(), col)
+		checks := rowChecks{KindCol: b.c.kindCol, SeqCol: b.c.sequenceBy}
+		cands, early = beam.ParDo2(b.s.Scope("Candidates"), &toCandidateFn{
+			ValueType: beam.EncodedType{T: vt}, KeyType: beam.EncodedType{T: b.sh.keyType}, Checks: checks, Local: p.localMerge, Merge: merge,
+		}, keyed)
+	case p.expansion == windowExpansion:
+		cands, dead, early = beam.ParDo3(b.s.Scope("Key"), &windowKeyFn{keyCandidatesFn{Rows: b.keyRows(), Merge: merge}}, col)
+	default:
+		cands, dead, early = beam.ParDo3(b.s.Scope("Key"), &keyCandidatesFn{Rows: b.keyRows(), Local: p.localMerge, Merge: merge}, col)
 	}
-	return m
-}
-
-// mergeGroupKVFn is mergeGroupFn for KeepFirstPerKey and KeepLastPerKey:
-// it emits the key too.
-type mergeGroupKVFn struct {
-	Dir  core.Direction
-	From fromCandidateFn
-}
-
-func (f *mergeGroupKVFn) Setup() error { return f.From.Setup() }
-
-func (f *mergeGroupKVFn) ProcessElement(ctx context.Context, key beam.T, cands func(*candidate) bool, emit func(beam.EventTime, beam.T, beam.V)) error {
-	return f.From.ProcessElement(ctx, key, mergeAll(f.Dir, cands), emit)
-}
-
-// mergeRows is the whole merge expansion of struct rows: key (and merge
-// within the bundle), then a combine per key, or a GroupByKey and a merge.
-func mergeRows(s beam.Scope, rows beam.PCollection, kr keyRowsFn, c *config, p *plan) (kept, dead beam.PCollection) {
-	cands, dead := beam.ParDo2(s.Scope("Key"), &keyCandidatesFn{Rows: kr, Local: p.localMerge, Merge: bundleMerge{Dir: p.dir}}, rows)
-	from := fromCandidateFn{ValueType: kr.RowType, KindCol: c.kindColumn(), Last: p.last}
-	if p.localMerge {
-		s = s.Scope("Merge")
-		return beam.ParDo(s, &mergeGroupFn{Dir: p.dir, From: from}, beam.GroupByKey(s, cands), beam.TypeDefinition{Var: beam.VType, T: kr.RowType.T}), dead
-	}
-	return combineRows(s, cands, p.dir, from), dead
-}
-
-// combineRows keeps one row per key (and window) of cands, keyed
-// candidates, with a combine the runner lifts, and emits it alone.
-func combineRows(s beam.Scope, cands beam.PCollection, dir core.Direction, from fromCandidateFn) beam.PCollection {
-	s = s.Scope("Combine")
-	best := beam.CombinePerKey(s, candidateMerge{Dir: dir}, cands)
-	return beam.ParDo(s, &fromCandidateRowFn{From: from}, best, beam.TypeDefinition{Var: beam.VType, T: from.ValueType.T})
-}
-
-// mergeKeyed is the merge expansion of keyed KV<K,V> input, V of type vt:
-// as mergeRows.
-func mergeKeyed(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) beam.PCollection {
-	kt := beam.EncodedType{T: keyed.Type().Components()[0].Type()}
-	vtE := beam.EncodedType{T: vt}
-	checks := rowChecks{KindCol: c.changelogCol, SeqCol: c.sequenceBy}
-	cands := beam.ParDo(s.Scope("Candidates"), &toCandidateFn{ValueType: vtE, KeyType: kt, Checks: checks, Local: p.localMerge, Merge: bundleMerge{Dir: p.dir}}, keyed)
-	from := fromCandidateFn{ValueType: vtE, KindCol: c.kindColumn(), Last: p.last}
+	from := fromCandidateFn{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
-	if p.localMerge {
-		s = s.Scope("Merge")
-		return beam.ParDo(s, &mergeGroupKVFn{Dir: p.dir, From: from}, beam.GroupByKey(s, cands), out)
+	var kept, lost beam.PCollection
+	if p.grouped {
+		s := b.s.Scope("Merge")
+		kept, lost = beam.ParDo2(s, &mergeGroupFn{Dir: p.dir, Dropped: p.dropped, From: from}, beam.GroupByKey(s, cands), out)
+	} else {
+		s := b.s.Scope("Combine")
+		kept = beam.ParDo(s, &from, beam.CombinePerKey(s, candidateMerge{Dir: p.dir}, cands), out)
 	}
-	s = s.Scope("Combine")
-	best := beam.CombinePerKey(s, candidateMerge{Dir: p.dir}, cands)
-	return beam.ParDo(s, &from, best, out)
+	rows := b.dropKey("DropKey", kept)
+	if !p.dropped {
+		return Result{Rows: rows, DeadLetters: dead}
+	}
+	return b.result(rows, dead, early, b.dropKey("DropKeyDropped", lost))
 }

@@ -72,11 +72,12 @@ func testKeyCandidatesInBundleMerge(t *testing.T, dir core.Direction, seqCol str
 		}
 		dead := func(deadletter.DeadLetter) { t.Fatal("no row is invalid") }
 		ctx := context.Background()
-		f.StartBundle(ctx, emit, dead)
+		drop := func(beam.EventTime, beam.T) { t.Fatal("nothing is dropped without OutputDropped") }
+		f.StartBundle(ctx, emit, dead, drop)
 		for i, r := range rows {
-			require.NoError(t, f.ProcessElement(ctx, times[i], r, emit, dead))
+			require.NoError(t, f.ProcessElement(ctx, times[i], r, emit, dead, drop))
 		}
-		require.NoError(t, f.FinishBundle(ctx, emit, dead))
+		require.NoError(t, f.FinishBundle(ctx, emit, dead, drop))
 		return got
 	}
 	want := merged(false, 0)
@@ -88,7 +89,7 @@ func testKeyCandidatesInBundleMerge(t *testing.T, dir core.Direction, seqCol str
 	assert.Equal(t, want, merged(true, 7), "flushed whenever 7 keys are held")
 }
 
-// The same for KeepFirstPerKey's candidates: keys of any type are encoded
+// The same for a KV input's candidates: keys of any type are encoded
 // for the map, and the key emitted is the original.
 func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 	type row struct {
@@ -116,11 +117,12 @@ func TestToCandidates_InBundleMergeEqualsPerRowCandidates(t *testing.T) {
 			}
 			got[key] = c
 		}
-		f.StartBundle(emit)
+		drop := func(beam.EventTime, beam.T, beam.V) { t.Fatal("nothing is dropped without OutputDropped") }
+		f.StartBundle(emit, drop)
 		for _, x := range ins {
-			require.NoError(t, f.ProcessElement(x.ts, x.key, x.row, emit))
+			require.NoError(t, f.ProcessElement(x.ts, x.key, x.row, emit, drop))
 		}
-		require.NoError(t, f.FinishBundle(emit))
+		require.NoError(t, f.FinishBundle(emit, drop))
 		return got
 	}
 	want := merged(false, 0)

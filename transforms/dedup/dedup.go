@@ -4,17 +4,23 @@
 // WindowFirst/WindowLast (one row per key and window), as Beam transforms
 // that work on streams and files and on every runner.
 //
-//	out := dedup.KeepFirst(s, rows,
+//	res := dedup.KeepFirst(s, rows,
 //	    dedup.PartitionBy("user_id"),   // key columns; omitted = one global partition
 //	    dedup.OnTime("rowtime"),        // event-time mode; omitted = watermarkless
 //	    dedup.StateTTL(5*time.Minute),  // processing-time retention; 0 = forever
 //	    dedup.UID("user-events-dedup")) // stable identity of the transform and its state
+//	kept, dead := res.Rows, res.DeadLetters
 //
-// rows is a PCollection of a Go struct type; a column's name is its
-// `beam:"name"` tag, else the field name. The output has the input's type.
-// Every transform has a Try form that returns construction errors and a
-// WithErrors form that also returns the rows it could not process, as
-// deadletter.DeadLetter; every input row is counted (metrics.go).
+// rows is a PCollection of a Go struct type, whose columns the options name
+// (a column's name is its `beam:"name"` tag, else the field name), or of
+// KV<K,V>, keyed by K (a string, []byte, bool, integer or float; the options
+// then name columns of V). The output has the input's type.
+//
+// Each transform has two forms: X panics on a construction error, TryX
+// returns it. Both return a Result: the kept rows, the rows that could not
+// be processed as deadletter.DeadLetter (with the reason and the row under
+// its column names), and with OutputDropped the rows dropped. Every input
+// row is counted (ReadCounters, CountersOf).
 //
 // How a row travels: the keying step (keyfn.go) counts and validates it and
 // keys it by its encoded PARTITION BY columns (coders/keycoder). What
@@ -30,253 +36,205 @@
 package dedup
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 )
 
-func init() {
-	register.DoFn5x0[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, beam.T), func(deadletter.DeadLetter)](&keyRowsFn{})
-	register.DoFn6x0[context.Context, beam.EventTime, beam.U, beam.V, func(beam.EventTime, beam.U, beam.V), func(deadletter.DeadLetter)](&keyPairsFn{})
-	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksFn{})
-	register.DoFn7x1[context.Context, beam.Window, beam.EventTime, state.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksEventFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&marksProcFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsEventFn{})
-	register.DoFn8x1[context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, func(beam.EventTime, beam.T, beam.V), error](&versionsProcFn{})
-	register.Emitter3[beam.EventTime, []byte, beam.T]()
-	register.Emitter3[beam.EventTime, beam.U, beam.V]()
-	register.Emitter3[beam.EventTime, beam.T, beam.V]()
-	register.Combiner1[candidate](&candidateMerge{})
-	register.DoFn4x1[beam.EventTime, beam.T, beam.V, func(beam.EventTime, beam.T, candidate), error](&toCandidateFn{})
-	register.DoFn4x1[context.Context, beam.T, func(*candidate) bool, func(beam.EventTime, beam.T, beam.V), error](&mergeGroupKVFn{})
-	register.DoFn4x1[context.Context, beam.T, candidate, func(beam.EventTime, beam.T, beam.V), error](&fromCandidateFn{})
-	register.Emitter3[beam.EventTime, beam.T, candidate]()
-	register.Emitter3[beam.EventTime, []byte, candidate]()
-	register.Emitter2[beam.EventTime, beam.V]()
-	register.DoFn5x1[context.Context, beam.EventTime, beam.T, func(beam.EventTime, []byte, candidate), func(deadletter.DeadLetter), error](&keyCandidatesFn{})
-	register.DoFn4x1[context.Context, []byte, candidate, func(beam.EventTime, beam.V), error](&fromCandidateRowFn{})
-	register.DoFn4x1[context.Context, []byte, func(*candidate) bool, func(beam.EventTime, beam.V), error](&mergeGroupFn{})
-	register.Iter1[candidate]()
-	// Registered so that the custom coder calls them without reflection.
-	register.Function1x1(encodeCandidate)
-	register.Function1x2(decodeCandidate)
-	beam.RegisterCoder(reflect.TypeFor[candidate](), encodeCandidate, decodeCandidate)
+// Result is what a transform of the family returns.
+type Result struct {
+	// Rows are the kept rows, of the input's type: KeepFirst's first row
+	// per key (its kind set to +I), KeepLast's changelog, window dedup's
+	// row per key and window.
+	Rows beam.PCollection
+	// DeadLetters are the rows the transform could not process (an
+	// unknown kind, a NULL event time or sequence value), as
+	// deadletter.DeadLetter with the reason.
+	DeadLetters beam.PCollection
+	// Dropped are, with OutputDropped, the input rows the transform
+	// dropped, of the input's type; without it, the zero PCollection.
+	Dropped beam.PCollection
 }
 
-// KeepFirst keeps the first row per key of rows, a PCollection of a Go
-// struct type, and returns a PCollection of the same type. It panics on a
-// construction error (see TryKeepFirst). Rows that cannot be processed (an
-// unknown changelog kind, a NULL event time) are counted as dead_lettered
-// and dropped; use KeepFirstWithErrors to keep them.
-func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	out, _, err := tryKeep(s, rows, opts, keepFirst)
-	if err != nil {
-		panic(err)
-	}
-	return out
+// KeepFirst keeps the first row per key of rows: by arrival, or with OnTime
+// the earliest event time, emitted once the watermark passes it. On bounded
+// input, where arrival has no order, it keeps the row with the smallest
+// OnTime or SequenceBy value, ties broken by the smaller encoded row, so a
+// rerun keeps the same rows. It panics on a construction error (see
+// TryKeepFirst).
+func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
+	return must(TryKeepFirst(s, rows, opts...))
 }
 
 // TryKeepFirst is KeepFirst returning construction errors instead of
 // panicking.
-func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	out, _, err := tryKeep(s, rows, opts, keepFirst)
-	return out, err
+func TryKeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
+	return build(s, rows, opts, keepFirst)
 }
 
-// KeepFirstWithErrors is KeepFirst that also returns the rows it could not
-// process, as a PCollection of DeadLetter with the reason. It panics on a
-// construction error.
-func KeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection) {
-	out, dead, err := tryKeep(s, rows, opts, keepFirst)
+func must(r Result, err error) Result {
 	if err != nil {
 		panic(err)
 	}
-	return out, dead
+	return r
 }
 
-// TryKeepFirstWithErrors is KeepFirstWithErrors returning construction
-// errors instead of panicking.
-func TryKeepFirstWithErrors(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, beam.PCollection, error) {
-	return tryKeep(s, rows, opts, keepFirst)
+// shape is what the construction reads of the input's type.
+type shape struct {
+	kv      bool         // KV<K,V>, keyed by K
+	rowType reflect.Type // the struct rows, or V
+	keyType reflect.Type // K, or []byte (the encoded key columns)
+	columns []string     // struct rows: the key columns
+	checks  rowChecks
 }
 
-// KeepFirstPerKey keeps the first value per key of kvs, a PCollection of
-// KV<K,V>, and returns KV<K,V>. K must be a string, []byte, bool, integer or
-// float (floats: -0 equals 0, all NaNs are equal). PartitionBy and
-// PartitionByAll are not allowed: the key is K. OnTime and Changelog name
-// columns of V, which must then be a struct. It panics on a construction
-// error.
-func KeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) beam.PCollection {
-	out, err := TryKeepFirstPerKey(s, kvs, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return out
-}
-
-// TryKeepFirstPerKey is KeepFirstPerKey returning construction errors.
-func TryKeepFirstPerKey(s beam.Scope, kvs beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	return tryKeepPerKey(s, kvs, opts, keepFirst)
-}
-
-// newConfig applies opts to the defaults of transform t.
-func newConfig(opts []Option, t transform) config {
-	c := defaultConfig()
-	c.transform = t
-	for _, o := range opts {
-		o(&c)
-	}
-	return c
-}
-
-func tryKeepPerKey(s beam.Scope, kvs beam.PCollection, opts []Option, t transform) (beam.PCollection, error) {
+// build is the one construction of every transform of the family: it reads
+// the options and the input, makes the plan and builds the expansion the
+// plan names.
+func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Result, error) {
 	c := newConfig(opts, t)
-	name := c.name(true)
-	fail := func(err error) (beam.PCollection, error) {
-		return beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
+	fail := func(err error) (Result, error) {
+		return Result{}, fmt.Errorf("dedup.%v: %w", t, err)
 	}
 	if err := c.validate(); err != nil {
 		return fail(err)
 	}
-	if c.partitionSet || c.partitionAll {
-		return fail(fmt.Errorf("PartitionBy/PartitionByAll is not allowed: the key of each KV is the partition key; use %s on a PCollection of structs to key by columns", c.name(false)))
-	}
-	if !typex.IsKV(kvs.Type()) {
-		return fail(fmt.Errorf("input must be a PCollection of KV<K,V>, got %v; use %s for a PCollection of structs", kvs.Type(), c.name(false)))
-	}
-	kt := kvs.Type().Components()[0].Type()
-	vt := kvs.Type().Components()[1].Type()
-	switch kt.Kind() {
-	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
-	case reflect.Slice:
-		if kt.Elem().Kind() != reflect.Uint8 {
-			return fail(keyTypeError(kt))
-		}
-	default:
-		return fail(keyTypeError(kt))
-	}
-	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol, SeqCol: c.sequenceBy}
-	if c.onTime != "" || c.changelogCol != "" || c.sequenceBy != "" || c.kindColumn() != "" {
-		if err := checks.setup(vt); err != nil {
-			return fail(err)
-		}
-		if _, err := optionalKindField(vt, c.kindColumn()); err != nil {
-			return fail(fmt.Errorf("OutputKind: %w", err))
-		}
-	}
-	p, err := newPlan(&c, input{
-		bounded: pcol.IsBounded(kvs), globalWindows: kvs.WindowingStrategy().Fn.Kind == window.GlobalWindows,
-		perKey: true, floatKey: kt.Kind() == reflect.Float32 || kt.Kind() == reflect.Float64,
-	})
+	sh, err := inspect(&c, col)
 	if err != nil {
 		return fail(err)
 	}
-	uid := scopeName(c.uid, name)
-	s = s.Scope(uid)
-	keyed, _ := beam.ParDo2(s.Scope("Key"), &keyPairsFn{ValueType: beam.EncodedType{T: vt}, KeyKind: int(kt.Kind()), Checks: checks, UID: uid}, kvs)
-	if p.expansion == mergeExpansion {
-		return mergeKeyed(s, keyed, &c, &p, vt), nil
+	in := input{
+		bounded: pcol.IsBounded(col), globalWindows: col.WindowingStrategy().Fn.Kind == window.GlobalWindows,
+		perKey: sh.kv, floatKey: sh.kv && (sh.keyType.Kind() == reflect.Float32 || sh.keyType.Kind() == reflect.Float64),
 	}
-	return statefulStep(s, keyed, &c, &p, vt), nil
-}
-
-func keyTypeError(kt reflect.Type) error {
-	return fmt.Errorf("key type %v cannot be a deterministic key; use a string, []byte, bool, integer or float key (or KeepFirst with PartitionBy on struct rows)", kt)
-}
-
-func scopeName(uid, def string) string {
-	if uid != "" {
-		return uid
+	if t.window() && in.globalWindows {
+		return fail(fmt.Errorf("input is in the global window, which never closes on a stream: window it first, e.g. beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), rows), or use KeepFirst/KeepLast for per-row results"))
 	}
-	return def
-}
-
-// tryKeep is the construction of KeepFirst and KeepLast on struct rows.
-func tryKeep(s beam.Scope, rows beam.PCollection, opts []Option, t transform) (beam.PCollection, beam.PCollection, error) {
-	c := newConfig(opts, t)
-	name := c.name(false)
-	fail := func(err error) (beam.PCollection, beam.PCollection, error) {
-		return beam.PCollection{}, beam.PCollection{}, fmt.Errorf("dedup.%s: %w", name, err)
-	}
-	if err := c.validate(); err != nil {
-		return fail(err)
-	}
-	rt, cols, checks, err := structRows(&c, rows, "use "+c.name(true)+" for KV input")
+	p, err := newPlan(&c, in)
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := optionalKindField(rt, c.kindColumn()); err != nil {
-		return fail(fmt.Errorf("OutputKind: %w", err))
+	uid := c.uid
+	if uid == "" {
+		uid = t.String()
 	}
-	p, err := newPlan(&c, input{bounded: pcol.IsBounded(rows), globalWindows: rows.WindowingStrategy().Fn.Kind == window.GlobalWindows})
-	if err != nil {
-		return fail(err)
+	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid}
+	if p.expansion == statefulExpansion {
+		return b.stateful(col), nil
 	}
-	uid := scopeName(c.uid, name)
-	s = s.Scope(uid)
-	kr := keyRowsFn{RowType: beam.EncodedType{T: rt}, Columns: cols, Checks: checks, UID: uid, Clock: c.clock}
-	if p.expansion == mergeExpansion {
-		kept, dead := mergeRows(s, rows, kr, &c, &p)
-		return kept, dead, nil
-	}
-	kr.PreFilter, kr.Rules = p.preFilter, p.rules
-	var keyed, dead beam.PCollection
-	if p.fold {
-		keyed, dead = beam.ParDo2(s.Scope("Key"), &foldRowsFn{Rows: kr}, rows)
-	} else {
-		keyed, dead = beam.ParDo2(s.Scope("Key"), &kr, rows)
-	}
-	kept := statefulStep(s, keyed, &c, &p, rt)
-	return beam.DropKey(s.Scope("DropKey"), kept), dead, nil
+	return b.merge(col), nil
 }
 
-// structRows validates rows, a PCollection of a Go struct type, and the
-// options that name its columns; it returns the row type, the key columns
-// and the row checks. kvHint is what the error for KV input advises.
-func structRows(c *config, rows beam.PCollection, kvHint string) (reflect.Type, []string, rowChecks, error) {
-	if !rows.IsValid() {
-		return nil, nil, rowChecks{}, fmt.Errorf("input PCollection is invalid")
+// inspect validates the input's type and the options that name its
+// columns.
+func inspect(c *config, col beam.PCollection) (shape, error) {
+	if !col.IsValid() {
+		return shape{}, fmt.Errorf("input PCollection is invalid")
 	}
-	t := rows.Type().Type()
-	if typex.IsKV(rows.Type()) {
-		return nil, nil, rowChecks{}, fmt.Errorf("input is %v; %s", rows.Type(), kvHint)
+	if typex.IsKV(col.Type()) {
+		return inspectKV(c, col)
 	}
+	t := col.Type().Type()
 	if t.Kind() != reflect.Struct {
-		return nil, nil, rowChecks{}, fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row), got %v", t)
+		return shape{}, fmt.Errorf("input must be a PCollection of a Go struct type (a Beam schema row) or of KV<K,V>, got %v", t)
 	}
 	cols := c.partitionBy
 	if c.partitionAll {
 		all, err := keycoder.Columns(t)
 		if err != nil {
-			return nil, nil, rowChecks{}, err
+			return shape{}, err
 		}
 		cols = nil
 		for _, col := range all {
-			if col.Name == c.changelogCol {
+			if col.Name == c.kindCol {
 				continue // the row kind is not part of the row's identity
 			}
 			cols = append(cols, col.Name)
 		}
 	}
 	if _, err := keycoder.New(t, cols); err != nil {
-		return nil, nil, rowChecks{}, fmt.Errorf("PartitionBy: %w", err)
+		return shape{}, fmt.Errorf("PartitionBy(%q): %w", cols, err)
 	}
-	checks := rowChecks{TimeCol: c.onTime, KindCol: c.changelogCol, SeqCol: c.sequenceBy}
-	if err := checks.setup(t); err != nil {
-		return nil, nil, rowChecks{}, err
+	sh := shape{rowType: t, keyType: reflect.TypeFor[[]byte](), columns: cols, checks: c.rowChecks()}
+	return sh, sh.checks.setup(t)
+}
+
+// inspectKV validates a KV<K,V> input: K is the key, the options name
+// columns of V.
+func inspectKV(c *config, col beam.PCollection) (shape, error) {
+	if c.transform.window() {
+		return shape{}, fmt.Errorf("input is %v; window deduplication takes struct rows and keys them by PartitionBy columns", col.Type())
 	}
-	return t, cols, checks, nil
+	if c.partitionSet || c.partitionAll {
+		return shape{}, fmt.Errorf("PartitionBy/PartitionByAll is not allowed on KV input: the key of each KV is the partition key; drop the option, or key struct rows by their columns")
+	}
+	kt := col.Type().Components()[0].Type()
+	vt := col.Type().Components()[1].Type()
+	switch kt.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+	case reflect.Slice:
+		if kt.Elem().Kind() != reflect.Uint8 {
+			return shape{}, keyTypeError(kt)
+		}
+	default:
+		return shape{}, keyTypeError(kt)
+	}
+	sh := shape{kv: true, rowType: vt, keyType: kt, checks: c.rowChecks()}
+	if c.onTime != "" || c.kindCol != "" || c.sequenceBy != "" {
+		if err := sh.checks.setup(vt); err != nil {
+			return shape{}, err
+		}
+	}
+	return sh, nil
+}
+
+func keyTypeError(kt reflect.Type) error {
+	return fmt.Errorf("KV key type %v cannot be a deterministic key; use a string, []byte, bool, integer or float key (or struct rows with PartitionBy)", kt)
+}
+
+// rowChecks are the checks of the columns the options name.
+func (c *config) rowChecks() rowChecks {
+	return rowChecks{TimeCol: c.onTime, KindCol: c.kindCol, SeqCol: c.sequenceBy}
+}
+
+// builder builds the expansion of a plan.
+type builder struct {
+	s   beam.Scope // the transform's scope, named by its UID
+	c   *config
+	p   *plan
+	sh  *shape
+	uid string
+}
+
+// keyRows is the keying step's configuration for struct rows.
+func (b *builder) keyRows() keyRowsFn {
+	return keyRowsFn{
+		RowType: beam.EncodedType{T: b.sh.rowType}, Columns: b.sh.columns, Checks: b.sh.checks, UID: b.uid,
+		Clock: b.c.hooks.Clock, Dropped: b.c.dropped,
+	}
+}
+
+// result is the Result of kept rows and dead letters, with the dropped
+// rows flattened when OutputDropped asked for them.
+func (b *builder) result(rows, dead beam.PCollection, dropped ...beam.PCollection) Result {
+	r := Result{Rows: rows, DeadLetters: dead}
+	if b.c.dropped {
+		r.Dropped = beam.Flatten(b.s.Scope("Dropped"), dropped...)
+	}
+	return r
+}
+
+// dropKey drops the encoded key of struct rows' KV<key, row> collections.
+func (b *builder) dropKey(name string, kvs beam.PCollection) beam.PCollection {
+	if b.sh.kv {
+		return kvs
+	}
+	return beam.DropKey(b.s.Scope(name), kvs)
 }

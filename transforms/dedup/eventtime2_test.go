@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 type epochEvent struct {
@@ -55,10 +56,10 @@ func TestEventTime_LaterArrivingEarlierRowReplacesCandidateBeforeWatermark(t *te
 	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))+1))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/b@10:03")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 1, DuplicatesDropped: 1}, c.RowCounts(), "a replaced; the tie c stays dropped")
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 1, DuplicatesDropped: 1}, deduptest.RowCounts(c), "a replaced; the tie c stays dropped")
 }
 
 // Once emitted, every later row of the key is dropped as late, even one
@@ -73,10 +74,10 @@ func TestEventTime_RowsAfterFinalizationAreDroppedAsLate(t *testing.T) {
 	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 4))))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("ts_ms"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("ts_ms")).Rows
 	passert.Equals(s, beam.ParDo(s, epochName, out), "u1/first", "u2/other")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, LateDropped: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, LateDropped: 1}, deduptest.RowCounts(c))
 }
 
 // Flink drops the first row of an unseen key whose time is already behind
@@ -90,7 +91,7 @@ func TestEventTime_FirstRowBehindWatermarkIsEmittedNotLost(t *testing.T) {
 	require.NoError(t, ts.AdvanceWatermark(ms(at(11, 1))))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u9/old@10:00")
 	run(t, p)
 }
@@ -109,7 +110,7 @@ func TestEventTimeTTL_RowBeyondRetentionStartsNewPeriod(t *testing.T) {
 	// Watermarkless mode: the event time is the row's timestamp, set here
 	// from the rowtime column by a ParDo.
 	stamped := beam.ParDo(s, stampRowtime, in)
-	out := dedup.KeepFirst(s, stamped, dedup.PartitionBy("user_id"), dedup.EventTimeTTL(5*time.Minute))
+	out := dedup.KeepFirst(s, stamped, dedup.PartitionBy("user_id"), dedup.EventTimeTTL(5*time.Minute)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/a@10:00", "u1/d@10:20")
 	c := run(t, p)
 	assert.Equal(t, int64(2), c.Emitted)
@@ -145,10 +146,10 @@ func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testi
 				require.NoError(t, ts.AddElements(ms(e.Rowtime), e))
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"))
+			out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimedShortID, out), "u1/e1@10:01")
 			c := run(t, p)
-			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 2}, c.RowCounts())
+			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 2}, deduptest.RowCounts(c))
 			assert.Equal(t, tc.wantReads, c.StateReads+c.StateCacheHits, "one read (or a bundle's cached state) per row, plus one per firing of an untagged timer")
 		})
 	}
@@ -184,8 +185,8 @@ func TestEventTime_TaggedAndStateFinalizationAgreeOnARandomStream(t *testing.T) 
 	small := teststream.Create(s, ts)
 	big := beam.ParDo(s, padEvent, small)
 	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}
-	tagged := dedup.KeepFirst(s.Scope("tagged"), small, append(opts, dedup.UID("tagged"))...)
-	inState := dedup.KeepFirst(s.Scope("state"), big, append(opts, dedup.UID("state"))...)
+	tagged := dedup.KeepFirst(s.Scope("tagged"), small, append(opts, dedup.UID("tagged"))...).Rows
+	inState := dedup.KeepFirst(s.Scope("state"), big, append(opts, dedup.UID("state"))...).Rows
 	got := beam.ParDo(s, formatTimedShortID, tagged)
 	passert.Equals(s, got, beam.ParDo(s, formatTimedShortID, inState))
 	passert.Count(s, got, "one row per key", 12)

@@ -29,7 +29,7 @@ func TestEventTime_Spec_4_1_3_5_EarliestRowEmittedAtWatermarkLateRowDropped(t *t
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
 
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.StateTTL(5*60e9))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.StateTTL(5*60e9)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/view@10:01")
 
 	c := run(t, p)

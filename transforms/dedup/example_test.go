@@ -56,7 +56,7 @@ func ExampleKeepFirst() {
 		UserEvent{UserID: "u1", Event: "login"},
 		UserEvent{UserID: "u1", Event: "login"},
 		UserEvent{UserID: "u2", Event: "click"})
-	kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("user_id"), dedup.UID("user-events-dedup"))
+	kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("user_id"), dedup.UID("user-events-dedup")).Rows
 	_ = kept // write it somewhere: textio, pubsub, ...
 	c := runExample(p)
 	fmt.Println("in:", c.RowsIn, "emitted:", c.Emitted, "duplicates dropped:", c.DuplicatesDropped)
@@ -94,14 +94,14 @@ func ExamplePartitionByAll() {
 
 // An updating input (spec 4.1.3.7) becomes insert-only; rows with an
 // unknown kind come out as dead letters with the reason.
-func ExampleKeepFirstWithErrors() {
+func ExampleKeepFirst_changelog() {
 	p, s := beam.NewPipelineWithRoot()
 	rows := beam.Create(s,
 		Change{"+I", "Vas", "login"},
 		Change{"+U", "Vas", "click"},
 		Change{"??", "Bob", "x"})
-	kept, dead := dedup.KeepFirstWithErrors(s, rows, dedup.PartitionBy("user_name"), dedup.Changelog("op"))
-	_, _ = kept, dead
+	res := dedup.KeepFirst(s, rows, dedup.PartitionBy("user_name"), dedup.KindColumn("op"))
+	_, _ = res.Rows, res.DeadLetters
 	c := runExample(p)
 	fmt.Println("emitted:", c.Emitted, "dead-lettered:", c.DeadLettered)
 	// Output: emitted: 1 dead-lettered: 1
@@ -113,14 +113,14 @@ func ExampleTryKeepFirst() {
 	rows := beam.Create(s, Order{"o1", 1, 10})
 	_, err := dedup.TryKeepFirst(s, rows, dedup.StateTTL(-time.Minute))
 	fmt.Println(err)
-	// Output: dedup.KeepFirst: StateTTL must be >= 0 (0 keeps state forever), got -1m0s
+	// Output: dedup.KeepFirst: StateTTL(-1m0s): it must be >= 0 (0 keeps state forever)
 }
 
 // KV input: the first value per key.
-func ExampleKeepFirstPerKey() {
+func ExampleKeepFirst_kv() {
 	p, s := beam.NewPipelineWithRoot()
 	kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1", "a=2", "b=3"))
-	dedup.KeepFirstPerKey(s, kvs, dedup.StateTTL(time.Hour))
+	dedup.KeepFirst(s, kvs, dedup.StateTTL(time.Hour))
 	c := runExample(p)
 	fmt.Println("emitted:", c.Emitted)
 	// Output: emitted: 2

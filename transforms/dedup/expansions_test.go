@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -56,13 +57,13 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 	}{
 		{"event time, distinct times", timed, []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}, wantTimed},
 		{"exact duplicates", trades, []dedup.Option{dedup.PartitionByAll()}, wantTrades},
-		{"changelog, one payload per key", changes, []dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op")}, wantChanges},
+		{"changelog, one payload per key", changes, []dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op")}, wantChanges},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, tc.rows...)
-			combined := dedup.KeepFirst(s.Scope("combine"), in, tc.opts...)
-			stateful := dedup.KeepFirst(s.Scope("stateful"), in, append(tc.opts, dedup.ForceStateful())...)
+			combined := dedup.KeepFirst(s.Scope("combine"), in, tc.opts...).Rows
+			stateful := dedup.KeepFirst(s.Scope("stateful"), in, append(tc.opts, deduptest.ForceStateful())...).Rows
 			passert.Equals(s, combined, tc.want...)
 			passert.Equals(s, stateful, tc.want...)
 			c := run(t, p)
@@ -84,12 +85,12 @@ func TestMiniBatch_BoundedSameRowsAndCountsWithAndWithoutInBundleMerge(t *testin
 		op := []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)]
 		rows = append(rows, changeRow{op, string(rune('a' + rng.IntN(40))), fmt.Sprint(rng.IntN(6))})
 	}
-	opts := []dedup.Option{dedup.PartitionBy("user_name"), dedup.Changelog("op")}
+	opts := []dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op")}
 	counts := map[bool]dedup.Counters{}
 	for _, on := range []bool{true, false} {
 		p, s := beam.NewPipelineWithRoot()
 		dedup.KeepFirst(s, beam.Create(s, rows...), append(opts, dedup.MiniBatch(on))...)
-		counts[on] = run(t, p).RowCounts()
+		counts[on] = deduptest.RowCounts(run(t, p))
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
@@ -119,7 +120,7 @@ func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, trades...)
-			opts := append([]dedup.Option{dedup.PartitionByAll(), dedup.ForceStateful()}, tc.opts...)
+			opts := append([]dedup.Option{dedup.PartitionByAll(), deduptest.ForceStateful()}, tc.opts...)
 			with, without := withAndWithoutMiniBatch(s, in, opts...)
 			passert.Equals(s, with, want...)
 			passert.Equals(s, without, want...)
@@ -140,7 +141,7 @@ func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *tes
 	rows, want := randomTimedEvents(rng, at(10, 0), 600, 30)
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
-	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.ForceStateful()}
+	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), deduptest.ForceStateful()}
 	with, without := withAndWithoutMiniBatch(s, in, opts...)
 	passert.Equals(s, with, want...)
 	passert.Equals(s, without, want...)
@@ -185,8 +186,8 @@ func randomTrades(rng *rand.Rand, n int, quantities int64) (rows, distinct []any
 // withAndWithoutMiniBatch applies KeepFirst with opts to in twice: with the
 // mini-batch pre-filter and without it.
 func withAndWithoutMiniBatch(s beam.Scope, in beam.PCollection, opts ...dedup.Option) (with, without beam.PCollection) {
-	with = dedup.KeepFirst(s.Scope("with"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(true)})...)
-	without = dedup.KeepFirst(s.Scope("without"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(false)})...)
+	with = dedup.KeepFirst(s.Scope("with"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(true)})...).Rows
+	without = dedup.KeepFirst(s.Scope("without"), in, slices.Concat(opts, []dedup.Option{dedup.MiniBatch(false)})...).Rows
 	return with, without
 }
 
@@ -208,14 +209,14 @@ func TestExpansions_StatefulMergeAndWindowKeepTheSameRowPerKey(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, distinct...)
-	passert.Equals(s, dedup.KeepFirst(s.Scope("stateful"), in, append(opts, dedup.ForceStateful())...), earliest...)
-	passert.Equals(s, dedup.KeepFirst(s.Scope("merge"), in, opts...), earliest...)
-	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window"), beam.WindowInto(s, day, in), opts...)), earliest...)
+	passert.Equals(s, dedup.KeepFirst(s.Scope("stateful"), in, append(opts, deduptest.ForceStateful())...).Rows, earliest...)
+	passert.Equals(s, dedup.KeepFirst(s.Scope("merge"), in, opts...).Rows, earliest...)
+	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window"), beam.WindowInto(s, day, in), opts...).Rows), earliest...)
 
 	ties := beam.Create(s.Scope("ties"), tied...)
-	first := dedup.KeepFirst(s.Scope("merge-first"), ties, opts...)
-	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window-first"), beam.WindowInto(s, day, ties), opts...)), first)
-	last := dedup.KeepLast(s.Scope("merge-last"), ties, append(opts, dedup.Upsert())...)
-	passert.Equals(s, global(s, dedup.WindowLast(s.Scope("window-last"), beam.WindowInto(s, day, ties), opts...)), last)
+	first := dedup.KeepFirst(s.Scope("merge-first"), ties, opts...).Rows
+	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window-first"), beam.WindowInto(s, day, ties), opts...).Rows), first)
+	last := dedup.KeepLast(s.Scope("merge-last"), ties, append(opts, dedup.Upsert())...).Rows
+	passert.Equals(s, global(s, dedup.WindowLast(s.Scope("window-last"), beam.WindowInto(s, day, ties), opts...).Rows), last)
 	run(t, p)
 }

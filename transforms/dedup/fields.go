@@ -19,6 +19,7 @@ var (
 
 // timeField reads the OnTime column of a row as Unix milliseconds.
 type timeField struct {
+	name  string
 	index int
 	ptr   bool
 	isInt bool
@@ -27,7 +28,7 @@ type timeField struct {
 func newTimeField(t reflect.Type, col string) (timeField, error) {
 	c, err := keycoder.Lookup(t, col)
 	if err != nil {
-		return timeField{}, fmt.Errorf("OnTime: %w", err)
+		return timeField{}, fmt.Errorf("OnTime(%q): %w", col, err)
 	}
 	ft, ptr := c.Type, false
 	if ft.Kind() == reflect.Pointer {
@@ -35,11 +36,11 @@ func newTimeField(t reflect.Type, col string) (timeField, error) {
 	}
 	switch {
 	case ft == timeType:
-		return timeField{index: c.Index, ptr: ptr}, nil
+		return timeField{name: col, index: c.Index, ptr: ptr}, nil
 	case ft == int64Type:
-		return timeField{index: c.Index, ptr: ptr, isInt: true}, nil
+		return timeField{name: col, index: c.Index, ptr: ptr, isInt: true}, nil
 	}
-	return timeField{}, fmt.Errorf("OnTime column %q has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
+	return timeField{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
 }
 
 // millis returns the event time of row, or a reason it has none.
@@ -47,7 +48,7 @@ func (f timeField) millis(row reflect.Value) (int64, string) {
 	v := row.Field(f.index)
 	if f.ptr {
 		if v.IsNil() {
-			return 0, "event time column is NULL"
+			return 0, fmt.Sprintf("OnTime column %q is NULL", f.name)
 		}
 		v = v.Elem()
 	}
@@ -55,24 +56,30 @@ func (f timeField) millis(row reflect.Value) (int64, string) {
 	if f.isInt {
 		ms = v.Int()
 	} else {
-		ms = v.Interface().(time.Time).UnixMilli()
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
+			return 0, fmt.Sprintf("OnTime column %q holds the zero time.Time (no time was set)", f.name)
+		}
+		ms = t.UnixMilli()
 	}
 	if ms < int64(mtime.MinTimestamp) || ms >= int64(mtime.MaxTimestamp) {
-		return 0, fmt.Sprintf("event time %d ms is outside Beam's timestamp range", ms)
+		return 0, fmt.Sprintf("OnTime column %q: event time %d ms is outside Beam's timestamp range", f.name, ms)
 	}
 	return ms, ""
 }
 
-// kindField reads and rewrites the Changelog (or OutputKind) column of a
-// row.
-type kindField struct{ col rowkind.Column }
+// kindField reads and rewrites the KindColumn of a row.
+type kindField struct {
+	col  rowkind.Column
+	name string
+}
 
 func newKindField(t reflect.Type, col string) (kindField, error) {
 	c, err := rowkind.NewColumn(t, col)
 	if err != nil {
-		return kindField{}, fmt.Errorf("Changelog: %w", err)
+		return kindField{}, fmt.Errorf("KindColumn(%q): %w", col, err)
 	}
-	return kindField{col: c}, nil
+	return kindField{col: c, name: col}, nil
 }
 
 // optionalKindField is newKindField for a column that may be unset ("").
@@ -97,7 +104,7 @@ func optionalField[F any](t reflect.Type, col string, newField func(reflect.Type
 func (f kindField) kind(row reflect.Value) (rowkind.Kind, string) {
 	k, err := f.col.Kind(row)
 	if err != nil {
-		return 0, err.Error()
+		return 0, fmt.Sprintf("KindColumn %q: %v", f.name, err)
 	}
 	return k, ""
 }
@@ -107,14 +114,17 @@ func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row
 
 // seqField reads the SequenceBy column of a row as order-preserving bytes
 // (coders/ordercoder).
-type seqField struct{ col ordercoder.Column }
+type seqField struct {
+	col        ordercoder.Column
+	nullReason string
+}
 
 func newSeqField(t reflect.Type, col string) (seqField, error) {
 	c, err := ordercoder.NewColumn(t, col)
 	if err != nil {
-		return seqField{}, fmt.Errorf("SequenceBy: %w", err)
+		return seqField{}, fmt.Errorf("SequenceBy(%q): %w", col, err)
 	}
-	return seqField{c}, nil
+	return seqField{col: c, nullReason: fmt.Sprintf("SequenceBy column %q is NULL", col)}, nil
 }
 
 // optionalSeqField is newSeqField for a column that may be unset ("").
@@ -122,16 +132,12 @@ func optionalSeqField(t reflect.Type, col string) (*seqField, error) {
 	return optionalField(t, col, newSeqField)
 }
 
-// reasonNullSeq is the dead-letter reason of a row whose SequenceBy column
-// is a nil pointer.
-const reasonNullSeq = "NULL sequence value"
-
 // appendTo appends the row's ordering value to dst, or returns a reason it
 // has none.
 func (f seqField) appendTo(dst []byte, row reflect.Value) ([]byte, string) {
 	dst, ok := f.col.Append(dst, row)
 	if !ok {
-		return dst, reasonNullSeq
+		return dst, f.nullReason
 	}
 	return dst, ""
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // KeepLast's mini-batch fold (docs/keeplast.md, rule 7) on Prism: each TestStream
@@ -105,10 +106,10 @@ func TestKeepLast_MiniBatchFoldsEachBundleToOneChangePerKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), dedup.PartitionBy("id"), dedup.Changelog("op"), dedup.MiniBatch(tc.mb))
+			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), dedup.PartitionBy("id"), dedup.KindColumn("op"), dedup.MiniBatch(tc.mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatStreamChange, out), toAny(tc.want)...)
 			c := run(t, p)
-			assert.Equal(t, tc.c, c.RowCounts())
+			assert.Equal(t, tc.c, deduptest.RowCounts(c))
 			assert.Equal(t, tc.c.Superseded, c.MiniBatchDropped)
 			assert.Zero(t, c.LastUnaccounted())
 		})
@@ -123,11 +124,11 @@ func TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100(t *testing.T) {
 	t0 := ms(at(10, 0))
 	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+30_000), srow("", "o1", "c", t0+120_000)}
 	p, s := beam.NewPipelineWithRoot()
-	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.OutputKind("op"),
-		dedup.StateTTL(100*time.Minute), dedup.UseClock("rowtime"), dedup.CleanupTimers(false))
+	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.KindColumn("op"),
+		dedup.StateTTL(100*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false)).Rows
 	passert.Equals(s, beam.ParDo(s, formatStreamChange, out), "+I o1/b", "-U o1/b", "+U o1/c")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.RowCounts(c))
 }
 
 // Windowed input is not folded: rows held to the bundle's end would be
@@ -138,7 +139,7 @@ func TestKeepLast_MiniBatchDoesNotFoldWindowedInput(t *testing.T) {
 	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+1000)}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), batches(t, s, rows, []int{2}))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.OutputKind("op"))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatStreamChange, out)), "+I o1/a", "-U o1/a", "+U o1/b")
 	c := run(t, p)
 	assert.Zero(t, c.MiniBatchDropped)
@@ -234,8 +235,8 @@ func TestKeepLast_DifferentialStatefulWithAndWithoutMiniBatchAndBoundedReachTheS
 					{"bounded", bounded, dedup.MiniBatch(true)},
 				} {
 					name := m.name + " " + e.name
-					opts := slices.Concat([]dedup.Option{dedup.PartitionBy("id"), dedup.Changelog("op"), dedup.UID(name), e.opt}, m.opts)
-					out := dedup.KeepLast(s, e.in, opts...)
+					opts := slices.Concat([]dedup.Option{dedup.PartitionBy("id"), dedup.KindColumn("op"), dedup.UID(name), e.opt}, m.opts)
+					out := dedup.KeepLast(s, e.in, opts...).Rows
 					sc := s.Scope(name)
 					final := beam.ParDo(sc, formatNet, stats.SumPerKey(sc, beam.ParDo(sc, netStreamChange, out)))
 					passert.Equals(sc, final, want...)

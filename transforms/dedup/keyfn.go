@@ -11,6 +11,7 @@ import (
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -95,6 +96,7 @@ type keyRowsFn struct {
 	PreFilter bool
 	Rules     core.Config // the rules the pre-filter keeps to
 	Clock     string
+	Dropped   bool // emit the rows the pre-filter drops
 
 	enc    *keycoder.Encoder
 	now    func(time.Time) time.Time
@@ -102,13 +104,20 @@ type keyRowsFn struct {
 	passed map[string]*core.Passed // key -> what was passed on of it in this bundle
 }
 
+// Emitters of the keying steps: keyed rows, dead letters and dropped rows.
+type (
+	keyedEmit = func(beam.EventTime, []byte, beam.T)
+	deadEmit  = func(deadletter.DeadLetter)
+	dropEmit  = func(beam.EventTime, beam.T)
+)
+
 // miniBatchMaxKeys bounds the keys a keying step holds per bundle.
 const miniBatchMaxKeys = 100_000
 
 // StartBundle drops what a failed bundle may have left. It takes the
 // emitters only because Beam requires the emitters of ProcessElement there
 // too.
-func (f *keyRowsFn) StartBundle(_ context.Context, _ func(beam.EventTime, []byte, beam.T), _ func(deadletter.DeadLetter)) {
+func (f *keyRowsFn) StartBundle(_ context.Context, _ keyedEmit, _ deadEmit, _ dropEmit) {
 	clear(f.passed)
 }
 
@@ -119,7 +128,7 @@ func (f *keyRowsFn) Setup() error {
 	}
 	f.enc = enc
 	f.passed = make(map[string]*core.Passed)
-	if f.now, err = resolveClock(f.Clock); err != nil {
+	if f.now, err = testhook.ResolveClock(f.Clock); err != nil {
 		return err
 	}
 	return f.Checks.setup(f.RowType.T)
@@ -150,16 +159,19 @@ func (f *keyRowsFn) admit(ctx context.Context, dst []byte, ts beam.EventTime, ro
 	return admitted{checked: c, key: f.enc.Append(dst, v)}, true
 }
 
-func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit func(beam.EventTime, []byte, beam.T), dead func(deadletter.DeadLetter)) {
+func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row beam.T, emit keyedEmit, dead deadEmit, drop dropEmit) {
 	// A fresh key slice per row: the emitted key may outlive this call.
 	a, ok := f.admit(ctx, nil, ts, row, dead)
 	if !ok {
 		return
 	}
 	if f.PreFilter {
-		if drop, o := f.preFilter(a); drop {
+		if dropped, o := f.preFilter(a); dropped {
 			cMiniBatchDropped.Inc(ctx, 1)
 			countOutcome(ctx, o, 1)
+			if f.Dropped {
+				drop(a.ts, row)
+			}
 			return
 		}
 	}
@@ -180,8 +192,7 @@ func (f *keyRowsFn) preFilter(a admitted) (bool, core.Outcome) {
 	return f.Rules.PreFilterFirstRow(p, core.Row{Kind: a.kind, Time: int64(a.ts)}, f.now(a.ts.ToTime()).UnixMilli())
 }
 
-// keyPairsFn prepares KeepFirstPerKey's and KeepLastPerKey's input:
-// canonical float keys (so -0 and 0, and all NaNs, are one key) and
+// keyPairsFn prepares a KV input: canonical float keys (so -0 and 0, and all NaNs, are one key) and
 // timestamps from the OnTime column.
 type keyPairsFn struct {
 	ValueType beam.EncodedType
@@ -198,7 +209,7 @@ func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k be
 		c, reason := f.Checks.check(ts, reflect.ValueOf(v), nil)
 		if reason != "" {
 			cDeadLettered.Inc(ctx, 1)
-			dead(deadletter.New(f.UID, map[string]any{"key": k, "value": v}, reason))
+			dead(deadletter.DeadLetter{Row: deadletter.KVJSON(k, v), Reason: reason, Transform: f.UID})
 			return
 		}
 		ts = c.ts

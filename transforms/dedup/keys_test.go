@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 type nullableRow struct {
@@ -44,9 +45,9 @@ func TestKeys_MultiColumnWithNullsFollowGroupBySemantics(t *testing.T) {
 		nullableRow{ptr("eu"), nil, ptr(-math.NaN()), 8}, // NaNs are equal
 		nullableRow{ptr("eu"), ptr(int64(1)), nil, 9},
 	)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("region", "zone", "score"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("region", "zone", "score")).Rows
 	seqs := beam.ParDo(s, seqOf, out)
 	passert.Equals(s, seqs, int64(1), int64(3), int64(5), int64(7), int64(9))
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 9, Emitted: 5, DuplicatesDropped: 4}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 9, Emitted: 5, DuplicatesDropped: 4}, deduptest.RowCounts(c))
 }

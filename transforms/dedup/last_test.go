@@ -19,6 +19,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // orderEvent is seed 003's order-status event.
@@ -86,10 +87,10 @@ func TestKeepLast_Seed003OrderO0018GivesInsertThenOnePairThenNothing(t *testing.
 		order("", "o0018", "created", at(10, 0), 1),
 		order("", "o0018", "paid", at(10, 5), 2),
 		order("", "o0018", "paid", at(10, 5), 2))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o0018/created", "-U o0018/created", "+U o0018/paid")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.RowCounts(c))
 	assert.Zero(t, c.LastUnaccounted())
 }
 
@@ -113,8 +114,8 @@ func TestKeepLast_ArrivalVersusEventTimeVersusSequenceBy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OutputKind("op")}, tc.opt...)
-			out := dedup.KeepLast(s, streamOf(t, s, rows...), opts...)
+			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.KindColumn("op")}, tc.opt...)
+			out := dedup.KeepLast(s, streamOf(t, s, rows...), opts...).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
 			c := run(t, p)
 			assert.Equal(t, tc.ooo, c.OutOfOrderDropped)
@@ -135,7 +136,7 @@ func toAny(ss []string) []any {
 func TestKeepLast_TiesGoToTheLaterArrival(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, order("", "o1", "first", at(10, 5), 7), order("", "o1", "second", at(10, 5), 7))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.OutputKind("op"))
+	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/first", "-U o1/first", "+U o1/second")
 	run(t, p)
 }
@@ -152,25 +153,26 @@ func TestKeepLast_ChangelogInputDeletesAndReinserts(t *testing.T) {
 		changeRow{"+U", "Vas", "click"},
 		changeRow{"-D", "Vas", "click"},
 		changeRow{"upsert", "Vas", "?"})
-	out, dead := dedup.KeepLastWithErrors(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"))
+	r1 := dedup.KeepLast(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op"))
+	out, dead := r1.Rows, r1.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatChange, out), "+I Vas/login", "-D Vas/login", "+I Vas/click", "-D Vas/click")
 	passert.Count(s, dead, "dead", 1)
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 6, Inserts: 2, DeletesIn: 2, RetractionsIgnored: 1, DeadLettered: 1, EmittedDelete: 2}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 6, Inserts: 2, DeletesIn: 2, RetractionsIgnored: 1, DeadLettered: 1, EmittedDelete: 2}, deduptest.RowCounts(c))
 }
 
 func TestKeepLast_UpsertEmitsNoUpdateBefore(t *testing.T) {
 	rows := []any{order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2)}
 	t.Run("with a kind column", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
-		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.OutputKind("op"), dedup.Upsert())
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"), dedup.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/created", "+U o1/paid")
 		c := run(t, p)
 		assert.Zero(t, c.EmittedUpdateBefore)
 	})
 	t.Run("without one the rows are emitted as they are", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
-		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.Upsert())
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), " o1/created", " o1/paid")
 		run(t, p)
 	})
@@ -211,8 +213,8 @@ func TestKeepLast_StateTTLAndRetractOnExpiryOnArrival(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("RetractOnExpiry=%v", tc.retract), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			out := dedup.KeepLast(s, timedStream(t, s, rows...), dedup.PartitionBy("order_id"), dedup.OutputKind("op"),
-				dedup.StateTTL(5*time.Minute), dedup.UseClock("rowtime"), dedup.CleanupTimers(false), dedup.RetractOnExpiry(tc.retract))
+			out := dedup.KeepLast(s, timedStream(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"),
+				dedup.StateTTL(5*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false), dedup.RetractOnExpiry(tc.retract)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
 			c := run(t, p)
 			assert.Equal(t, int64(1), c.KeysExpired)
@@ -234,7 +236,7 @@ func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := timedStream(t, s, order("", "o1", "a", at(10, 0), 1), order("", "o2", "b", at(10, 0), 1))
-			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OutputKind("op"), tc.ttl, dedup.RetractOnExpiry(true))
+			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.KindColumn("op"), tc.ttl, dedup.RetractOnExpiry(true)).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "+I o2/b@10:00", "-D o1/a@10:00", "-D o2/b@10:00")
 			c := run(t, p)
 			assert.Equal(t, int64(2), c.EmittedDelete)
@@ -255,11 +257,11 @@ func TestKeepLast_RetractOnExpiryFromTheProcessingTimeCleanupTimer(t *testing.T)
 	require.NoError(t, ts.AdvanceWatermark(1000))
 	ts.AdvanceProcessingTime(int64(6 * time.Minute / time.Millisecond))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
-	out := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"),
-		dedup.StateTTL(5*time.Minute), dedup.RetractOnExpiry(true))
+	out := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"),
+		dedup.StateTTL(5*time.Minute), dedup.RetractOnExpiry(true)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "-D o1/a@10:00")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 1, Inserts: 1, KeysExpired: 1, EmittedDelete: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 1, Inserts: 1, KeysExpired: 1, EmittedDelete: 1}, deduptest.RowCounts(c))
 }
 
 // Per key and window: each window has its own last row.
@@ -269,7 +271,7 @@ func TestKeepLast_PerKeyAndWindow(t *testing.T) {
 		order("", "o1", "a", at(10, 0), 1), order("", "o1", "b", at(10, 5), 2),
 		order("", "o1", "c", at(10, 12), 3))
 	w := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), in)
-	out := dedup.KeepLast(s, w, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op"))
+	out := dedup.KeepLast(s, w, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")).Rows
 	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatOrder, out))
 	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b", "+I o1/c")
 	run(t, p)
@@ -285,10 +287,10 @@ func TestKeepLast_BoundedInputEmitsTheFinalRowPerKeyAsInsert(t *testing.T) {
 			in := beam.Create(s,
 				order("+I", "o1", "created", at(10, 0), 1), order("+U", "o1", "shipped", at(10, 9), 3), order("+U", "o1", "paid", at(10, 5), 2),
 				order("+I", "o2", "created", at(10, 0), 1), order("-D", "o2", "created", at(10, 1), 2))
-			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Changelog("op"), dedup.MiniBatch(mb))
+			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op"), dedup.MiniBatch(mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/shipped")
 			c := run(t, p)
-			assert.Equal(t, dedup.Counters{RowsIn: 5, Inserts: 1, RetractionsIgnored: 1, Superseded: 3}, c.RowCounts())
+			assert.Equal(t, dedup.Counters{RowsIn: 5, Inserts: 1, RetractionsIgnored: 1, Superseded: 3}, deduptest.RowCounts(c))
 		})
 	}
 }
@@ -334,13 +336,13 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 		opts []dedup.Option
 	}{
 		{"bounded merge", nil},
-		{"stateful", []dedup.Option{dedup.ForceStateful()}},
+		{"stateful", []dedup.Option{deduptest.ForceStateful()}},
 		{"bounded without in-bundle merge", []dedup.Option{dedup.MiniBatch(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Changelog("op")}, tc.opts...)
-			out := dedup.KeepLast(s, beam.Create(s, rows...), opts...)
+			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op")}, tc.opts...)
+			out := dedup.KeepLast(s, beam.Create(s, rows...), opts...).Rows
 			passert.Equals(s, finalState(s, out), want...)
 			c := run(t, p)
 			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
@@ -351,11 +353,12 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 func TestKeepLast_NullSequenceValueIsDeadLettered(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, seqRow{"a", ver(1), "x"}, seqRow{"a", nil, "null"})
-	out, dead := dedup.KeepLastWithErrors(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.Upsert())
+	r2 := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.Upsert())
+	out, dead := r2.Rows, r2.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/x")
-	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"a","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepLast"})
+	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"a","version":null,"tag":"null"}`, Reason: `SequenceBy column "version" is NULL`, Transform: "KeepLast"})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, deduptest.RowCounts(c))
 }
 
 func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
@@ -364,11 +367,10 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 		opts []dedup.Option
 		want string
 	}{
-		{"no kind column and no Upsert", nil, "OutputKind"},
-		{"OutputKind other than the Changelog column", []dedup.Option{dedup.OutputKind("op"), dedup.Changelog("status")}, "differs from Changelog"},
-		{"RetractOnExpiry without retention", []dedup.Option{dedup.OutputKind("op"), dedup.RetractOnExpiry(true)}, "needs StateTTL or EventTimeTTL"},
+		{"no kind column and no Upsert", nil, "KindColumn"},
+		{"RetractOnExpiry without retention", []dedup.Option{dedup.KindColumn("op"), dedup.RetractOnExpiry(true)}, "needs StateTTL or EventTimeTTL"},
 		{"RetractOnExpiry without a kind column", []dedup.Option{dedup.Upsert(), dedup.StateTTL(time.Minute), dedup.RetractOnExpiry(true)}, "kind column"},
-		{"OutputKind of the wrong type", []dedup.Option{dedup.OutputKind("seq")}, "must be a string"},
+		{"a kind column of the wrong type", []dedup.Option{dedup.KindColumn("seq")}, "must be a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -378,19 +380,19 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "dedup.KeepLast: "), err.Error())
 		})
 	}
-	for _, o := range []dedup.Option{dedup.OutputKind("op"), dedup.Upsert(), dedup.RetractOnExpiry(true)} {
+	for _, o := range []dedup.Option{dedup.Upsert(), dedup.RetractOnExpiry(true)} {
 		_, s := beam.NewPipelineWithRoot()
 		_, err := dedup.TryKeepFirst(s, beam.Create(s, orderEvent{}), o)
 		assert.ErrorContains(t, err, "is a KeepLast option")
 	}
 }
 
-// KeepLastPerKey: the key is K; V carries the kind column.
+// KV input: the key is K; V carries the kind column.
 func TestKeepLastPerKey_KeepsTheLastValuePerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2))
 	kvs := beam.ParDo(s, keyByOrder, in)
-	out := dedup.KeepLastPerKey(s, kvs, dedup.OutputKind("op"))
+	out := dedup.KeepLast(s, kvs, dedup.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrderKV, out), "o1: +I created", "o1: -U created", "o1: +U paid")
 	run(t, p)
 }

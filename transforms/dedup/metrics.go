@@ -95,10 +95,6 @@ type Counters struct {
 	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
 }
 
-// StateRequests is the number of Fn API state requests of the stateful
-// steps: gets, appends and clears.
-func (c Counters) StateRequests() int64 { return c.StateGets + c.StateAppends + c.StateClears }
-
 // LastUnaccounted is the number of KeepLast input rows in no outcome
 // counter; it is 0 after any run (KeepLast holds no row back).
 func (c Counters) LastUnaccounted() int64 {
@@ -117,21 +113,6 @@ func (c Counters) LastEmitted() int64 {
 func (c Counters) Pending() int64 {
 	return c.RowsIn - c.Emitted - c.DuplicatesDropped - c.LateDropped - c.CandidatesReplaced -
 		c.ChangelogSwallowed - c.RetractionsIgnored - c.DeadLettered
-}
-
-// RowCounts returns c without the cost and refresh counters, which depend
-// on bundling: what is left is where each row went.
-func (c Counters) RowCounts() Counters {
-	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.StateCacheHits, c.TimerSets = 0, 0, 0, 0, 0, 0, 0
-	c.TTLRefreshes, c.MiniBatchDropped = 0, 0
-	return c
-}
-
-// WithoutExpiry returns c without KeysExpired, which also counts state
-// dropped at the end of a window or of the input.
-func (c Counters) WithoutExpiry() Counters {
-	c.KeysExpired = 0
-	return c
 }
 
 // ReadCounters sums this package's counters from a pipeline result.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -48,7 +49,7 @@ func init() {
 	register.Emitter2[beam.EventTime, kindRow]()
 	// Processing time = the row's event time: rows' timestamps double as
 	// their arrival times, so arrival-time expiry is deterministic.
-	dedup.RegisterClock("rowtime", func(et time.Time) time.Time { return et })
+	deduptest.RegisterClock("rowtime", func(et time.Time) time.Time { return et })
 }
 
 func formatTimedPlain(e timedEvent) string { return e.UserID + "/" + e.Event }
@@ -100,7 +101,7 @@ func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
 			}
 			in := beam.ParDo(s, stampRowtime, beam.Create(s, rows...))
 			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
-				dedup.ResetTTLOnDuplicate(tc.reset), dedup.UseClock("rowtime"), dedup.ForceStateful())
+				dedup.ResetTTLOnDuplicate(tc.reset), deduptest.UseClock("rowtime"), deduptest.ForceStateful()).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimed, out), tc.want...)
 			c := run(t, p)
 			assert.Equal(t, int64(len(tc.want)), c.Emitted)
@@ -119,20 +120,20 @@ func TestWindows_FirstRowPerKeyPerFixedWindow(t *testing.T) {
 		timedEvent{"u2", "e", at(10, 59)},
 	)
 	windowed := beam.WindowInto(s, window.NewFixedWindows(time.Hour), beam.ParDo(s, stampRowtime, in))
-	out := dedup.KeepFirst(s, windowed, dedup.PartitionBy("user_id"), dedup.StateTTL(time.Hour))
+	out := dedup.KeepFirst(s, windowed, dedup.PartitionBy("user_id"), dedup.StateTTL(time.Hour)).Rows
 	global := beam.WindowInto(s, window.NewGlobalWindows(), out) // passert needs the global window
 	passert.Equals(s, beam.ParDo(s, formatTimedPlain, global), "u1/a", "u1/c", "u2/e")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 5, Emitted: 3, DuplicatesDropped: 2}, c.RowCounts().WithoutExpiry())
+	assert.Equal(t, dedup.Counters{RowsIn: 5, Emitted: 3, DuplicatesDropped: 2}, deduptest.WithoutExpiry(deduptest.RowCounts(c)))
 }
 
 func TestKeepFirstPerKey_FirstValuePerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1", "a=2", "b=3", "a=4"))
-	out := dedup.KeepFirstPerKey(s, kvs)
+	out := dedup.KeepFirst(s, kvs).Rows
 	passert.Equals(s, beam.DropValue(s, out), "a", "b")
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, deduptest.RowCounts(c))
 }
 
 // On bounded input KeepFirstPerKey merges each key's values within the
@@ -147,16 +148,16 @@ func TestKeepFirstPerKey_BoundedSameWithAndWithoutInBundleMerge(t *testing.T) {
 	counts := map[bool]dedup.Counters{}
 	for _, on := range []bool{true, false} {
 		p, s := beam.NewPipelineWithRoot()
-		dedup.KeepFirstPerKey(s, beam.ParDo(s, splitPair, beam.Create(s, pairs...)), dedup.MiniBatch(on))
-		counts[on] = run(t, p).RowCounts()
+		dedup.KeepFirst(s, beam.ParDo(s, splitPair, beam.Create(s, pairs...)), dedup.MiniBatch(on))
+		counts[on] = deduptest.RowCounts(run(t, p))
 	}
 	assert.Equal(t, counts[false], counts[true])
 	assert.Equal(t, dedup.Counters{RowsIn: 300, Emitted: 25, DuplicatesDropped: 275}, counts[true])
 
 	p, s := beam.NewPipelineWithRoot()
 	kvs := beam.ParDo(s, splitPair, beam.Create(s, pairs...))
-	with := beam.ParDo(s, pairString, dedup.KeepFirstPerKey(s.Scope("with"), kvs, dedup.MiniBatch(true)))
-	without := beam.ParDo(s, pairString, dedup.KeepFirstPerKey(s.Scope("without"), kvs, dedup.MiniBatch(false)))
+	with := beam.ParDo(s, pairString, dedup.KeepFirst(s.Scope("with"), kvs, dedup.MiniBatch(true)).Rows)
+	without := beam.ParDo(s, pairString, dedup.KeepFirst(s.Scope("without"), kvs, dedup.MiniBatch(false)).Rows)
 	passert.Equals(s, with, without)
 	passert.Count(s, with, "one pair per key", 25)
 	run(t, p)
@@ -175,15 +176,15 @@ func TestKeepFirstPerKey_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.T)
 	}{
 		{"in-bundle merge", nil},
 		{"no mini-batch", []dedup.Option{dedup.MiniBatch(false)}},
-		{"stateful", []dedup.Option{dedup.ForceStateful()}},
+		{"stateful", []dedup.Option{deduptest.ForceStateful()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			kvs := beam.ParDo(s, floatPair, beam.Create(s, "zero", "negzero", "nan1", "nan2"))
-			out := dedup.KeepFirstPerKey(s, kvs, tc.opts...)
+			out := dedup.KeepFirst(s, kvs, tc.opts...).Rows
 			passert.Equals(s, beam.ParDo(s, kvString, out), "0", "NaN")
 			c := run(t, p)
-			assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, c.RowCounts())
+			assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, deduptest.RowCounts(c))
 		})
 	}
 }
@@ -198,8 +199,9 @@ func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
-	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("key"), dedup.Changelog("kind"),
-		dedup.StateTTL(20*time.Second), dedup.UseClock("rowtime"), dedup.ForceStateful())
+	r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("key"), dedup.KindColumn("kind"),
+		dedup.StateTTL(20*time.Second), deduptest.UseClock("rowtime"), deduptest.ForceStateful())
+	out, dead := r1.Rows, r1.DeadLetters
 	c := run(t, p)
 	_ = out
 	_ = dead
@@ -224,13 +226,13 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 		{"struct key column", []dedup.Option{dedup.PartitionBy("inner")}, "cannot be a deterministic key"},
 		{"PartitionByAll with a slice column", []dedup.Option{dedup.PartitionByAll()}, "cannot be a deterministic key"},
 		{"OnTime of the wrong type", []dedup.Option{dedup.OnTime("when")}, "must be time.Time or int64"},
-		{"OnTime with Changelog", []dedup.Option{dedup.OnTime("when"), dedup.Changelog("name")}, "cannot be combined with Changelog"},
-		{"negative StateTTL", []dedup.Option{dedup.StateTTL(-time.Second)}, "StateTTL must be >= 0"},
-		{"negative EventTimeTTL", []dedup.Option{dedup.EventTimeTTL(-time.Second)}, "EventTimeTTL must be >= 0"},
+		{"OnTime with Changelog", []dedup.Option{dedup.OnTime("when"), dedup.KindColumn("name")}, "cannot be combined with KindColumn"},
+		{"negative StateTTL", []dedup.Option{dedup.StateTTL(-time.Second)}, "StateTTL(-1s): it must be >= 0"},
+		{"negative EventTimeTTL", []dedup.Option{dedup.EventTimeTTL(-time.Second)}, "EventTimeTTL(-1s): it must be >= 0"},
 		{"column named twice", []dedup.Option{dedup.PartitionBy("name", "name")}, "twice"},
 		{"empty PartitionBy", []dedup.Option{dedup.PartitionBy()}, "at least one column"},
-		{"Changelog column of the wrong type", []dedup.Option{dedup.Changelog("attrs")}, "must be a string"},
-		{"unregistered clock", []dedup.Option{dedup.UseClock("no-such-clock")}, "no clock registered"},
+		{"Changelog column of the wrong type", []dedup.Option{dedup.KindColumn("attrs")}, "must be a string"},
+		{"unregistered clock", []dedup.Option{deduptest.UseClock("no-such-clock")}, "no clock registered"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -249,19 +251,19 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 			assert.Contains(t, err.Error(), col)
 		}
 	})
-	t.Run("PartitionBy with KeepFirstPerKey", func(t *testing.T) {
+	t.Run("PartitionBy with KV input", func(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1"))
-		_, err := dedup.TryKeepFirstPerKey(s, kvs, dedup.PartitionBy("a"))
+		_, err := dedup.TryKeepFirst(s, kvs, dedup.PartitionBy("a"))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not allowed")
 	})
-	t.Run("KV input to KeepFirst", func(t *testing.T) {
+	t.Run("KV input to window dedup", func(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1"))
-		_, err := dedup.TryKeepFirst(s, kvs)
+		_, err := dedup.TryWindowFirst(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), kvs))
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "KeepFirstPerKey")
+		assert.Contains(t, err.Error(), "takes struct rows")
 	})
 	t.Run("non-struct input", func(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
@@ -276,7 +278,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, userEvent{"Vas", "login", 1})
-	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), dedup.ForceStateful())
+	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), deduptest.ForceStateful())
 	edges, _, err := p.Build()
 	require.NoError(t, err)
 	var names []string
@@ -304,13 +306,13 @@ func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
 		opts []dedup.Option
 	}{
 		{"combine expansion", nil},
-		{"stateful expansion", []dedup.Option{dedup.ForceStateful()}},
+		{"stateful expansion", []dedup.Option{deduptest.ForceStateful()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2})
 			opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.StateTTL(2 * time.Hour)}, tc.opts...)
-			out := dedup.KeepFirst(s, in, opts...)
+			out := dedup.KeepFirst(s, in, opts...).Rows
 			passert.Count(s, out, "kept", 1)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -318,7 +320,7 @@ func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
 			require.NoError(t, err)
 			c := dedup.ReadCounters(pr)
 			assert.Zero(t, c.TimerSets)
-			assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DuplicatesDropped: 1}, c.RowCounts())
+			assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DuplicatesDropped: 1}, deduptest.RowCounts(c))
 		})
 	}
 }
@@ -336,29 +338,31 @@ func TestEventTime_NullEventTimeIsDeadLettered(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	t0 := at(10, 0)
 	in := beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})
-	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
+	r7 := dedup.KeepFirst(s, in, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
+	out, dead := r7.Rows, r7.DeadLetters
 	passert.Count(s, out, "kept", 1)
-	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"b","When":null}`, Reason: "event time column is NULL", Transform: "timed"})
+	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"b","when":null}`, Reason: `OnTime column "when" is NULL`, Transform: "timed"})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, DuplicatesDropped: 1, DeadLettered: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, DuplicatesDropped: 1, DeadLettered: 1}, deduptest.RowCounts(c))
 }
 
-// Each Try…WithErrors form returns the construction error its Try… form
-// returns, and on valid options both outputs.
-func TestTryWithErrors_ReturnsTheConstructionErrorInsteadOfPanicking(t *testing.T) {
-	type withErrors func(beam.Scope, beam.PCollection, ...dedup.Option) (beam.PCollection, beam.PCollection, error)
-	type try func(beam.Scope, beam.PCollection, ...dedup.Option) (beam.PCollection, error)
+// Each panicking form panics with the construction error its Try form
+// returns; on valid options the Result holds the rows and the dead letters,
+// and the dropped rows only with OutputDropped.
+func TestTry_ReturnsTheConstructionErrorTheTransformPanicsWith(t *testing.T) {
+	type try func(beam.Scope, beam.PCollection, ...dedup.Option) (dedup.Result, error)
+	type plain func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result
 	for _, tc := range []struct {
 		name     string
-		both     withErrors
+		plain    plain
 		try      try
 		windowed bool
 		valid    []dedup.Option
 	}{
-		{"KeepFirst", dedup.TryKeepFirstWithErrors, dedup.TryKeepFirst, false, []dedup.Option{dedup.PartitionBy("name")}},
-		{"KeepLast", dedup.TryKeepLastWithErrors, dedup.TryKeepLast, false, []dedup.Option{dedup.PartitionBy("name"), dedup.Upsert()}},
-		{"WindowFirst", dedup.TryWindowFirstWithErrors, dedup.TryWindowFirst, true, []dedup.Option{dedup.PartitionBy("name")}},
-		{"WindowLast", dedup.TryWindowLastWithErrors, dedup.TryWindowLast, true, []dedup.Option{dedup.PartitionBy("name")}},
+		{"KeepFirst", dedup.KeepFirst, dedup.TryKeepFirst, false, []dedup.Option{dedup.PartitionBy("name")}},
+		{"KeepLast", dedup.KeepLast, dedup.TryKeepLast, false, []dedup.Option{dedup.PartitionBy("name"), dedup.Upsert()}},
+		{"WindowFirst", dedup.WindowFirst, dedup.TryWindowFirst, true, []dedup.Option{dedup.PartitionBy("name")}},
+		{"WindowLast", dedup.WindowLast, dedup.TryWindowLast, true, []dedup.Option{dedup.PartitionBy("name")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -368,13 +372,16 @@ func TestTryWithErrors_ReturnsTheConstructionErrorInsteadOfPanicking(t *testing.
 			}
 			_, tryErr := tc.try(s, in, dedup.PartitionBy("nope"))
 			require.Error(t, tryErr)
-			_, _, err := tc.both(s, in, dedup.PartitionBy("nope"))
-			assert.EqualError(t, err, tryErr.Error())
+			assert.PanicsWithError(t, tryErr.Error(), func() { tc.plain(s, in, dedup.PartitionBy("nope")) })
 
-			out, dead, err := tc.both(s, in, tc.valid...)
+			r, err := tc.try(s, in, tc.valid...)
 			require.NoError(t, err)
-			assert.True(t, out.IsValid(), "output")
-			assert.True(t, dead.IsValid(), "dead letters")
+			assert.True(t, r.Rows.IsValid(), "rows")
+			assert.True(t, r.DeadLetters.IsValid(), "dead letters")
+			assert.False(t, r.Dropped.IsValid(), "no dropped rows without OutputDropped")
+			r, err = tc.try(s, in, append(tc.valid, dedup.OutputDropped())...)
+			require.NoError(t, err)
+			assert.True(t, r.Dropped.IsValid(), "dropped rows with OutputDropped")
 		})
 	}
 }

@@ -1,17 +1,20 @@
 package dedup
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
 // Option configures a transform of the family (KeepFirst, KeepLast,
-// WindowFirst, WindowLast and their variants). Options are applied in
-// order; a later option of the same kind replaces an earlier one. Each
-// option's doc says which transforms take it; the others reject it at
-// construction.
+// WindowFirst, WindowLast). Options are applied in order; a later option of
+// the same kind replaces an earlier one. Each option's doc says which
+// transforms take it; the others reject it at construction. A mistake in an
+// option (a nil Option, an empty column name, a negative duration) is a
+// construction error that names the option.
 type Option func(*config)
 
 // transform is which transform of the family a config builds.
@@ -32,37 +35,33 @@ func (t transform) String() string { return transformNames[t] }
 func (t transform) window() bool { return t == windowFirst || t == windowLast }
 
 type config struct {
-	partitionBy   []string
-	partitionSet  bool
-	partitionAll  bool
-	onTime        string
-	sequenceBy    string
-	stateTTL      time.Duration
-	eventTTL      time.Duration
-	resetOnDup    bool
-	uid           string
-	changelogCol  string
-	clock         string
-	forceStateful bool
-	noMiniBatch   bool
-	noCleanup     bool
-	outputKind    string // KeepLast
-	upsert        bool   // KeepLast
-	retract       bool   // KeepLast: RetractOnExpiry
-	transform     transform
-	errs          []error
+	partitionBy  []string
+	partitionSet bool
+	partitionAll bool
+	onTime       string
+	sequenceBy   string
+	stateTTL     time.Duration
+	eventTTL     time.Duration
+	resetOnDup   bool
+	uid          string
+	kindCol      string
+	noMiniBatch  bool
+	noCleanup    bool
+	upsert       bool // KeepLast
+	retract      bool // KeepLast: RetractOnExpiry
+	dropped      bool // OutputDropped
+	hooks        testhook.Dedup
+	transform    transform
+	errs         []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
 	stateTTLSet, eventTTLSet, cleanupSet bool
 }
 
-// kindColumn is the column KeepLast writes output kinds into: OutputKind,
-// else the Changelog column, else none.
-func (c *config) kindColumn() string {
-	if c.outputKind != "" {
-		return c.outputKind
+func init() {
+	testhook.DedupOption = func(set func(*testhook.Dedup)) any {
+		return Option(func(c *config) { set(&c.hooks) })
 	}
-	return c.changelogCol
 }
 
 // ordered reports whether an OnTime or SequenceBy value orders a key's
@@ -77,33 +76,59 @@ func (c *config) dir() core.Direction {
 	return core.KeepFirst
 }
 
-// name is the transform's default name.
-func (c *config) name(perKey bool) string {
-	n := c.transform.String()
-	if perKey {
-		n += "PerKey"
+func defaultConfig() config { return config{resetOnDup: true} }
+
+// newConfig applies opts to the defaults of transform t, recording the
+// mistakes of each.
+func newConfig(opts []Option, t transform) config {
+	c := defaultConfig()
+	c.transform = t
+	for i, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, fmt.Errorf("option %d of %d is nil", i+1, len(opts)))
+			continue
+		}
+		o(&c)
 	}
-	return n
+	return c
 }
 
-func defaultConfig() config { return config{resetOnDup: true} }
+// fail records a mistake in an option.
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// column records a mistake when an option names the empty column.
+func (c *config) column(option, col string) string {
+	if col == "" {
+		c.fail(`%s(""): the column name is empty`, option)
+	}
+	return col
+}
 
 // PartitionBy names the key columns (PARTITION BY): rows with equal values
 // in all of them form one partition and keep one row. A nil pointer column
 // is NULL; NULLs are equal to each other (GROUP BY semantics). Without
 // PartitionBy the whole input is one partition, which runs on one key and
-// so on one worker.
+// so on one worker. A KV input is keyed by its key, and takes neither
+// PartitionBy nor PartitionByAll.
 func PartitionBy(columns ...string) Option {
 	return func(c *config) {
 		if len(columns) == 0 {
-			c.errs = append(c.errs, fmt.Errorf("PartitionBy needs at least one column; omit it for one global partition, or use PartitionByAll for every column"))
+			c.fail("PartitionBy() needs at least one column; omit it for one global partition, or use PartitionByAll for every column")
+		}
+		for _, col := range columns {
+			if col == "" {
+				c.fail("PartitionBy(%q): a column name is empty", columns)
+				break
+			}
 		}
 		c.partitionBy, c.partitionSet, c.partitionAll = columns, true, false
 	}
 }
 
-// PartitionByAll makes every column of the row the key: exact-duplicate
-// deduplication (spec section 4.1.3.4) without listing the columns.
+// PartitionByAll makes every column of the row the key (but the kind
+// column): exact-duplicate deduplication without listing the columns.
 func PartitionByAll() Option {
 	return func(c *config) { c.partitionAll, c.partitionBy, c.partitionSet = true, nil, false }
 }
@@ -111,8 +136,12 @@ func PartitionByAll() Option {
 // OnTime turns on event-time mode: per key the row with the smallest event
 // time in column is kept and emitted once the watermark reaches it. The
 // column is a time.Time or int64 Unix milliseconds (or a pointer to one);
-// the row's Beam timestamp is set from it.
-func OnTime(column string) Option { return func(c *config) { c.onTime = column } }
+// the row's Beam timestamp is set from it. A nil pointer or a zero
+// time.Time is no event time: the row is a dead letter. KeepLast and
+// window dedup only order their rows by it.
+func OnTime(column string) Option {
+	return func(c *config) { c.onTime = c.column("OnTime", column) }
+}
 
 // SequenceBy orders a key's rows by column instead of arrival or event
 // time: the largest value is the last, the smallest the first. The column
@@ -123,11 +152,14 @@ func OnTime(column string) Option { return func(c *config) { c.onTime = column }
 // encoded row, so a rerun keeps the same rows. KeepFirst accepts it only
 // where a key's rows are all seen before output (bounded input); on a
 // stream use OnTime.
-func SequenceBy(column string) Option { return func(c *config) { c.sequenceBy = column } }
+func SequenceBy(column string) Option {
+	return func(c *config) { c.sequenceBy = c.column("SequenceBy", column) }
+}
 
 // StateTTL is the processing-time retention of a key's state. After it
 // expires the next row of the key starts a new period and is emitted again.
 // 0 (the default) keeps state forever: a key is emitted at most once.
+// KeepFirst and KeepLast only.
 func StateTTL(d time.Duration) Option {
 	return func(c *config) { c.stateTTL, c.stateTTLSet = d, true }
 }
@@ -136,7 +168,7 @@ func StateTTL(d time.Duration) Option {
 // watermark passes its largest event time seen plus d, and a row whose event
 // time is more than d after it starts a new period. It works on every
 // runner, Flink included (no processing-time timers). With StateTTL too, a
-// period ends when either retention ends.
+// period ends when either retention ends. KeepFirst and KeepLast only.
 func EventTimeTTL(d time.Duration) Option {
 	return func(c *config) { c.eventTTL, c.eventTTLSet = d, true }
 }
@@ -148,21 +180,33 @@ func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOn
 
 // UID names the transform's scope, so its step names, and with them its
 // state, stay stable across pipeline versions (Dataflow update, Flink
-// savepoints). The default is the transform's name ("KeepFirst",
-// "KeepLastPerKey", "WindowFirst", ...) within the enclosing scope; set a
-// UID for any pipeline you will update.
-func UID(uid string) Option { return func(c *config) { c.uid = uid } }
+// savepoints), and its counters can be read apart from another instance's
+// (CountersOf). The default is the transform's name ("KeepFirst",
+// "WindowLast", ...) within the enclosing scope; set a UID for any
+// pipeline you will update.
+func UID(uid string) Option {
+	return func(c *config) {
+		if uid == "" {
+			c.fail(`UID(""): the UID is empty; omit UID for the transform's default name`)
+		}
+		c.uid = uid
+	}
+}
 
-// Changelog declares an updating input whose row kind is in column: a
-// string ("+I", "-U", "+U", "-D") or a rowkind.Kind. The first +I/+U of a
-// key is emitted with its kind set to +I; every later change of the key is
-// swallowed; a -U/-D of an unseen key is ignored. A row with an unknown kind
-// is dead-lettered. Not allowed with OnTime.
-func Changelog(kindColumn string) Option { return func(c *config) { c.changelogCol = kindColumn } }
-
-// ForceStateful keeps the stateful streaming expansion even on bounded
-// input. It exists for tests and benchmarks that compare the expansions.
-func ForceStateful() Option { return func(c *config) { c.forceStateful = true } }
+// KindColumn names the column that holds each row's kind: a string ("+I",
+// "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind. The input's kinds are
+// read from it, so the input may be a changelog (an updating input), and
+// the output's kinds are written into it.
+//
+// KeepFirst emits the first +I/+U of a key with its kind set to +I and
+// swallows every later change of the key; a -U/-D of an unseen key is
+// ignored; it cannot be combined with OnTime. KeepLast writes +I, -U, +U
+// and -D into it, and needs it unless Upsert is set. A row with an unknown
+// kind is a dead letter. Window dedup takes insert-only input and rejects
+// it.
+func KindColumn(column string) Option {
+	return func(c *config) { c.kindCol = c.column("KindColumn", column) }
+}
 
 // MiniBatch sets whether the keying step drops, before the shuffle, rows
 // that cannot matter within a bundle (default true): on KeepFirst's
@@ -175,24 +219,19 @@ func ForceStateful() Option { return func(c *config) { c.forceStateful = true } 
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
-// idle state (default true). Expiry is checked when a row arrives either way, so the
-// results are the same; without them the state of keys never seen again
-// stays until its window ends. Turn them off for a finite streaming run on
-// Prism (which keeps a job alive until its processing-time timers fire) or
-// on a runner without processing-time timers (Flink, for Go pipelines) when
-// using StateTTL in watermarkless mode.
+// idle state (default true). Expiry is checked when a row arrives either
+// way, so the results are the same; without them the state of keys never
+// seen again stays until its window ends. Turn them off for a finite
+// streaming run on Prism (which keeps a job alive until its processing-time
+// timers fire) or on a runner without processing-time timers (Flink, for Go
+// pipelines) when using StateTTL in watermarkless mode.
 func CleanupTimers(on bool) Option {
 	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
 }
 
-// OutputKind names the column (a string or a rowkind.Kind) into which
-// KeepLast writes each output row's kind: +I, -U, +U or -D. It defaults to
-// the Changelog column. KeepLast needs one of them, or Upsert. KeepLast only.
-func OutputKind(column string) Option { return func(c *config) { c.outputKind = column } }
-
 // Upsert makes KeepLast emit no -U rows: each change is only the new last
 // row (+I for a key's first, +U after), for sinks that upsert by the
-// partition key. Deletes (-D) still need a kind column. KeepLast only.
+// partition key. Deletes (-D) still need a KindColumn. KeepLast only.
 func Upsert() Option { return func(c *config) { c.upsert = true } }
 
 // RetractOnExpiry sets whether KeepLast emits a -D of a key's last row when
@@ -203,59 +242,52 @@ func Upsert() Option { return func(c *config) { c.upsert = true } }
 // CleanupTimers(false)) only the on-arrival form happens. KeepLast only.
 func RetractOnExpiry(on bool) Option { return func(c *config) { c.retract = on } }
 
-// UseClock reads processing time from a clock registered under name with
-// RegisterClock, instead of the wall clock. For tests only.
-func UseClock(name string) Option { return func(c *config) { c.clock = name } }
+// OutputDropped makes Result.Dropped carry the input rows the transform
+// drops, each as it came in (its kind included) with the timestamp the
+// transform gave it (the OnTime column's, else its own): duplicates, late
+// rows, replaced event-time candidates, swallowed changes, ignored
+// retractions and, for KeepLast, superseded and out-of-order versions.
+// Every input row then ends in exactly one of Rows (KeepLast: as the +I,
+// +U or -D it caused), DeadLetters and Dropped, once its key's outcome is
+// known; a pipeline that acknowledges its input per row (a Pub/Sub source)
+// acknowledges the dropped rows there. Without it Dropped is not set.
+//
+// It costs nothing where a row is dropped by the stateful step or the
+// mini-batch; on bounded input and in window dedup the rows of a key then
+// meet in a GroupByKey instead of a combine (the combine keeps only the
+// winner), which shuffles every row.
+func OutputDropped() Option { return func(c *config) { c.dropped = true } }
 
-// validateLast checks the KeepLast-only options.
-func (c *config) validateLast() error {
-	if c.transform != keepLast {
-		switch {
-		case c.outputKind != "":
-			return fmt.Errorf("OutputKind(%q) is a KeepLast option: %v's output is insert-only", c.outputKind, c.transform)
-		case c.upsert:
-			return fmt.Errorf("Upsert is a KeepLast option: %v's output is insert-only", c.transform)
-		case c.retract:
-			return fmt.Errorf("RetractOnExpiry is a KeepLast option: %v emits nothing to retract", c.transform)
-		}
-		return nil
-	}
-	if c.outputKind != "" && c.changelogCol != "" && c.outputKind != c.changelogCol {
-		return fmt.Errorf("OutputKind(%q) differs from Changelog(%q): the output kind is written into the input's kind column; drop OutputKind", c.outputKind, c.changelogCol)
-	}
-	if c.kindColumn() == "" && !c.upsert {
-		return fmt.Errorf("KeepLast emits -U/+U rows and needs a column to write their kind into: set OutputKind(column) (or Changelog), or Upsert() for only the new rows")
-	}
-	if c.retract && c.kindColumn() == "" {
-		return fmt.Errorf("RetractOnExpiry emits -D rows, which need a kind column: set OutputKind(column)")
-	}
-	if c.retract && c.stateTTL == 0 && c.eventTTL == 0 {
-		return fmt.Errorf("RetractOnExpiry needs StateTTL or EventTimeTTL: without retention no key expires")
-	}
-	return nil
-}
-
+// validate checks the options against each other and the transform.
 func (c *config) validate() error {
 	if len(c.errs) > 0 {
-		return c.errs[0]
+		return errors.Join(c.errs...)
 	}
 	if c.stateTTL < 0 {
-		return fmt.Errorf("StateTTL must be >= 0 (0 keeps state forever), got %v", c.stateTTL)
+		return fmt.Errorf("StateTTL(%v): it must be >= 0 (0 keeps state forever)", c.stateTTL)
 	}
 	if c.eventTTL < 0 {
-		return fmt.Errorf("EventTimeTTL must be >= 0 (0 disables it), got %v", c.eventTTL)
+		return fmt.Errorf("EventTimeTTL(%v): it must be >= 0 (0 disables it)", c.eventTTL)
 	}
 	if c.stateTTL > 0 && c.stateTTL < time.Millisecond {
-		return fmt.Errorf("StateTTL below 1ms (%v) cannot be represented; use at least 1ms", c.stateTTL)
+		return fmt.Errorf("StateTTL(%v): below 1ms cannot be represented; use at least 1ms", c.stateTTL)
 	}
 	if c.eventTTL > 0 && c.eventTTL < time.Millisecond {
-		return fmt.Errorf("EventTimeTTL below 1ms (%v) cannot be represented; use at least 1ms", c.eventTTL)
+		return fmt.Errorf("EventTimeTTL(%v): below 1ms cannot be represented; use at least 1ms", c.eventTTL)
 	}
 	if err := c.validateLast(); err != nil {
 		return err
 	}
-	if c.onTime != "" && c.changelogCol != "" && c.transform == keepFirst {
-		return fmt.Errorf("OnTime(%q) cannot be combined with Changelog(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.changelogCol)
+	if c.transform.window() {
+		if err := c.validateWindow(); err != nil {
+			return err
+		}
+	}
+	if c.onTime != "" && c.kindCol != "" && c.transform == keepFirst {
+		return fmt.Errorf("OnTime(%q) cannot be combined with KindColumn(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.kindCol)
+	}
+	if c.onTime != "" && c.onTime == c.sequenceBy {
+		return fmt.Errorf("OnTime(%q) and SequenceBy(%[1]q) name the same column; use one", c.onTime)
 	}
 	seen := map[string]bool{}
 	for _, col := range c.partitionBy {
@@ -264,10 +296,50 @@ func (c *config) validate() error {
 		}
 		seen[col] = true
 	}
-	if c.clock != "" {
-		if _, ok := lookupClock(c.clock); !ok {
-			return fmt.Errorf("UseClock(%q): no clock registered under that name; call RegisterClock first", c.clock)
+	if c.kindCol != "" && seen[c.kindCol] {
+		return fmt.Errorf("KindColumn(%q) is also a PartitionBy column: a row's kind is not part of its key", c.kindCol)
+	}
+	if c.hooks.Clock != "" && !testhook.HasClock(c.hooks.Clock) {
+		return fmt.Errorf("UseClock(%q): no clock registered under that name; call RegisterClock first", c.hooks.Clock)
+	}
+	return nil
+}
+
+// validateLast checks the KeepLast-only options.
+func (c *config) validateLast() error {
+	if c.transform != keepLast {
+		switch {
+		case c.upsert:
+			return fmt.Errorf("Upsert is a KeepLast option: %v's output is insert-only", c.transform)
+		case c.retract:
+			return fmt.Errorf("RetractOnExpiry is a KeepLast option: %v emits nothing to retract", c.transform)
 		}
+		return nil
+	}
+	if c.kindCol == "" && !c.upsert {
+		return fmt.Errorf("KeepLast emits -U/+U rows and needs a column to write their kind into: set KindColumn(column), or Upsert() for only the new rows")
+	}
+	if c.retract && c.kindCol == "" {
+		return fmt.Errorf("RetractOnExpiry emits -D rows, which need a kind column: set KindColumn(column)")
+	}
+	if c.retract && c.stateTTL == 0 && c.eventTTL == 0 {
+		return fmt.Errorf("RetractOnExpiry needs StateTTL or EventTimeTTL: without retention no key expires")
+	}
+	return nil
+}
+
+// validateWindow rejects the options window deduplication has no use for,
+// each with the fix.
+func (c *config) validateWindow() error {
+	switch {
+	case c.kindCol != "":
+		return fmt.Errorf("KindColumn(%q): window deduplication takes insert-only input; deduplicate a changelog with KeepFirst or KeepLast", c.kindCol)
+	case c.stateTTLSet || c.eventTTLSet:
+		return fmt.Errorf("StateTTL/EventTimeTTL: window deduplication keeps a key's row only until its window closes, so there is no retention to set; choose the window size instead, or use KeepFirst/KeepLast for retention")
+	case c.cleanupSet:
+		return fmt.Errorf("CleanupTimers: window deduplication sets no timers (the runner drops a window's state when it closes); remove the option")
+	case c.hooks.ForceStateful:
+		return fmt.Errorf("ForceStateful: window deduplication has no stateful expansion; use KeepFirst/KeepLast for per-row state")
 	}
 	return nil
 }

@@ -34,8 +34,8 @@ func (e expansion) String() string { return expansionNames[e] }
 type input struct {
 	bounded       bool
 	globalWindows bool
-	// perKey: KeepFirstPerKey or KeepLastPerKey, a KV input keyed
-	// already; its keying step neither pre-filters nor folds.
+	// perKey: a KV input, keyed already; its keying step neither
+	// pre-filters nor folds.
 	perKey bool
 	// floatKey: perKey with a float key, which Beam Go's lifted combine
 	// cannot hash ("Unexpected coder for hashing: double",
@@ -69,6 +69,12 @@ type plan struct {
 	// with a GroupByKey, rather than combined by a lifted combine (needs
 	// global windows, as the fold).
 	localMerge bool
+	// merge, window: a GroupByKey and a merge of each key's rows rather
+	// than a combine, which keeps only the winner: with localMerge, or
+	// to output the rows dropped (OutputDropped).
+	grouped bool
+	// dropped: the steps emit the rows they drop (OutputDropped).
+	dropped bool
 }
 
 // layout is how a stateful step keeps a key's state (coders/statecoder).
@@ -87,17 +93,19 @@ const (
 // newPlan decides how the transform c describes expands on in.
 func newPlan(c *config, in input) (plan, error) {
 	last := c.transform == keepLast
-	p := plan{last: last, dir: c.dir()}
+	p := plan{last: last, dir: c.dir(), dropped: c.dropped}
 	inBundle := !c.noMiniBatch && in.globalWindows
 	switch {
 	case c.transform.window():
 		p.expansion = windowExpansion
-	case in.bounded && !c.forceStateful && c.eventTTL == 0 && !(in.floatKey && !inBundle):
+		p.grouped = c.dropped
+	case in.bounded && !c.hooks.ForceStateful && c.eventTTL == 0 && !(in.floatKey && !inBundle && !c.dropped):
 		// On bounded input a key's first or last row is a plain minimum or
 		// maximum: no per-row state access. Event-time retention splits a
 		// key's rows into periods, which one merge cannot express.
 		p.expansion = mergeExpansion
 		p.localMerge = inBundle
+		p.grouped = inBundle || c.dropped
 	default:
 		p.expansion = statefulExpansion
 	}

@@ -51,7 +51,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: mergeExpansion, localMerge: true}},
 		{"KeepFirst on a windowed file: lifted combine", keepFirst, nil, windowed,
 			want{expansion: mergeExpansion}},
-		{"KeepFirst on a file, forced stateful: no cleanup timers", keepFirst, []Option{ForceStateful(), StateTTL(time.Hour)}, file,
+		{"KeepFirst on a file, forced stateful: no cleanup timers", keepFirst, []Option{forceStateful(), StateTTL(time.Hour)}, file,
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
 		{"KeepFirst on a file with EventTimeTTL: stateful", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
 			want{expansion: statefulExpansion, layout: marks}},
@@ -98,7 +98,7 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 		want string
 	}{
 		{"a stream", nil, input{globalWindows: true}, "which a stream never has"},
-		{"forced stateful", []Option{ForceStateful()}, input{bounded: true, globalWindows: true}, "only supported by KeepFirst's bounded expansion"},
+		{"forced stateful", []Option{forceStateful()}, input{bounded: true, globalWindows: true}, "only supported by KeepFirst's bounded expansion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newConfig(append(tc.opts, SequenceBy("seq")), keepFirst)
@@ -107,3 +107,7 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 		})
 	}
 }
+
+// forceStateful is deduptest.ForceStateful, which this package's own tests
+// cannot import.
+func forceStateful() Option { return func(c *config) { c.hooks.ForceStateful = true } }

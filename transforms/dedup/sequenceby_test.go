@@ -41,9 +41,10 @@ func TestSequenceBy_KeepFirstOnBoundedInputKeepsTheSmallestValue(t *testing.T) {
 			in := beam.Create(s,
 				seqRow{"a", ver(3), "v3"}, seqRow{"a", ver(-1), "v-1"}, seqRow{"a", ver(2), "v2"},
 				seqRow{"b", ver(10), "v10"}, seqRow{"b", nil, "null"}, seqRow{"b", ver(9.5), "v9.5"})
-			out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.MiniBatch(mb))
+			r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.MiniBatch(mb))
+			out, dead := r1.Rows, r1.DeadLetters
 			passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/v-1", "b/v9.5")
-			passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"ID":"b","Version":null,"Tag":"null"}`, Reason: "NULL sequence value", Transform: "KeepFirst"})
+			passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"b","version":null,"tag":"null"}`, Reason: `SequenceBy column "version" is NULL`, Transform: "KeepFirst"})
 			c := run(t, p)
 			assert.Equal(t, int64(6), c.RowsIn)
 			assert.Equal(t, int64(1), c.DeadLettered)

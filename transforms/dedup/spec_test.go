@@ -12,6 +12,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // The spec's use cases of section 4.1.3 through KeepFirst on Prism.
@@ -50,19 +51,19 @@ func streamOf(t *testing.T, s beam.Scope, rows ...any) beam.PCollection {
 func TestSpec_4_1_3_1_UnkeyedWatermarklessKeepsTheFirstRowObserved(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, idName{1, "Vas"}, idName{1, "Bob"})
-	out := dedup.KeepFirst(s, in)
+	out := dedup.KeepFirst(s, in).Rows
 	passert.Equals(s, out, idName{1, "Vas"})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DuplicatesDropped: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DuplicatesDropped: 1}, deduptest.RowCounts(c))
 }
 
 func TestSpec_4_1_3_2_KeyedWatermarklessKeepsTheFirstRowPerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "click", 2}, userEvent{"Bob", "view", 3})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name")).Rows
 	passert.Equals(s, out, userEvent{"Vas", "login", 1}, userEvent{"Bob", "view", 3})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, DuplicatesDropped: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, DuplicatesDropped: 1}, deduptest.RowCounts(c))
 }
 
 // 4.1.3.3: arrivals at 10:00, 10:03, 10:10 with a 5-minute TTL; the 10:03
@@ -79,7 +80,7 @@ func TestSpec_4_1_3_3_KeyedStateTTLReemitsAfterExpiry(t *testing.T) {
 	}
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute)).Rows
 	passert.Equals(s, beam.ParDo(s, formatUser, out), "Vas/login#0", "Vas/login#10")
 	c := run(t, p)
 	assert.Equal(t, int64(2), c.Emitted)
@@ -98,10 +99,10 @@ func TestSpec_4_1_3_4_WholeRowKeyDropsExactDuplicates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := streamOf(t, s, trade{"t1", "AAPL", 1, 10}, trade{"t1", "AAPL", 1, 10}, trade{"t1", "AAPL", 2, 10})
-			out := dedup.KeepFirst(s, in, tc.opt)
+			out := dedup.KeepFirst(s, in, tc.opt).Rows
 			passert.Equals(s, out, trade{"t1", "AAPL", 1, 10}, trade{"t1", "AAPL", 2, 10})
 			c := run(t, p)
-			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, DuplicatesDropped: 1}, c.RowCounts())
+			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, DuplicatesDropped: 1}, deduptest.RowCounts(c))
 		})
 	}
 }
@@ -118,16 +119,16 @@ func TestSpec_4_1_3_7_UpdatingInputBecomesInsertOnly(t *testing.T) {
 		changeRow{"+U", "Vas", "click"},
 		changeRow{"-D", "Vas", "click"},
 	)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, out, changeRow{"+I", "Vas", "login"})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 6, Emitted: 1, DuplicatesDropped: 2, ChangelogSwallowed: 2, RetractionsIgnored: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 6, Emitted: 1, DuplicatesDropped: 2, ChangelogSwallowed: 2, RetractionsIgnored: 1}, deduptest.RowCounts(c))
 }
 
 func TestChangelog_FirstUpdateAfterIsEmittedAsInsert(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, changeRow{"-U", "Vas", "login"}, changeRow{"+U", "Vas", "click"})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, out, changeRow{"+I", "Vas", "click"})
 	run(t, p)
 }
@@ -135,13 +136,14 @@ func TestChangelog_FirstUpdateAfterIsEmittedAsInsert(t *testing.T) {
 func TestChangelog_UnknownKindIsDeadLetteredWithReason(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, changeRow{"+I", "Vas", "login"}, changeRow{"upsert", "Bob", "x"})
-	out, dead := dedup.KeepFirstWithErrors(s, in, dedup.PartitionBy("user_name"), dedup.Changelog("op"), dedup.UID("cdc"))
+	r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op"), dedup.UID("cdc"))
+	out, dead := r1.Rows, r1.DeadLetters
 	passert.Equals(s, out, changeRow{"+I", "Vas", "login"})
 	passert.Equals(s, dead, deadletter.DeadLetter{
-		Row:       `{"Op":"upsert","UserName":"Bob","Event":"x"}`,
-		Reason:    `unknown row kind "upsert": want one of +I, -U, +U, -D`,
+		Row:       `{"op":"upsert","user_name":"Bob","event":"x"}`,
+		Reason:    `KindColumn "op": unknown row kind "upsert": want one of +I, -U, +U, -D`,
 		Transform: "cdc",
 	})
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DeadLettered: 1}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 2, Emitted: 1, DeadLettered: 1}, deduptest.RowCounts(c))
 }

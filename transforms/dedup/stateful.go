@@ -16,6 +16,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -51,7 +52,12 @@ type params struct {
 	KindCol, OutKindCol string
 	SeqCol              string // SequenceBy
 	Clock               string
+	Dropped             bool // emit the rows dropped (OutputDropped)
 }
+
+// rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
+// its dropped rows.
+type rowEmit = func(beam.EventTime, beam.T, beam.V)
 
 // step is the runtime of a stateful DoFn.
 type step struct {
@@ -61,6 +67,7 @@ type step struct {
 	// readsRow: the rules compare and store rows (KeepLast), so every row
 	// is encoded; KeepFirst's are encoded only to become a candidate.
 	readsRow bool
+	dropped  bool
 	now      func(time.Time) time.Time
 	inKind   *kindField
 	outKind  *kindField
@@ -75,13 +82,14 @@ func (s *step) setup(p *params, st store) error {
 	s.store = st
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last
+	s.dropped = p.Dropped
 	if p.Last {
 		s.rules = core.Last{Config: p.Rules}
 	} else {
 		s.rules = core.First{Config: p.Rules}
 	}
 	var err error
-	if s.now, err = resolveClock(p.Clock); err != nil {
+	if s.now, err = testhook.ResolveClock(p.Clock); err != nil {
 		return err
 	}
 	if s.inKind, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
@@ -158,7 +166,7 @@ func (s *step) startBundle() { s.cache.reset() }
 
 // process decides on one row of key in window w and returns the timer to
 // set.
-func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
 	a, err := s.arrive(ts, row)
 	if err != nil {
 		return arming{}, err
@@ -182,6 +190,11 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 		}
 	}
 	countDecision(ctx, &d)
+	if s.dropped {
+		if err := s.drop(ts, key, row, &d, &was, drop); err != nil {
+			return arming{}, err
+		}
+	}
 	for _, e := range d.Emissions() {
 		var arriving any
 		if !e.Old {
@@ -208,10 +221,26 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	return t, nil
 }
 
+// drop emits the row a decision dropped: the arriving row, or the
+// candidate it replaced (decoded from the state, at its own time).
+func (s *step) drop(ts beam.EventTime, key, row any, d *core.Decision, was *stored, drop rowEmit) error {
+	switch {
+	case d.Outcome == core.ReplaceCandidate:
+		old, err := s.dec.Decode(bytes.NewReader(was.st.Cand))
+		if err != nil {
+			return fmt.Errorf("dedup: decoding the replaced candidate: %w", err)
+		}
+		drop(mtime.Time(was.st.CandTime), key, old)
+	case d.Outcome.DropsRow():
+		drop(ts, key, row)
+	}
+	return nil
+}
+
 // onTimer decides on a firing of the key's timer and returns the timer to
 // set next. ts is the firing's hold (a cleanup timer holds nothing: its
 // hold is the max timestamp); tag is an event-time candidate's tag, or "".
-func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit func(beam.EventTime, beam.T, beam.V)) (arming, error) {
+func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit rowEmit) (arming, error) {
 	id, err := s.cache.id(w, key)
 	if err != nil {
 		return arming{}, err
@@ -267,7 +296,7 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 // emit emits one output row at ts: the key's stored row old (decoded) or
 // the arriving row (in its insert form), with the emission's kind in the
 // kind column.
-func (s *step) emit(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit func(beam.EventTime, beam.T, beam.V)) error {
+func (s *step) emit(ctx context.Context, ts beam.EventTime, key beam.T, e core.Emission, old []byte, row any, emit rowEmit) error {
 	if e.Old {
 		var err error
 		if row, err = s.dec.Decode(bytes.NewReader(old)); err != nil {
@@ -387,12 +416,12 @@ type untimed struct {
 
 // StartBundle takes the emitter only because Beam requires the emitters of
 // ProcessElement there too.
-func (u *untimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+func (u *untimed) StartBundle(context.Context, rowEmit, rowEmit) {
 	u.s.startBundle()
 }
 
-func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	_, err := u.s.process(ctx, w, ts, sp, key, row, emit) // no family, no timer
+func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	_, err := u.s.process(ctx, w, ts, sp, key, row, emit, drop) // no family, no timer
 	return err
 }
 
@@ -404,17 +433,17 @@ type eventTimed struct {
 	timer *timers.EventTime
 }
 
-func (e *eventTimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+func (e *eventTimed) StartBundle(context.Context, rowEmit, rowEmit) {
 	e.s.startBundle()
 }
 
-func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	a, err := e.s.process(ctx, w, ts, sp, key, row, emit)
+func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	a, err := e.s.process(ctx, w, ts, sp, key, row, emit, drop)
 	armEvent(ctx, *e.timer, tp, a, w)
 	return err
 }
 
-func (e *eventTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
+func (e *eventTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
 	a, err := e.s.onTimer(ctx, w, ts, sp, false, key, timer.Tag, emit)
 	armEvent(ctx, *e.timer, tp, a, w)
 	return err
@@ -428,17 +457,17 @@ type procTimed struct {
 	timer *timers.ProcessingTime
 }
 
-func (p *procTimed) StartBundle(context.Context, func(beam.EventTime, beam.T, beam.V)) {
+func (p *procTimed) StartBundle(context.Context, rowEmit, rowEmit) {
 	p.s.startBundle()
 }
 
-func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit func(beam.EventTime, beam.T, beam.V)) error {
-	a, err := p.s.process(ctx, w, ts, sp, key, row, emit)
+func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	a, err := p.s.process(ctx, w, ts, sp, key, row, emit, drop)
 	armProc(ctx, *p.timer, tp, a)
 	return err
 }
 
-func (p *procTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit func(beam.EventTime, beam.T, beam.V)) error {
+func (p *procTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
 	a, err := p.s.onTimer(ctx, w, ts, sp, true, key, "", emit)
 	armProc(ctx, *p.timer, tp, a)
 	return err
@@ -511,11 +540,12 @@ func (f *versionsProcFn) Setup() error {
 }
 
 // statefulStep applies the DoFn of the plan's layout and timer family to
-// keyed, KV<key, row> of row type vt.
-func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) beam.PCollection {
+// keyed, KV<key, row> of row type vt, and returns its kept and dropped
+// rows, KV<key, row> both.
+func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) (kept, dropped beam.PCollection) {
 	pr := params{
 		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
-		KindCol: c.changelogCol, OutKindCol: c.kindColumn(), SeqCol: c.sequenceBy, Clock: c.clock,
+		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, Clock: c.hooks.Clock, Dropped: p.dropped,
 	}
 	names := firstNames
 	if p.last {
@@ -537,5 +567,5 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt r
 	default:
 		fn = &versionsFn{State: state.MakeBagState[[]byte](names.state), untimed: untimed{P: pr}}
 	}
-	return beam.ParDo(s, fn, keyed)
+	return beam.ParDo2(s, fn, keyed)
 }

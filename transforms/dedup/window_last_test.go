@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // playerActivity is seed 002's gaming_player_activity row; its $rowtime is
@@ -113,13 +114,13 @@ func TestWindowLast_Seed002_LastRowOfEveryTenMinuteTumblingWindow(t *testing.T) 
 	p, s := beam.NewPipelineWithRoot()
 	tumble := window.NewFixedWindows(10 * time.Minute)
 	stream := beam.WindowInto(s, tumble, teststream.Create(s, ts))
-	last := dedup.WindowLast(s.Scope("stream"), stream)
+	last := dedup.WindowLast(s.Scope("stream"), stream).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatSeedRow, last)), want...)
 	batch := beam.WindowInto(s, tumble, beam.ParDo(s, stampActivity, beam.Create(s, bounded...)))
-	lastBatch := dedup.WindowLast(s.Scope("batch"), batch)
+	lastBatch := dedup.WindowLast(s.Scope("batch"), batch).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatSeedRow, lastBatch)), want...)
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 26, Emitted: 10, DuplicatesDropped: 16}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 26, Emitted: 10, DuplicatesDropped: 16}, deduptest.RowCounts(c))
 }
 
 // SequenceBy orders a window's rows by the column, before the timestamp:
@@ -144,7 +145,7 @@ func TestWindowLast_SequenceByOrdersBeforeTheTimestampAndTiesKeepTheLargerRow(t 
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), teststream.Create(s, ts))
 	for _, tc := range []struct {
 		name string
-		dd   func(beam.Scope, beam.PCollection, ...dedup.Option) beam.PCollection
+		dd   func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result
 		opts []dedup.Option
 		want []any
 	}{
@@ -152,11 +153,11 @@ func TestWindowLast_SequenceByOrdersBeforeTheTimestampAndTiesKeepTheLargerRow(t 
 		{"first by seq", dedup.WindowFirst, []dedup.Option{dedup.SequenceBy("seq")}, []any{"u1/s1@10:02 [10:00,10:10)", "u2/x@10:04 [10:00,10:10)"}},
 		{"last by time", dedup.WindowLast, nil, []any{"u1/s2@10:03 [10:00,10:10)", "u2/y@10:04 [10:00,10:10)"}},
 	} {
-		out := tc.dd(s.Scope(tc.name), in, append(tc.opts, dedup.PartitionBy("user_id"))...)
+		out := tc.dd(s.Scope(tc.name), in, append(tc.opts, dedup.PartitionBy("user_id"))...).Rows
 		passert.Equals(s, global(s, beam.ParDo(s, formatSeqWindowed, out)), tc.want...)
 	}
 	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 15, Emitted: 6, DuplicatesDropped: 9}, c.RowCounts())
+	assert.Equal(t, dedup.Counters{RowsIn: 15, Emitted: 6, DuplicatesDropped: 9}, deduptest.RowCounts(c))
 }
 
 // Session windows merge for WindowLast too: the last row of the merged
@@ -167,10 +168,10 @@ func TestWindowLast_SessionAndSlidingWindows(t *testing.T) {
 	rows := beam.Create(s,
 		timedEvent{"u1", "c", at(10, 8)}, timedEvent{"u1", "b", at(10, 4)},
 		timedEvent{"u1", "a", at(10, 0)}, timedEvent{"u1", "d", at(10, 30)})
-	sessions := dedup.WindowLast(s.Scope("sessions"), windowed(s, window.NewSessions(5*time.Minute), rows), dedup.PartitionBy("user_id"))
+	sessions := dedup.WindowLast(s.Scope("sessions"), windowed(s, window.NewSessions(5*time.Minute), rows), dedup.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, sessions)),
 		"u1/c@10:08 [10:00,10:13)", "u1/d@10:30 [10:30,10:35)")
-	sliding := dedup.WindowLast(s.Scope("sliding"), windowed(s, window.NewSlidingWindows(5*time.Minute, 10*time.Minute), rows), dedup.PartitionBy("user_id"))
+	sliding := dedup.WindowLast(s.Scope("sliding"), windowed(s, window.NewSlidingWindows(5*time.Minute, 10*time.Minute), rows), dedup.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, sliding)),
 		"u1/b@10:04 [09:55,10:05)", "u1/c@10:08 [10:00,10:10)", "u1/c@10:08 [10:05,10:15)",
 		"u1/d@10:30 [10:25,10:35)", "u1/d@10:30 [10:30,10:40)")

@@ -17,7 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
-var eventOpts = []pgsink.Option{pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.OutputKind("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}
+var eventOpts = []pgsink.Option{pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}
 
 // untagged names its status column by its Go field name.
 type untagged struct {
@@ -115,11 +115,11 @@ func TestOptionsAndRowTypesAreCheckedBeforeConnecting(t *testing.T) {
 		{"a key column twice", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id", "order_id")}, "twice"},
 		{"an unknown key column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id")}, `unknown column "id"`},
 		{"ordering an insert-only sink", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.OnTime("ts")}, "insert-only sink replaces nothing"},
-		{"a tombstone without a changelog", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.Upsert(), pgsink.Tombstone("deleted")}, "only a Changelog(column) input has"},
-		{"a guarded changelog without a tombstone", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.Changelog("op"), pgsink.OnTime("ts")}, "needs Tombstone(column)"},
-		{"the kind column as key", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("op"), pgsink.Changelog("op")}, "is a key column"},
-		{"a tombstone that is a row column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.Changelog("op"), pgsink.Tombstone("status")}, "must be a table column only"},
-		{"a kind column of another type", kindAsInt{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id"), pgsink.Changelog("op")}, "must be a string"},
+		{"a tombstone without a changelog", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.Upsert(), pgsink.Tombstone("deleted")}, "only an input with a KindColumn(column) has"},
+		{"a guarded changelog without a tombstone", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts")}, "needs Tombstone(column)"},
+		{"the kind column as key", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("op"), pgsink.KindColumn("op")}, "is a PartitionBy column"},
+		{"a tombstone that is a row column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.Tombstone("status")}, "must be a table column only"},
+		{"a kind column of another type", kindAsInt{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id"), pgsink.KindColumn("op")}, "must be a string"},
 		{"OnTime on a string", stringTime{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id"), pgsink.Upsert(), pgsink.OnTime("ts")}, "must be time.Time or int64"},
 		{"a batch size of 0", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.BatchSize(0)}, "BatchSize"},
 		{"rows that are not structs", "a string", []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id")}, "struct type"},

@@ -19,7 +19,9 @@ type layout struct {
 	keys   []int       // indexes into cols of the key columns, in PartitionBy order
 	keyEnc *keycoder.Encoder
 	kind   *rowkind.Column
-	order  []orderField
+	// kindName is the kind column's name, for dead letters.
+	kindName string
+	order    []orderField
 }
 
 type rowColumn struct {
@@ -48,14 +50,14 @@ func newLayout(t reflect.Type, c *config) (*layout, error) {
 	}
 	l := &layout{t: t}
 	if l.keyEnc, err = keycoder.New(t, c.keys); err != nil {
-		return nil, fmt.Errorf("PartitionBy: %w", err)
+		return nil, fmt.Errorf("PartitionBy(%q): %w", c.keys, err)
 	}
 	if c.kindCol != "" {
 		kc, err := rowkind.NewColumn(t, c.kindCol)
 		if err != nil {
-			return nil, fmt.Errorf("Changelog: %w", err)
+			return nil, fmt.Errorf("KindColumn(%q): %w", c.kindCol, err)
 		}
-		l.kind = &kc
+		l.kind, l.kindName = &kc, c.kindCol
 	}
 	pos := map[string]int{}
 	for _, col := range all {
@@ -88,13 +90,13 @@ func newOrderField(t reflect.Type, name string, onTime bool) (orderField, error)
 	if !onTime {
 		c, err := ordercoder.NewColumn(t, name)
 		if err != nil {
-			return orderField{}, fmt.Errorf("SequenceBy: %w", err)
+			return orderField{}, fmt.Errorf("SequenceBy(%q): %w", name, err)
 		}
 		return orderField{name: name, read: c.Append}, nil
 	}
 	c, err := keycoder.Lookup(t, name)
 	if err != nil {
-		return orderField{}, fmt.Errorf("OnTime: %w", err)
+		return orderField{}, fmt.Errorf("OnTime(%q): %w", name, err)
 	}
 	ft, ptr := c.Type, false
 	if ft.Kind() == reflect.Pointer {
@@ -111,7 +113,7 @@ func newOrderField(t reflect.Type, name string, onTime bool) (orderField, error)
 	case ft.Kind() == reflect.Int64:
 		encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
 	default:
-		return orderField{}, fmt.Errorf("OnTime column %q has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
+		return orderField{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
 	}
 	return orderField{name: name, read: func(dst []byte, row reflect.Value) ([]byte, bool) {
 		v := row.Field(c.Index)

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Option configures Write.
+// Option configures Write. A mistake in an option (a nil Option, an empty
+// name) is a construction error that names the option.
 type Option func(*config)
 
 type config struct {
@@ -39,10 +40,28 @@ const (
 
 func newConfig(opts []Option) config {
 	c := config{batchSize: DefaultBatchSize, maxConns: DefaultMaxConns, retries: DefaultRetries, backoff: DefaultBackoff}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			c.fail("option %d of %d is nil", i+1, len(opts))
+			continue
+		}
 		o(&c)
 	}
 	return c
+}
+
+// fail records a mistake in an option.
+func (c *config) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// name records a mistake when an option names the empty column (or table,
+// or variable).
+func (c *config) name(option, name string) string {
+	if name == "" {
+		c.fail(`%s(""): the name is empty`, option)
+	}
+	return name
 }
 
 // DSN is the connection string of the database: a URL
@@ -56,11 +75,13 @@ func DSN(dsn string) Option { return func(c *config) { c.dsn, c.dsnEnv = dsn, ""
 
 // DSNFromEnv reads the DSN from environment variable name where the sink
 // runs: at construction (for the table check) and on each worker.
-func DSNFromEnv(name string) Option { return func(c *config) { c.dsnEnv, c.dsn = name, "" } }
+func DSNFromEnv(name string) Option {
+	return func(c *config) { c.dsnEnv, c.dsn = c.name("DSNFromEnv", name), "" }
+}
 
 // Table is the table to write, as SQL names it: orders, shop.orders, or
 // "Orders" quoted for a mixed-case name.
-func Table(name string) Option { return func(c *config) { c.table = name } }
+func Table(name string) Option { return func(c *config) { c.table = c.name("Table", name) } }
 
 // PartitionBy names the key columns, as dedup.PartitionBy does: the table
 // needs a unique index on exactly these columns (the ON CONFLICT target).
@@ -69,24 +90,29 @@ func Table(name string) Option { return func(c *config) { c.table = name } }
 func PartitionBy(columns ...string) Option {
 	return func(c *config) {
 		if len(columns) == 0 {
-			c.errs = append(c.errs, errors.New("PartitionBy needs at least one column: the table's unique key"))
+			c.fail("PartitionBy() needs at least one column: the table's unique key")
+		}
+		for _, col := range columns {
+			if col == "" {
+				c.fail("PartitionBy(%q): a column name is empty", columns)
+				break
+			}
 		}
 		c.keys = columns
 	}
 }
 
-// Changelog names the row's kind column (a string "+I", "-U", "+U", "-D"
-// or a rowkind.Kind): +I and +U upsert the row, -U is skipped, -D deletes
-// the key. The column is not written to the table.
-func Changelog(kindColumn string) Option { return func(c *config) { c.kindCol = kindColumn } }
+// KindColumn names the row's kind column, as dedup.KindColumn does: a
+// string ("+I", "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind. +I
+// and +U upsert the row, -U is skipped, -D deletes the key (or writes a
+// Tombstone). The column is not written to the table.
+func KindColumn(column string) Option {
+	return func(c *config) { c.kindCol = c.name("KindColumn", column) }
+}
 
-// OutputKind is Changelog under the name of the dedup.KeepLast option that
-// writes the column, so both steps can name it alike.
-func OutputKind(column string) Option { return Changelog(column) }
-
-// Upsert makes every row (or every +I/+U row, with Changelog) replace its
+// Upsert makes every row (or every +I/+U row, with KindColumn) replace its
 // key's row, as dedup.KeepLast's Upsert output wants. Without Upsert and
-// Changelog the sink is insert-only: a row whose key is in the table
+// KindColumn the sink is insert-only: a row whose key is in the table
 // changes nothing (ON CONFLICT DO NOTHING).
 func Upsert() Option { return func(c *config) { c.upsert = true } }
 
@@ -94,18 +120,22 @@ func Upsert() Option { return func(c *config) { c.upsert = true } }
 // a row replaces its key's row only if its value is at least the stored
 // one, so a late retry of an older version never overwrites a newer one.
 // With OnTime too, rows compare by the sequence value, then the time.
-func SequenceBy(column string) Option { return func(c *config) { c.seqCol = column } }
+func SequenceBy(column string) Option {
+	return func(c *config) { c.seqCol = c.name("SequenceBy", column) }
+}
 
 // OnTime guards the write with the event-time column (time.Time or int64
 // Unix milliseconds), as dedup.OnTime orders KeepLast's rows.
-func OnTime(column string) Option { return func(c *config) { c.timeCol = column } }
+func OnTime(column string) Option { return func(c *config) { c.timeCol = c.name("OnTime", column) } }
 
 // Tombstone names a boolean column of the table that marks a deleted key:
 // a -D row is written as a tombstone (the row, with this column true)
 // instead of being deleted, so that its ordering value stays and an older
 // row that arrives later cannot bring the key back. Required with an
-// ordering column and Changelog. Readers filter with WHERE NOT column.
-func Tombstone(column string) Option { return func(c *config) { c.tombstone = column } }
+// ordering column and KindColumn. Readers filter with WHERE NOT column.
+func Tombstone(column string) Option {
+	return func(c *config) { c.tombstone = c.name("Tombstone", column) }
+}
 
 // BatchSize is the number of input rows per transaction (default
 // DefaultBatchSize). A bundle is written in batches of at most this many
@@ -126,7 +156,14 @@ func Retries(n int, backoff time.Duration) Option {
 
 // UID names the transform's scope, and the Transform field of its dead
 // letters (default "PostgresWrite").
-func UID(uid string) Option { return func(c *config) { c.uid = uid } }
+func UID(uid string) Option {
+	return func(c *config) {
+		if uid == "" {
+			c.fail(`UID(""): the UID is empty; omit UID for the default name`)
+		}
+		c.uid = uid
+	}
+}
 
 // SkipConstructionCheck turns off the table check at construction, for a
 // launcher that cannot reach the database. The check then runs only on
@@ -134,7 +171,7 @@ func UID(uid string) Option { return func(c *config) { c.uid = uid } }
 // message.
 func SkipConstructionCheck() Option { return func(c *config) { c.skipCheck = true } }
 
-func (c *config) name() string {
+func (c *config) stepName() string {
 	if c.uid != "" {
 		return c.uid
 	}
@@ -173,7 +210,7 @@ func (c *config) resolveDSN() (string, error) {
 
 func (c *config) validate() error {
 	if len(c.errs) > 0 {
-		return c.errs[0]
+		return errors.Join(c.errs...)
 	}
 	switch {
 	case c.dsn == "" && c.dsnEnv == "":
@@ -200,17 +237,17 @@ func (c *config) validate() error {
 		return fmt.Errorf("SequenceBy and OnTime name the same column %q; use one", c.seqCol)
 	}
 	if c.insertOnly() && c.ordered() {
-		return errors.New("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or Changelog(column), or drop the ordering")
+		return errors.New("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or KindColumn(column), or drop the ordering")
 	}
 	if c.tombstone != "" && c.kindCol == "" {
-		return fmt.Errorf("Tombstone(%q) marks -D rows, which only a Changelog(column) input has", c.tombstone)
+		return fmt.Errorf("Tombstone(%q) marks -D rows, which only an input with a KindColumn(column) has", c.tombstone)
 	}
 	if c.ordered() && c.kindCol != "" && c.tombstone == "" {
 		return errors.New("a guarded changelog needs Tombstone(column): a -D must leave its key's ordering value in the table, or an older row retried after it brings the key back; add a boolean column (deleted boolean NOT NULL DEFAULT false) and name it with Tombstone")
 	}
 	for _, col := range []string{c.kindCol, c.tombstone} {
 		if col != "" && seen[col] {
-			return fmt.Errorf("column %q is a key column; the kind and tombstone columns cannot be", col)
+			return fmt.Errorf("column %q is a PartitionBy column; the KindColumn and Tombstone columns cannot be", col)
 		}
 	}
 	for _, col := range c.orderColumns() {

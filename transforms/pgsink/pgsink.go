@@ -3,11 +3,11 @@
 // exactly once however often a runner retries a bundle or a source replays
 // its input.
 //
-//	dead := pgsink.Write(s, changes,
+//	res := pgsink.Write(s, changes,
 //	    pgsink.DSN(dsn),
 //	    pgsink.Table("order_status"),
 //	    pgsink.PartitionBy("order_id"), // the table's unique key
-//	    pgsink.OutputKind("op"),        // +I/+U upsert, -U is skipped, -D deletes
+//	    pgsink.KindColumn("op"),        // +I/+U upsert, -U is skipped, -D deletes
 //	    pgsink.OnTime("ts"),            // guard: an older version never overwrites a newer one
 //	    pgsink.Tombstone("deleted"))    // a -D keeps its key's ts, so older rows stay out
 //
@@ -16,7 +16,7 @@
 //   - insert-only (KeepFirst, WindowFirst/WindowLast output; the default):
 //     INSERT ... ON CONFLICT (key) DO NOTHING.
 //   - upserts (Upsert, for KeepLast's Upsert output) and changelogs
-//     (Changelog or OutputKind, for KeepLast's -U/+U output): INSERT ... ON
+//     (KindColumn, for KeepLast's -U/+U output): INSERT ... ON
 //     CONFLICT (key) DO UPDATE, -U skipped, -D a DELETE or a tombstone.
 //   - guarded (SequenceBy/OnTime with either): the update happens only when
 //     the incoming row's ordering value is at least the stored one, so the
@@ -54,28 +54,39 @@ func init() {
 // constructionTimeout bounds the table check at construction.
 const constructionTimeout = 30 * time.Second
 
+// Result is what Write returns.
+type Result struct {
+	// DeadLetters are the rows the sink could not write (refused by the
+	// table, an unknown kind, a NULL ordering value), as
+	// deadletter.DeadLetter with the reason.
+	DeadLetters beam.PCollection
+}
+
 // Write writes rows, a PCollection of a Go struct type, into the table and
-// returns the rows it could not write as a PCollection of
-// deadletter.DeadLetter. It panics on a construction error (see TryWrite).
-func Write(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection {
-	dead, err := TryWrite(s, rows, opts...)
+// returns the rows it could not write. It panics on a construction error
+// (see TryWrite).
+func Write(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
+	r, err := TryWrite(s, rows, opts...)
 	if err != nil {
 		panic(err)
 	}
-	return dead
+	return r
 }
 
 // TryWrite is Write returning construction errors instead of panicking:
 // invalid options, a row type the options do not fit, and (unless
 // SkipConstructionCheck) a table the row type does not map onto, checked
 // by connecting to the database (CheckTable).
-func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollection, error) {
+func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
 	c := newConfig(opts)
-	fail := func(err error) (beam.PCollection, error) {
-		return beam.PCollection{}, fmt.Errorf("pgsink.Write: %w", err)
+	fail := func(err error) (Result, error) {
+		return Result{}, fmt.Errorf("pgsink.Write: %w", err)
 	}
 	if err := c.validate(); err != nil {
 		return fail(err)
+	}
+	if !rows.IsValid() {
+		return fail(fmt.Errorf("input PCollection is invalid"))
 	}
 	t := rows.Type().Type()
 	l, err := newLayout(t, &c)
@@ -89,7 +100,7 @@ func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (beam.PCollec
 			return fail(err)
 		}
 	}
-	return beam.ParDo(s.Scope(c.name()), newWriteFn(&c, t), rows), nil
+	return Result{DeadLetters: beam.ParDo(s.Scope(c.stepName()), newWriteFn(&c, t), rows)}, nil
 }
 
 // CheckTable checks that rows of rowType map onto the table of opts (DSN,
@@ -163,7 +174,7 @@ func newWriteFn(c *config, t reflect.Type) *writeFn {
 	return &writeFn{
 		DSN: c.dsn, DSNEnv: c.dsnEnv, Table: c.table, RowType: beam.EncodedType{T: t},
 		Keys: c.keys, KindCol: c.kindCol, Upsert: c.upsert, SeqCol: c.seqCol, TimeCol: c.timeCol, Tombstone: c.tombstone,
-		BatchSize: c.batchSize, MaxConns: c.maxConns, Retries: c.retries, Backoff: c.backoff, UID: c.name(),
+		BatchSize: c.batchSize, MaxConns: c.maxConns, Retries: c.retries, Backoff: c.backoff, UID: c.stepName(),
 	}
 }
 

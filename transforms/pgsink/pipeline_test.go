@@ -20,6 +20,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
@@ -117,7 +118,7 @@ func TestInsertOnlyWritesEachKeyOnceAndARerunChangesNothing(t *testing.T) {
 		}
 	}
 	write := func(s beam.Scope) {
-		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"))
+		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id")).DeadLetters
 		passert.Empty(s, dead)
 	}
 	const table = "SELECT xmin::text, * FROM orders ORDER BY order_id"
@@ -161,16 +162,16 @@ func TestKeepLastChangelogLandsAsEachKeysLastRowAndARerunLeavesTheTableUnchanged
 		opts []dedup.Option
 	}{
 		{"bounded: each key's final row as +I", nil},
-		{"stateful: -U/+U pairs for every change", []dedup.Option{dedup.ForceStateful(), dedup.MiniBatch(false)}},
+		{"stateful: -U/+U pairs for every change", []dedup.Option{deduptest.ForceStateful(), dedup.MiniBatch(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn, conn := newDB(t, eventDDL)
 			in, want := events(rand.New(rand.NewPCG(7, 19)), 40)
 			write := func(s beam.Scope) {
 				changes := dedup.KeepLast(s, beam.CreateList(s, in),
-					append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.OutputKind("op")}, tc.opts...)...)
+					append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")}, tc.opts...)...).Rows
 				dead := pgsink.Write(s, changes, pgsink.DSN(dsn), pgsink.Table("order_status"),
-					pgsink.PartitionBy("order_id"), pgsink.OutputKind("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted"), pgsink.BatchSize(16))
+					pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted"), pgsink.BatchSize(16)).DeadLetters
 				passert.Empty(s, dead)
 			}
 			c := run(t, write)
@@ -219,7 +220,7 @@ func TestUpsertsGuardedBySequenceByKeepTheLargestVersionInAnyOrder(t *testing.T)
 		// Batches of 7 rows: most keys' versions meet in the table, where
 		// the SQL guard decides, rather than in one batch's fold.
 		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("versions"),
-			pgsink.PartitionBy("id"), pgsink.Upsert(), pgsink.SequenceBy("seq"), pgsink.BatchSize(7))
+			pgsink.PartitionBy("id"), pgsink.Upsert(), pgsink.SequenceBy("seq"), pgsink.BatchSize(7)).DeadLetters
 		passert.Empty(s, dead)
 	})
 	assert.Zero(t, c.Unaccounted())
@@ -249,7 +250,7 @@ func TestAChangelogWithoutOrderingUpsertsAndDeletesByKeyIncludingTheNullKey(t *t
 			dsn, conn := newDB(t, `CREATE TABLE order_status (order_id text UNIQUE NULLS NOT DISTINCT, status text, ts timestamptz)`)
 			c := run(t, func(s beam.Scope) {
 				dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("order_status"),
-					pgsink.PartitionBy("order_id"), pgsink.Changelog("op"), pgsink.BatchSize(batch))
+					pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.BatchSize(batch)).DeadLetters
 				passert.Empty(s, dead)
 			})
 			assert.Zero(t, c.Unaccounted())
@@ -259,7 +260,7 @@ func TestAChangelogWithoutOrderingUpsertsAndDeletesByKeyIncludingTheNullKey(t *t
 			// Deleting the NULL key deletes its one row.
 			c = run(t, func(s beam.Scope) {
 				pgsink.Write(s, beam.CreateList(s, []event{{Op: "-D", OrderID: nil, Status: "paid", TS: at}}), pgsink.DSN(dsn),
-					pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.Changelog("op"), pgsink.BatchSize(batch))
+					pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.BatchSize(batch))
 			})
 			assert.Equal(t, pgsink.Counters{RowsIn: 1, Deleted: 1}, c)
 			assert.Equal(t, []string{"b created"}, snapshot(t, conn, "SELECT coalesce(order_id, '<nil>'), status FROM order_status"))
@@ -274,7 +275,7 @@ func TestRowsViolatingAConstraintGoToTheDeadLettersAndTheRestIsWritten(t *testin
 		rows = append(rows, order{OrderID: fmt.Sprintf("o%02d", i), Status: "created", Amount: int64(i%20 - 1)}) // i = 0, 20 are negative
 	}
 	c := run(t, func(s beam.Scope) {
-		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"), pgsink.UID("orders-sink"))
+		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"), pgsink.UID("orders-sink")).DeadLetters
 		passert.Count(s, dead, "dead letters", 2)
 		passert.True(s, dead, isCheckViolation)
 	})
@@ -289,10 +290,10 @@ func TestConnectionsDroppedMidRunAreRetriedAndTheTableIsComplete(t *testing.T) {
 		rows = append(rows, order{OrderID: fmt.Sprintf("o%05d", i), Status: "created", Amount: int64(i)})
 	}
 	p, s := beam.NewPipelineWithRoot()
-	dead, err := pgsink.TryWrite(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"),
+	r, err := pgsink.TryWrite(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"),
 		pgsink.BatchSize(200), pgsink.Retries(20, 5*time.Millisecond))
 	require.NoError(t, err)
-	passert.Empty(s, dead)
+	passert.Empty(s, r.DeadLetters)
 
 	// Another session terminates the sink's connections while it writes,
 	// as an administrator or a failover would.

@@ -6,20 +6,31 @@ import (
 	"reflect"
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
-// Writer is what Write runs on each worker, without a pipeline: rows are
-// folded per key and written in batches of BatchSize rows, one transaction
-// each, with the same guard, dead letters and retries. It is for code that
-// has rows outside Beam (a backfill, a test, a benchmark of the sink
-// itself). A Writer is not safe for concurrent use.
-type Writer struct {
+// standalone is what Write runs on each worker, without a pipeline: rows
+// are folded per key and written in batches of BatchSize rows, one
+// transaction each, with the same guard, dead letters and retries. The
+// sink's benchmark measures it (through package pgsinktest). It is not safe
+// for concurrent use.
+type standalone struct {
 	w *writer
 }
 
-// NewWriter connects, checks the table for rows of rowType (as CheckTable)
-// and returns a Writer. Close it when done.
-func NewWriter(ctx context.Context, rowType reflect.Type, opts ...Option) (*Writer, error) {
+func init() {
+	testhook.NewSinkWriter = func(ctx context.Context, rowType reflect.Type, opts any) (any, error) {
+		w, err := newStandalone(ctx, rowType, opts.([]Option)...)
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
+}
+
+// newStandalone connects, checks the table for rows of rowType (as
+// CheckTable) and returns a writer. Close it when done.
+func newStandalone(ctx context.Context, rowType reflect.Type, opts ...Option) (*standalone, error) {
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("pgsink: %w", err)
@@ -28,13 +39,13 @@ func NewWriter(ctx context.Context, rowType reflect.Type, opts ...Option) (*Writ
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{w: w}, nil
+	return &standalone{w: w}, nil
 }
 
 // Add adds row (a value of the Writer's row type) to the batch, writing
 // the batch when it is full; the counters and dead letters are those of
 // the batch written, if any.
-func (w *Writer) Add(ctx context.Context, row any) (Counters, []deadletter.DeadLetter, error) {
+func (w *standalone) Add(ctx context.Context, row any) (Counters, []deadletter.DeadLetter, error) {
 	if !w.w.add(row) {
 		return Counters{}, nil, nil
 	}
@@ -42,7 +53,7 @@ func (w *Writer) Add(ctx context.Context, row any) (Counters, []deadletter.DeadL
 }
 
 // Flush writes the rows added since the last write.
-func (w *Writer) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, error) {
+func (w *standalone) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, error) {
 	r, err := w.w.flush(ctx)
 	c := Counters{Retries: r.retries}
 	if err != nil {
@@ -52,8 +63,8 @@ func (w *Writer) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, 
 	return c, r.dead, nil
 }
 
-// Close releases the Writer's connections. Rows not flushed are dropped.
-func (w *Writer) Close() {
+// Close releases the writer's connections. Rows not flushed are dropped.
+func (w *standalone) Close() {
 	if w.w != nil {
 		w.w.close()
 		w.w = nil

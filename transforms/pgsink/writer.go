@@ -85,7 +85,7 @@ func (b *batch) reset() {
 }
 
 func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
-	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.name(), batchSize: int64(c.batchSize), cur: newBatch()}
+	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.stepName(), batchSize: int64(c.batchSize), cur: newBatch()}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
@@ -115,7 +115,7 @@ func (w *writer) fold(b *batch, row any) {
 	if p.kind != nil {
 		k, err := p.kind.Kind(v)
 		if err != nil {
-			b.dead = append(b.dead, deadletter.New(w.uid, row, err.Error()))
+			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("KindColumn %q: %v", p.kindName, err)))
 			return
 		}
 		if k == rowkind.UpdateBefore {

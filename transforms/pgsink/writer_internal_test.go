@@ -33,7 +33,7 @@ const evDDL = `CREATE TABLE ev (
 	deleted boolean NOT NULL DEFAULT false,
 	UNIQUE NULLS NOT DISTINCT (id))`
 
-var evOpts = []Option{Table("ev"), PartitionBy("id"), OutputKind("op"), OnTime("ts"), Tombstone("deleted")}
+var evOpts = []Option{Table("ev"), PartitionBy("id"), KindColumn("op"), OnTime("ts"), Tombstone("deleted")}
 
 // fixture is a database of its own with one table.
 type fixture struct {
@@ -423,7 +423,7 @@ func TestUnreadableRowsAreDeadLetteredBeforeTheDatabase(t *testing.T) {
 		Seq *int64 `beam:"seq"`
 	}
 	one := int64(1)
-	f := fn[v](fx, Table("v"), PartitionBy("id"), Changelog("op"), SequenceBy("seq"), Tombstone("deleted"))
+	f := fn[v](fx, Table("v"), PartitionBy("id"), KindColumn("op"), SequenceBy("seq"), Tombstone("deleted"))
 	c, dead, err := bundle(f, []v{{Op: "+X", ID: "a", Seq: &one}, {Op: "+I", ID: "b"}, {Op: "+I", ID: "c", Seq: &one}})
 	require.NoError(t, err)
 	assert.Equal(t, Counters{RowsIn: 3, Written: 1, DeadLettered: 2}, c)
@@ -444,7 +444,7 @@ func closedPort(t *testing.T) int {
 func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	ctx := context.Background()
-	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
+	w, err := newStandalone(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
 	require.NoError(t, err)
 	defer w.Close()
 	var total Counters

@@ -10,7 +10,8 @@ import (
 var kindType = reflect.TypeFor[Kind]()
 
 // Column reads and writes the kind column of a struct row type: a string
-// holding +I, -U, +U or -D, or a Kind.
+// holding +I, -U, +U or -D, or a Kind. The zero value of either, "" or
+// Insert, reads as +I: a row that never set its kind is an insert.
 type Column struct {
 	index  int
 	isKind bool // a Kind, else a string
@@ -28,7 +29,7 @@ func NewColumn(t reflect.Type, col string) (Column, error) {
 	case c.Type.Kind() == reflect.String:
 		return Column{index: c.Index}, nil
 	}
-	return Column{}, fmt.Errorf("kind column %q has type %v; it must be a string (\"+I\", \"-U\", \"+U\", \"-D\") or a changelog.Kind", col, c.Type)
+	return Column{}, fmt.Errorf("kind column %q has type %v; it must be a string (\"+I\", \"-U\", \"+U\", \"-D\") or a rowkind.Kind", col, c.Type)
 }
 
 // Kind returns the kind of row (a struct value of the column's type), or
@@ -36,6 +37,9 @@ func NewColumn(t reflect.Type, col string) (Column, error) {
 func (c Column) Kind(row reflect.Value) (Kind, error) {
 	v := row.Field(c.index)
 	if !c.isKind {
+		if v.Len() == 0 {
+			return Insert, nil
+		}
 		return Parse(v.String())
 	}
 	k := Kind(v.Int())

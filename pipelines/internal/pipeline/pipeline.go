@@ -21,17 +21,16 @@ import (
 // construction (a bad column named on the command line, say).
 type Step func(s beam.Scope, rows beam.PCollection) (out, dead beam.PCollection, err error)
 
-// KeepFirst is the step dedup.TryKeepFirstWithErrors with opts.
-func KeepFirst(opts ...dedup.Option) Step {
-	return func(s beam.Scope, rows beam.PCollection) (beam.PCollection, beam.PCollection, error) {
-		return dedup.TryKeepFirstWithErrors(s, rows, opts...)
-	}
-}
+// KeepFirst is the step dedup.TryKeepFirst with opts.
+func KeepFirst(opts ...dedup.Option) Step { return dedupStep(dedup.TryKeepFirst, opts) }
 
-// KeepLast is the step dedup.TryKeepLastWithErrors with opts.
-func KeepLast(opts ...dedup.Option) Step {
+// KeepLast is the step dedup.TryKeepLast with opts.
+func KeepLast(opts ...dedup.Option) Step { return dedupStep(dedup.TryKeepLast, opts) }
+
+func dedupStep(try func(beam.Scope, beam.PCollection, ...dedup.Option) (dedup.Result, error), opts []dedup.Option) Step {
 	return func(s beam.Scope, rows beam.PCollection) (beam.PCollection, beam.PCollection, error) {
-		return dedup.TryKeepLastWithErrors(s, rows, opts...)
+		r, err := try(s, rows, opts...)
+		return r.Rows, r.DeadLetters, err
 	}
 }
 

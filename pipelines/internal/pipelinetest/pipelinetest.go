@@ -23,6 +23,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // Expansions are KeepFirst's two expansions of a bounded input, for
@@ -33,7 +34,7 @@ var Expansions = []struct {
 	Options []dedup.Option
 }{
 	{"batch", nil},
-	{"stateful", []dedup.Option{dedup.ForceStateful()}},
+	{"stateful", []dedup.Option{deduptest.ForceStateful()}},
 }
 
 // Update makes CompareLines rewrite the expected files:

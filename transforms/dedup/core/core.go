@@ -116,6 +116,19 @@ var outcomeNames = [NumOutcomes]string{
 	"ignored_retraction", "inserted", "updated", "deleted_in", "out_of_order", "superseded",
 }
 
+// DropsRow reports whether a row with outcome o is dropped: a duplicate, a
+// late row, a swallowed change, an ignored retraction, an out-of-order or
+// superseded version. (A replaced candidate is the pending row, not the
+// arriving one.) Every other row is emitted, or becomes the key's
+// candidate.
+func (o Outcome) DropsRow() bool {
+	switch o {
+	case DropDuplicate, DropLate, Swallow, IgnoreRetraction, OutOfOrder, Superseded:
+		return true
+	}
+	return false
+}
+
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

@@ -124,12 +124,17 @@ func (d Direction) One(et int64, seq []byte, retraction bool, row []byte) Candid
 	return Candidate{Has: true, TS: et, Seq: seq, Row: row, Rows: 1}
 }
 
+// Keeps reports whether Merge(a, b) keeps b's row rather than a's.
+func (d Direction) Keeps(a, b Candidate) bool {
+	return !a.Has || b.Has && d.Prefers(CompareMerged(b, a))
+}
+
 // Merge keeps the kept row of a or b that d prefers by CompareMerged and
 // adds up the counts. It is commutative and associative, as a combine
 // needs.
 func (d Direction) Merge(a, b Candidate) Candidate {
 	keep := a
-	if !a.Has || b.Has && d.Prefers(CompareMerged(b, a)) {
+	if d.Keeps(a, b) {
 		keep = b
 	}
 	keep.Rows = a.Rows + b.Rows

@@ -1,0 +1,60 @@
+// Package deduptest holds what tests and benchmarks of pipelines built on
+// beamdedup's transforms need and users do not: options that pick an
+// expansion or a clock, and views of the counters. Nothing here is part of
+// the stable API; a pipeline in production never needs it.
+package deduptest
+
+import (
+	"time"
+
+	"github.com/beamdedup/beamdedup/transforms/changelog"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+)
+
+// ForceStateful keeps a dedup transform's stateful (streaming) expansion
+// on bounded input, to compare the expansions or to measure the stateful
+// step on a file. Window dedup rejects it.
+func ForceStateful() dedup.Option {
+	return testhook.DedupOption(func(h *testhook.Dedup) { h.ForceStateful = true }).(dedup.Option)
+}
+
+// UseClock reads a dedup transform's processing time from the clock
+// registered under name with RegisterClock, instead of the wall clock.
+func UseClock(name string) dedup.Option {
+	return testhook.DedupOption(func(h *testhook.Dedup) { h.Clock = name }).(dedup.Option)
+}
+
+// RegisterClock registers a processing-time clock for UseClock. The clock
+// is given the event time of the row being processed; a test clock may
+// return it, so that a row's timestamp doubles as its arrival time and
+// expiry becomes deterministic on any runner. A clock exists only in the
+// process that registered it: it works with in-process (loopback) workers.
+func RegisterClock(name string, now func(eventTime time.Time) time.Time) {
+	testhook.RegisterClock(name, now)
+}
+
+// CountStateful makes changelog.CountPerKey use its streaming (stateful)
+// expansion on bounded input.
+func CountStateful() changelog.Option {
+	return testhook.CountOption(func(h *testhook.Count) { h.ForceStateful = true }).(changelog.Option)
+}
+
+// RowCounts returns c without the cost and refresh counters, which depend
+// on bundling: what is left is where each row went.
+func RowCounts(c dedup.Counters) dedup.Counters {
+	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.StateCacheHits, c.TimerSets = 0, 0, 0, 0, 0, 0, 0
+	c.TTLRefreshes, c.MiniBatchDropped = 0, 0
+	return c
+}
+
+// WithoutExpiry returns c without KeysExpired, which also counts state
+// dropped at the end of a window or of the input.
+func WithoutExpiry(c dedup.Counters) dedup.Counters {
+	c.KeysExpired = 0
+	return c
+}
+
+// StateRequests is the number of Fn API state requests of the stateful
+// steps: gets, appends and clears.
+func StateRequests(c dedup.Counters) int64 { return c.StateGets + c.StateAppends + c.StateClears }

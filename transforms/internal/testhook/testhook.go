@@ -1,0 +1,74 @@
+// Package testhook carries the settings that only tests and benchmarks
+// set on a transform (the public helpers are in packages
+// transforms/dedup/deduptest and transforms/pgsink/pgsinktest): a transform package installs its option
+// makers here at init, and keeps the processing-time clocks tests
+// register. Nothing here is part of the public API.
+package testhook
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// Dedup is what tests may set on a dedup transform.
+type Dedup struct {
+	// ForceStateful keeps the stateful (streaming) expansion on bounded
+	// input, to compare the expansions.
+	ForceStateful bool
+	// Clock names a clock registered with RegisterClock that replaces the
+	// wall clock as processing time.
+	Clock string
+}
+
+// Count is what tests may set on changelog.CountPerKey.
+type Count struct {
+	ForceStateful bool // the streaming expansion on bounded input
+}
+
+// Option makers, installed by the transform packages at init: each
+// returns an Option of its package (as any) that applies set.
+var (
+	DedupOption func(set func(*Dedup)) any
+	CountOption func(set func(*Count)) any
+)
+
+// Clocks are looked up by name because DoFns are serialized: a function
+// cannot travel in a DoFn, a name can. A registered clock exists only in
+// the process that registered it, so it works with in-process (loopback)
+// workers, which is what tests use.
+var clocks sync.Map // name -> func(eventTime time.Time) time.Time
+
+// RegisterClock registers a processing-time clock under name. The clock is
+// given the event time of the row being processed.
+func RegisterClock(name string, now func(eventTime time.Time) time.Time) {
+	clocks.Store(name, now)
+}
+
+// HasClock reports whether a clock is registered under name.
+func HasClock(name string) bool {
+	_, ok := clocks.Load(name)
+	return ok
+}
+
+func wallClock(time.Time) time.Time { return time.Now() }
+
+// ResolveClock returns the clock registered under name, or the wall clock
+// for "".
+func ResolveClock(name string) (func(time.Time) time.Time, error) {
+	if name == "" {
+		return wallClock, nil
+	}
+	v, ok := clocks.Load(name)
+	if !ok {
+		return nil, fmt.Errorf("dedup: clock %q is not registered in this worker", name)
+	}
+	return v.(func(time.Time) time.Time), nil
+}
+
+// NewSinkWriter, installed by pgsink, opens pgsink's writer without a
+// pipeline for rows of rowType with opts ([]pgsink.Option), for the sink's
+// benchmark (package pgsinktest).
+var NewSinkWriter func(ctx context.Context, rowType reflect.Type, opts any) (any, error)
