@@ -428,8 +428,9 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	}
 	code := first.wait(t, 2*time.Minute)
-	t.Logf("killed the SDK worker at %+v; runjob exited %d: %s", at, code, strings.TrimSpace(first.stderr.String()[max(0, len(first.stderr.String())-600):]))
-	assert.NotEqual(t, 0, code, "the job failed with its worker")
+	stderr := first.stderr.String()
+	t.Logf("killed the SDK worker at %+v; runjob exited %d: %s", at, code, stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:])
+	assert.Equal(t, 1, code, "runjob reports the job failed with its worker")
 
 	second := startRunjob(t, args...)
 	reread := finish(t, second, out, orderCount)
@@ -438,8 +439,8 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 }
 
 // sdkWorkers returns the SDK worker processes among this process's
-// descendants (the boot loader starts them with --worker), so that only
-// workers this test started are killed.
+// descendants (the boot loader starts them with the argument
+// --worker=true), so that only workers this test started are killed.
 func sdkWorkers(t *testing.T) []int {
 	t.Helper()
 	parent := map[int]int{}
@@ -462,7 +463,7 @@ func sdkWorkers(t *testing.T) []int {
 		}
 		parent[pid], _ = strconv.Atoi(fields[1])
 		b, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		cmdline[pid] = strings.ReplaceAll(string(b), "\x00", " ")
+		cmdline[pid] = string(b)
 	}
 	me := os.Getpid()
 	mine := func(pid int) bool {
@@ -475,7 +476,7 @@ func sdkWorkers(t *testing.T) []int {
 	}
 	var pids []int
 	for pid, cl := range cmdline {
-		if strings.Contains(cl, "--worker") && mine(pid) {
+		if strings.Contains(cl, "\x00--worker=true\x00") && mine(pid) {
 			pids = append(pids, pid)
 		}
 	}
@@ -527,7 +528,8 @@ func TestCrash_OutputTopicDeletedMidRunFailsTheJobAndARerunLosesNothing(t *testi
 	c.consume(t, n.outSub+"-2", out)
 	second := startRunjob(t, args...)
 	reread := finish(t, second, out, orderCount)
-	checkOutput(t, out, orderCount, reread)
+	doubled := checkOutput(t, out, orderCount, reread)
+	t.Logf("rerun read %d messages again; %d of %d orders output twice", reread, doubled, orderCount)
 }
 
 func TestCrash_KillWithABacklogWritingToPostgresLeavesEveryOrderInTheTableOnce(t *testing.T) {
@@ -554,12 +556,14 @@ func TestCrash_KillWithABacklogWritingToPostgresLeavesEveryOrderInTheTableOnce(t
 		}
 		return first.progress().inFlight()
 	})
+	at := first.progress()
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	first.wait(t, 30*time.Second)
 
 	second := startRunjob(t, args...)
 	reread := finish(t, second, out, orderCount)
-	checkOutput(t, out, orderCount, reread)
+	doubled := checkOutput(t, out, orderCount, reread)
+	t.Logf("killed at %+v; restart read %d messages again; %d of %d orders output twice", at, reread, doubled, orderCount)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -170,6 +171,9 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 	res := LiveResult{Cancelled: drained}
 	if pr != nil {
 		res.LiveStatus = w.status(pr.Metrics())
+	} else {
+		// A failed job reports no metrics: the watchdog's last sample.
+		res.LiveStatus = w.lastSeen()
 	}
 	res.Elapsed = j.Elapsed()
 	var stall *jobrun.Stall
@@ -178,7 +182,7 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 		return res, fmt.Errorf("streaming: %w; the job was cancelled, and Pub/Sub redelivers what it had not acked (%v)", err, res.LiveStatus)
 	}
 	if err != nil {
-		return res, fmt.Errorf("streaming: %w; nothing the job had not published was acked, so Pub/Sub redelivers it to the next run (%v)", err, res.LiveStatus)
+		return res, fmt.Errorf("streaming: %w; nothing the job had not published was acked, so Pub/Sub redelivers it to the next run (last seen: %v)", err, res.LiveStatus)
 	}
 	if stopped && !drained && !w.drained(res.LiveStatus, cfg.Readers) {
 		return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and Pub/Sub redelivers what it had not acked", cfg.DrainTimeout, res.LiveStatus)
@@ -224,6 +228,15 @@ type liveWatch struct {
 	stopper   *pubsubio.Stopper
 	inProcess bool
 	service   string // the Pub/Sub service, for stall messages
+
+	mu   sync.Mutex
+	last LiveStatus // the last sample
+}
+
+func (w *liveWatch) lastSeen() LiveStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // drained is LiveStatus.Drained, without the readers' end when they run
@@ -240,6 +253,9 @@ func (w *liveWatch) drained(s LiveStatus, readers int) bool {
 // holds work and finishes none is not.
 func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
 	s := w.status(m)
+	w.mu.Lock()
+	w.last = s
+	w.mu.Unlock()
 	claimed := w.stopper.Claimed()
 	return jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed)}, nil
 }
