@@ -36,8 +36,8 @@ func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
 	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T")
 	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T")
 	fs.IntVar(&l.readers, "readers", 1, "streaming: concurrent readers of the subscription")
-	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease the source keeps on each message it pulled until it acks it (1s to 600s)")
-	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published before giving up")
+	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease kept on each message pulled, renewed until the message is acked once its row is out (1s to 600s)")
+	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published and acked before giving up")
 	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming: print the job's counters this often")
 }
 

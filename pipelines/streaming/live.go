@@ -161,6 +161,9 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 			if cfg.Progress != nil {
 				if m, err := j.Metrics(ctx); err == nil {
 					st := w.status(m)
+					w.mu.Lock()
+					w.last = st
+					w.mu.Unlock()
 					st.Elapsed = j.Elapsed()
 					cfg.Progress(st)
 				}
