@@ -45,61 +45,83 @@ import (
 const crashOrders = 12000
 
 var sharedServer struct {
-	once  sync.Once
+	once sync.Once
+	srv  *pstestProcess
+	err  error
+}
+
+var pstestBuild struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// pstestProcess is a running pstestserver.
+type pstestProcess struct {
+	cmd   *exec.Cmd
 	addr  string
-	err   error
 	stdin io.WriteCloser // the server exits when it closes (or is collected)
 }
 
-// sharedPubsub starts one pstestserver process for the package (lease
-// minimum 1s), alive until the test binary exits (it exits when its stdin,
-// a pipe from this process, closes), and sets PUBSUB_EMULATOR_HOST for the
-// test.
-func sharedPubsub(t *testing.T) string {
-	t.Helper()
-	sharedServer.once.Do(func() {
+// startPstest builds pstestserver (once per test binary) and starts one on
+// a free port, with a lease minimum of 1s; it runs until its stdin, a pipe
+// from this process, closes: at the latest when the test binary exits.
+func startPstest() (*pstestProcess, error) {
+	pstestBuild.once.Do(func() {
 		dir, err := os.MkdirTemp("", "pstestserver")
 		if err != nil {
-			sharedServer.err = err
+			pstestBuild.err = err
 			return
 		}
-		bin := filepath.Join(dir, "pstestserver")
+		pstestBuild.bin = filepath.Join(dir, "pstestserver")
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 		defer cancel()
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../testing/pubsubtest/cmd/pstestserver").CombinedOutput(); err != nil {
-			sharedServer.err = fmt.Errorf("building pstestserver: %v\n%s", err, out)
-			return
-		}
-		cmd := exec.Command(bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")
-		cmd.Stderr = os.Stderr
-		stdout, _ := cmd.StdoutPipe()
-		if sharedServer.stdin, err = cmd.StdinPipe(); err != nil {
-			sharedServer.err = err
-			return
-		}
-		if err := cmd.Start(); err != nil {
-			sharedServer.err = err
-			return
-		}
-		line := make(chan string, 1)
-		go func() {
-			l, _ := bufio.NewReader(stdout).ReadString('\n')
-			line <- l
-		}()
-		select {
-		case l := <-line:
-			addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST=")
-			if !ok {
-				sharedServer.err = fmt.Errorf("pstestserver printed %q", l)
-			}
-			sharedServer.addr = addr
-		case <-time.After(30 * time.Second):
-			sharedServer.err = fmt.Errorf("pstestserver did not start within 30s")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", pstestBuild.bin, "../../testing/pubsubtest/cmd/pstestserver").CombinedOutput(); err != nil {
+			pstestBuild.err = fmt.Errorf("building pstestserver: %v\n%s", err, out)
 		}
 	})
+	if pstestBuild.err != nil {
+		return nil, pstestBuild.err
+	}
+	p := &pstestProcess{cmd: exec.Command(pstestBuild.bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")}
+	p.cmd.Stderr = os.Stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	line := make(chan string, 1)
+	go func() {
+		l, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- l
+	}()
+	select {
+	case l := <-line:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST=")
+		if !ok {
+			return nil, fmt.Errorf("pstestserver printed %q", l)
+		}
+		p.addr = addr
+		return p, nil
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		return nil, fmt.Errorf("pstestserver did not start within 30s")
+	}
+}
+
+// sharedPubsub returns the package's one pstestserver, started on first
+// use, and sets PUBSUB_EMULATOR_HOST for the test.
+func sharedPubsub(t *testing.T) string {
+	t.Helper()
+	sharedServer.once.Do(func() { sharedServer.srv, sharedServer.err = startPstest() })
 	require.NoError(t, sharedServer.err)
-	t.Setenv("PUBSUB_EMULATOR_HOST", sharedServer.addr)
-	return sharedServer.addr
+	t.Setenv("PUBSUB_EMULATOR_HOST", sharedServer.srv.addr)
+	return sharedServer.srv.addr
 }
 
 // crashNames are a test's own topics and subscriptions on the shared
@@ -577,4 +599,41 @@ func TestCrash_KillWithABacklogWritingToPostgresLeavesEveryOrderInTheTableOnce(t
 	assert.Equal(t, orderCount, distinct)
 	assert.Equal(t, orderCount, inRange, "every order published is in the table")
 	assert.Contains(t, second.stdout.String(), "postgres            ")
+}
+
+// A Pub/Sub service that stops answering (its process frozen with
+// SIGSTOP) while the job holds work: the watchdog reports the step that
+// waits on it, and the message names the service, not a Prism defect.
+func TestCrash_AFrozenPubsubServiceIsReportedAsTheStepThatWaitsOnIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("freezes a pstestserver of its own under a running runjob (CI runs it)")
+	}
+	srv, err := startPstest()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		srv.cmd.Process.Signal(syscall.SIGCONT)
+		srv.cmd.Process.Kill()
+		srv.cmd.Wait()
+	})
+	t.Setenv("PUBSUB_EMULATOR_HOST", srv.addr)
+	c := newClients(t)
+	n := c.setUp(t, "frozen")
+	c.publishOrders(t, n.in, 0, 3000)
+	out := &outputCount{}
+	c.consume(t, n.outSub, out)
+
+	p := startRunjob(t, append(n.flags(), "--ack_deadline=5s", "--progress=500ms", "--stall_limit=5s")...)
+	waitFor(t, 2*time.Minute, "output before the freeze", func() bool { return out.distinct() >= 1 })
+	out.stop()
+	c.publishOrders(t, n.in, 3000, 6000) // work in flight when the service stops
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGSTOP))
+	start := time.Now()
+	code := p.wait(t, 2*time.Minute)
+	stderr := p.stderr.String()
+	line := stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:]
+	t.Logf("runjob exited %d after %v: %s", code, time.Since(start).Round(time.Second), line)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, line, "stalled: ")
+	assert.Contains(t, line, "on Pub/Sub (emulator at "+srv.addr)
+	assert.Contains(t, line, "check that the service answers")
 }

@@ -260,40 +260,58 @@ func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sampl
 	w.last = s
 	w.mu.Unlock()
 	claimed := w.stopper.Claimed()
-	return jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed)}, nil
+	pulls := sourcePulls{answered: w.stopper.Answered(), unanswered: w.stopper.Unanswered()}
+	return jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed, pulls)}, nil
 }
 
 // Names of the steps the watchdog follows.
 const (
-	stageSource  = "source: messages pulled and not yet committed"
+	stageSource  = "source: messages pulled and not yet committed, or a Pull not answered"
 	stageDedup   = "KeepFirst: rows read and not yet deduplicated"
 	stagePublish = "publish: kept rows and dead letters not yet published"
 )
 
+// sourcePulls is what the readers' Pull requests got, live: a service
+// that stops answering holds the source's work as much as a bundle that
+// never ends.
+type sourcePulls struct {
+	answered   int64
+	unanswered bool
+}
+
 // stages is the work each step of the job holds. The source's is the
 // readers' own live count of what they emitted (claimed) against the
-// committed count: a bundle that never ends commits no metrics. The other
+// committed count (a bundle that never ends commits no metrics), and one
+// more while its Pull goes unanswered; answered Pulls count as done, so an
+// idle subscription is no stall. The other
 // steps' come from the committed metrics, so a crawling step whose bundles
 // do not finish makes no progress. The acks run in the bundles of the
 // steps they follow, so an ack that hangs shows as its step's.
-func (s LiveStatus) stages(claimed int64) []jobrun.Stage {
+func (s LiveStatus) stages(claimed int64, pulls sourcePulls) []jobrun.Stage {
 	d := s.Dedup
+	source := jobrun.Stage{Name: stageSource, Waiting: claimed - s.Read, Done: s.Read + pulls.answered}
+	if pulls.unanswered {
+		source.Waiting++
+	}
 	return []jobrun.Stage{
-		{Name: stageSource, Waiting: claimed - s.Read, Done: s.Read},
+		source,
 		// Rows enter KeepFirst (RowsIn) and settle (RowsIn - Pending).
 		{Name: stageDedup, Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(), Done: 2*d.RowsIn - d.Pending()},
 		{Name: stagePublish, Waiting: d.Emitted + s.DeadLettered - s.Published, Done: s.Published},
 	}
 }
 
-// explain ends the message of a stall of a step that waits on Pub/Sub with
-// the service, instead of the Prism defect.
+// explain ends the message of a stall of a step that waits on Pub/Sub
+// with the service: the source pulls, the publish publishes and acks, and
+// KeepFirst's stage acks the duplicates it drops.
 func (w *liveWatch) explain(st *jobrun.Stall) {
 	switch st.Stage.Name {
 	case stageSource:
 		st.Hint = fmt.Sprintf("the source's bundle waits on Pub/Sub (%s) or on a step fused with it: check that the service answers, and that no step of yours blocks", w.service)
 	case stagePublish:
-		st.Hint = fmt.Sprintf("the publish and the acks wait on Pub/Sub (%s): check that the service answers", w.service)
+		st.Hint = fmt.Sprintf("the publish and its acks wait on Pub/Sub (%s): check that the service answers", w.service)
+	case stageDedup:
+		st.Hint = fmt.Sprintf("KeepFirst's bundles ack the duplicates they drop on Pub/Sub (%s): check that the service answers; if it does, %s", w.service, stallHint)
 	}
 }
 

@@ -179,6 +179,12 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 			return stop()
 		}
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
+		if stp != nil {
+			stp.unanswered.Store(errors.Is(err, errNoAnswer))
+			if err == nil {
+				stp.answered.Add(1)
+			}
+		}
 		if errors.Is(err, errNoAnswer) {
 			// Not evidence of an empty subscription (a loaded server or
 			// fake can be that slow with a backlog): no IdleStop on it.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 )
@@ -23,10 +24,12 @@ import (
 // they go: the job's metrics show a bundle's counts only once it commits,
 // so they cannot tell a reader stuck in a bundle from an idle one.
 type Stopper struct {
-	id        string
-	requested atomic.Bool
-	ended     atomic.Int64
-	claimed   atomic.Int64
+	id         string
+	requested  atomic.Bool
+	ended      atomic.Int64
+	claimed    atomic.Int64
+	answered   atomic.Int64
+	unanswered atomic.Bool
 }
 
 var (
@@ -57,12 +60,24 @@ func (s *Stopper) Ended() int { return int(s.ended.Load()) }
 // redeliveries of acked messages included.
 func (s *Stopper) Claimed() int64 { return s.claimed.Load() }
 
+// Answered is the number of Pull requests Pub/Sub answered (empty ones
+// included), and Unanswered whether the last one went unanswered for the
+// whole bundle: an idle subscription answers, a service that is down or
+// frozen does not.
+func (s *Stopper) Answered() int64 { return s.answered.Load() }
+
+// Unanswered: see Answered.
+func (s *Stopper) Unanswered() bool { return s.unanswered.Load() }
+
 // Close unregisters the Stopper and ends its Read's leases in this
 // process: messages still held (the job failed or was cancelled with them
-// in flight) are handed back to Pub/Sub at once, for the next run.
+// in flight) are handed back to Pub/Sub at once, for the next run. It
+// gives Pub/Sub 10s for that; past it they come back after their lease.
 func (s *Stopper) Close() {
 	stoppers.Delete(s.id)
-	closeRun(context.Background(), s.id, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	closeRun(ctx, s.id, true)
 }
 
 // StopWith makes the readers end when s.Stop is called (see Stopper). Read.
