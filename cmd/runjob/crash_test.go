@@ -313,6 +313,10 @@ func startRunjob(t *testing.T, args ...string) *runjobProcess {
 	t.Cleanup(func() {
 		p.cmd.Process.Kill()
 		<-p.exited
+		if t.Failed() {
+			lines := strings.Split(strings.TrimSpace(p.stderr.String()), "\n")
+			t.Logf("runjob %v, the end of its stderr:\n%s\nstdout:\n%s", args, strings.Join(lines[max(0, len(lines)-15):], "\n"), p.stdout.String())
+		}
 	})
 	return p
 }
