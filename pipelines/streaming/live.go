@@ -231,7 +231,13 @@ func (w *liveWatch) drained(s LiveStatus, readers int) bool {
 func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
 	s := w.status(m)
 	claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
-	return jobrun.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}, nil
+	sample := jobrun.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}
+	if !w.stopper.Requested() {
+		// Its bundles commit every MaxBundleDuration, messages or not: a
+		// frozen worker in another process shows as nothing committed.
+		sample.Live = "Pub/Sub source"
+	}
+	return sample, nil
 }
 
 // stages is the work each step of the job holds. The source's counts are
