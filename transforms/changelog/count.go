@@ -14,6 +14,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
@@ -151,9 +152,28 @@ func init() {
 }
 
 func init() {
-	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(deadletter.DeadLetter)](&keyChangeFn{})
-	register.DoFn6x1[context.Context, state.Provider, string, delta, func(GroupCount), func(deadletter.DeadLetter), error](&countFn{})
-	register.DoFn5x0[context.Context, string, delta, func(GroupCount), func(deadletter.DeadLetter)](&finalCountFn{})
+	type deadEmit = func(deadletter.DeadLetter)
+	dofn.Register(&keyChangeFn{}, func(fn any) dofn.Methods {
+		f := fn.(*keyChangeFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F4x0(f.ProcessElement, func(ctx, row, emit, dead any) {
+				f.ProcessElement(ctx.(context.Context), row, emit.(func(string, delta)), dead.(deadEmit))
+			}),
+		}
+	})
+	dofn.Register(&countFn{}, func(fn any) dofn.Methods {
+		f := fn.(*countFn)
+		return dofn.Methods{"ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
+			return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+		})}
+	})
+	dofn.Register(&finalCountFn{}, func(fn any) dofn.Methods {
+		f := fn.(*finalCountFn)
+		return dofn.Methods{"ProcessElement": dofn.F5x0(f.ProcessElement, func(ctx, k, d, emit, dead any) {
+			f.ProcessElement(ctx.(context.Context), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+		})}
+	})
 	register.Function2x1(mergeDeltas)
 	register.Function1x2(groupOf)
 	register.Function2x1(laterCount)

@@ -41,14 +41,29 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, beam.T, func(deadletter.DeadLetter), error](&writeFn{})
+	dofn.Register(&writeFn{}, func(fn any) dofn.Methods {
+		f := fn.(*writeFn)
+		return dofn.Methods{
+			"Setup": dofn.F1x1(f.Setup, func(ctx any) any { return f.Setup(ctx.(context.Context)) }),
+			"StartBundle": dofn.F2x0(f.StartBundle, func(ctx, dead any) {
+				f.StartBundle(ctx.(context.Context), dead.(func(deadletter.DeadLetter)))
+			}),
+			"ProcessElement": dofn.F3x1(f.ProcessElement, func(ctx, row, dead any) any {
+				return f.ProcessElement(ctx.(context.Context), row, dead.(func(deadletter.DeadLetter)))
+			}),
+			"FinishBundle": dofn.F2x1(f.FinishBundle, func(ctx, dead any) any {
+				return f.FinishBundle(ctx.(context.Context), dead.(func(deadletter.DeadLetter)))
+			}),
+			"Teardown": dofn.F0x0(f.Teardown, f.Teardown),
+		}
+	})
 }
 
 // constructionTimeout bounds the table check at construction.
