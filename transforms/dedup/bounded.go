@@ -190,11 +190,13 @@ type fromCandidateFn struct {
 	// Last accounts as KeepLast (the changelog's final row: inserted, the
 	// rest superseded) rather than as KeepFirst and window dedup (one kept
 	// row and its duplicates).
-	Last bool
+	Last    bool
+	Metrics string // the namespace of the transform's counters
 
 	rules core.Rules
 	kf    *kindField
 	dec   beam.ElementDecoder
+	m     *metricSet
 }
 
 func (f *fromCandidateFn) Setup() error {
@@ -203,6 +205,7 @@ func (f *fromCandidateFn) Setup() error {
 		f.rules = core.Last{}
 	}
 	f.dec = beam.NewElementDecoder(f.ValueType.T)
+	f.m = newMetricSet(f.Metrics)
 	var err error
 	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
 	return err
@@ -220,7 +223,7 @@ func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, m cand
 // emitted (ok), as +I.
 func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, error) {
 	s := f.rules.Settle(m)
-	countSettlement(ctx, &s)
+	f.m.settlement(ctx, &s)
 	if !s.Emit {
 		return nil, false, nil
 	}
@@ -513,7 +516,7 @@ func (b *builder) merge(col beam.PCollection) Result {
 	default:
 		cands, dead, early = beam.ParDo3(b.s.Scope("Key"), &keyCandidatesFn{Rows: b.keyRows(), Local: p.localMerge, Merge: merge}, col)
 	}
-	from := fromCandidateFn{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last}
+	from := fromCandidateFn{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last, Metrics: b.metrics}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	var kept, lost beam.PCollection
 	if p.grouped {

@@ -183,6 +183,7 @@ type writeFn struct {
 
 	w        *writer
 	inflight *inflight // the batch being written while the next one fills
+	m        *sinkMetrics
 }
 
 func newWriteFn(c *config, t reflect.Type) *writeFn {
@@ -205,6 +206,7 @@ func (f *writeFn) config() config {
 // construction; a lost connection is retried as for a batch.
 func (f *writeFn) Setup(ctx context.Context) error {
 	c := f.config()
+	f.m = newSinkMetrics(f.UID)
 	w, err := openWriter(ctx, &c, f.RowType.T)
 	f.w = w
 	return err
@@ -292,7 +294,7 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 		return err
 	}
 	r, err := f.w.flush(ctx)
-	return report(ctx, r, err, dead)
+	return f.report(ctx, r, err, dead)
 }
 
 // Teardown releases the pool.
@@ -313,18 +315,18 @@ func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter))
 	}
 	r, err := f.w.wait(f.inflight)
 	f.inflight = nil
-	return report(ctx, r, err, dead)
+	return f.report(ctx, r, err, dead)
 }
 
 // report counts a written batch and emits its dead letters.
-func report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
-	cRetries.Inc(ctx, r.retries)
+func (f *writeFn) report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
+	f.m.retries.Inc(ctx, r.retries)
 	if err != nil {
 		return err
 	}
 	for _, d := range r.dead {
 		dead(d)
 	}
-	count(ctx, r)
+	f.m.count(ctx, r)
 	return nil
 }

@@ -231,6 +231,11 @@ func (w *writer) wait(f *inflight) (result, error) {
 	return f.r, f.err
 }
 
+// afterGivingUp is what happens once the sink gives up, by runner.
+const afterGivingUp = "the bundle fails: on Prism (the default runner) the job fails with it, and rerunning the job " +
+	"once the database is back completes the table (rows already written are not rewritten, and the guard keeps " +
+	"older versions out, so the table ends exact); a runner that retries failed bundles (Dataflow, Flink) retries it"
+
 // retrier retries work on a target after transient faults.
 type retrier struct {
 	target  target
@@ -261,8 +266,8 @@ func (w retrier) retry(ctx context.Context, what string, fn func(context.Context
 			return retries, w.target.errorf("%s: %w", what, err)
 		}
 		if attempt > w.retries {
-			return retries, w.target.errorf("%s: connection lost or transient error %d times over %v, giving up (the runner retries the bundle, which rewrites nothing already written): %w",
-				what, attempt, time.Since(start).Round(time.Millisecond), err)
+			return retries, w.target.errorf("%s: connection lost or transient error %d times over %v, giving up: %w; %s",
+				what, attempt, time.Since(start).Round(time.Millisecond), err, afterGivingUp)
 		}
 		retries++
 		select {
