@@ -90,7 +90,7 @@ func BenchmarkNexmark(b *testing.B) {
 	for _, c := range nexmarkCases {
 		b.Run(c.name, func(b *testing.B) {
 			var total time.Duration
-			var requests int64 // Fn API state requests
+			var requests int64              // Fn API state requests
 			var counters dedup.LastCounters // q18 is a KeepLast
 			for range b.N {
 				p, s := beam.NewPipelineWithRoot()
