@@ -121,9 +121,9 @@ func (w *writer) fold(b *batch, row any) {
 		e.del = k == rowkind.Delete
 	}
 	for i, f := range p.order {
-		var ok bool
-		if e.ord, ok = f.read(e.ord, v); !ok {
-			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("NULL ordering value in column %s", f.name)))
+		var reason string
+		if e.ord, reason = f.read(e.ord, v); reason != "" {
+			b.dead = append(b.dead, deadletter.New(w.uid, row, reason))
 			return
 		}
 		if i == 0 {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 )
@@ -90,4 +91,67 @@ func (s Spec) Check(t reflect.Type) error {
 	lookup("OnTime", s.OnTime)
 	lookup("SequenceBy", s.SequenceBy)
 	return errors.Join(errs...)
+}
+
+var (
+	timeType  = reflect.TypeFor[time.Time]()
+	int64Type = reflect.TypeFor[int64]()
+)
+
+// TimeColumn reads an OnTime column of a struct row type: a time.Time or
+// an int64 of Unix milliseconds, or a pointer to one. It is the one
+// reader of the role: dedup takes a row's event time from it, pgsink its
+// guard's value.
+type TimeColumn struct {
+	Name  string
+	index int
+	ptr   bool
+	isInt bool
+}
+
+// NewTimeColumn finds column col of struct type t and checks its type; the
+// error names the option (OnTime).
+func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
+	c, err := keycoder.Lookup(t, col)
+	if err != nil {
+		return TimeColumn{}, fmt.Errorf("OnTime(%q): %w", col, err)
+	}
+	ft, ptr := c.Type, false
+	if ft.Kind() == reflect.Pointer {
+		ft, ptr = ft.Elem(), true
+	}
+	switch ft {
+	case timeType:
+		return TimeColumn{Name: col, index: c.Index, ptr: ptr}, nil
+	case int64Type:
+		return TimeColumn{Name: col, index: c.Index, ptr: ptr, isInt: true}, nil
+	}
+	return TimeColumn{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
+}
+
+// IsInt reports whether the column holds int64 Unix milliseconds rather
+// than a time.Time.
+func (c TimeColumn) IsInt() bool { return c.isInt }
+
+// Read returns the column's value in row (a struct value of the column's
+// type): a time.Time, or for an int64 column the instant of its
+// milliseconds, with ms its Unix milliseconds; or a reason it has none,
+// naming the column: NULL (a nil pointer) or the zero time.Time.
+func (c TimeColumn) Read(row reflect.Value) (t time.Time, ms int64, reason string) {
+	v := row.Field(c.index)
+	if c.ptr {
+		if v.IsNil() {
+			return time.Time{}, 0, fmt.Sprintf("OnTime column %q is NULL", c.Name)
+		}
+		v = v.Elem()
+	}
+	if c.isInt {
+		ms = v.Int()
+		return time.UnixMilli(ms), ms, ""
+	}
+	t = v.Interface().(time.Time)
+	if t.IsZero() {
+		return time.Time{}, 0, fmt.Sprintf("OnTime column %q holds the zero time.Time (no time was set)", c.Name)
+	}
+	return t, t.UnixMilli(), ""
 }
