@@ -95,7 +95,7 @@ func summarizeOrderStatus(stdout, stderr io.Writer, o *options, pr beam.Pipeline
 		}
 	}
 	events, orders := sum(naiveCounts), sum(final)
-	d := dedup.ReadCounters(pr)
+	d := dedup.LastCountersOf(pr, orderstatus.UID)
 	dups, late := d.DuplicatesDropped, d.OutOfOrderDropped
 	malformed := jsonl.ReadMalformed(pr)
 	c := changelog.ReadCounters(pr)
