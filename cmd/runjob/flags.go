@@ -13,9 +13,11 @@ const (
 	streamingLive = "streaming with --subscription"
 )
 
+// The modes by what they read, from pipelineTable.
 var (
-	fileModes  = []string{"orders", "userevents", "cdc", "orderstatus"}
-	dedupModes = append(slices.Clone(fileModes), streamingLive)
+	fileModes      = modesWhere(func(p pipelineRun) bool { return p.files })
+	generatedModes = modesWhere(func(p pipelineRun) bool { return p.generated })
+	dedupModes     = append(slices.Clone(fileModes), streamingLive)
 )
 
 // appliesTo is the one table of which of runjob's own flags apply to which
@@ -27,8 +29,8 @@ var appliesTo = map[string][]string{
 	"output": fileModes,
 	"errors": fileModes,
 	// The generated input: orders, order events, or the demo's stream.
-	"count": {"orders", "orderstatus", streamingDemo},
-	"seed":  {"orders", "orderstatus", streamingDemo},
+	"count": generatedModes,
+	"seed":  generatedModes,
 	// Options of the dedup step; the demo's is fixed (keys by order_id,
 	// --state_ttl only).
 	"partition_by":           dedupModes,

@@ -32,7 +32,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,7 +39,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -58,8 +56,6 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jsonl"
-	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
@@ -111,7 +107,7 @@ type options struct {
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("runjob", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are reported in one line by run
-	fs.StringVar(&o.pipeline, "pipeline", "orders", "sample pipeline: "+strings.Join(pipelineNames, "|"))
+	fs.StringVar(&o.pipeline, "pipeline", pipelineNames[0], "sample pipeline: "+strings.Join(pipelineNames, "|"))
 	fs.StringVar(&o.input, "input", "", "input JSON Lines file or glob (local or gs://); default: generated orders, or testing/testdata/<pipeline>/input.jsonl")
 	fs.StringVar(&o.output, "output", "", "output JSON Lines file (local or gs://); default: <tmp>/beamdedup/<pipeline>/output.jsonl")
 	fs.StringVar(&o.errors, "errors", "", "dead-letter JSON Lines file; default: the output with .errors.jsonl")
@@ -126,7 +122,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.stateful, "force_stateful", false, "use KeepFirst's stateful (streaming) expansion on a file too, as an unbounded source would")
 	fs.StringVar(&o.graph, "graph", "", "write the pipeline graph in DOT to this file before running")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long (cancel it, exit 1); 0 = never. With --subscription: stop it then (drain, exit 0), only when given")
-	fs.DurationVar(&o.stallLimit, "stall_limit", jobrun.DefaultStallLimit, "when the job makes no progress this long (no SDK worker reports, no bundle finishes; with --subscription: a step holds work and finishes none), cancel it and exit 1 saying what did not happen; 0 = the default, negative = no watchdog")
+	fs.DurationVar(&o.stallLimit, "stall_limit", jobrun.DefaultStallLimit, "when the job makes no progress this long (no SDK worker reports, no bundle finishes; with --subscription: a step holds work and finishes none, or nothing commits at all), cancel it and exit 1 saying what did not happen; 0 = the default, negative (-1s) = no watchdog")
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
 	fs.StringVar(&o.postgres, "postgres", "", "orderstatus: write each order's current status into the table "+orderstatus.DefaultTable+" of this PostgreSQL database (a DSN; created if missing; give the password in PGPASSWORD, not in the DSN)")
 	addLiveFlags(fs, &o.live)
@@ -174,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			usage(stdout, fs)
 			return 0
 		}
-		return fail("%v (see --help)", err)
+		return fail("%s", flagError(err, fs))
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if flag.CommandLine.Lookup(f.Name) != nil {
@@ -204,6 +200,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := checkOptions(o); err != nil {
 		return fail("%v", err)
 	}
+	pl, _ := pipelineOf(o) // checkOptions checked the name
 	runner, notice, err := resolveRunner(ctx)
 	if err != nil {
 		return fail("%v", err)
@@ -212,42 +209,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
-	pl := pipelineOf(o)
 	if err := pl.checkRunner(o); err != nil {
 		return fail("%v", err)
 	}
-	if mayBePrism(runner) {
-		disablePrismSplits()
-	}
-	job, err := jobOptions(o)
+	job, warning, err := jobOptions(o)
 	if err != nil {
 		return fail("%v", err)
 	}
+	if warning != "" {
+		fmt.Fprintln(stderr, "runjob: warning: "+warning)
+	}
 	if pl.prepare != nil {
 		if err := pl.prepare(o); err != nil {
-			return fail("%v", err)
+			return fail("%s", setupError(err))
 		}
 	}
 	if pl.build != nil { // construction errors are the command line's
 		_, s := beam.NewPipelineWithRoot()
 		if err := pl.build(s, o); err != nil {
-			return fail("%s (see --help)", oneLine(err))
+			return fail("%s", setupError(err))
 		}
 	}
 	// A live run goes on until stopped: --timeout, only when given, is
-	// its stop (a drain), not a failure.
-	if o.timeout > 0 && (!pl.untilStopped || o.set["timeout"]) {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
+	// its stop (a drain), not a failure. Any other run gets it as the
+	// job's timeout.
+	if pl.untilStopped {
+		if o.timeout > 0 && o.set["timeout"] {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, o.timeout)
+			defer cancel()
+		}
+	} else {
+		job.Timeout = o.timeout
 	}
 	start := time.Now()
 	report, err := pl.run(ctx, o, job, stderr)
 	wall := time.Since(start)
 	if err != nil {
 		reason := oneLine(err)
-		if ctx.Err() != nil && !pl.untilStopped {
-			reason += fmt.Sprintf(" (gave up: %v, --timeout=%v)", context.Cause(ctx), o.timeout)
+		var to *jobrun.TimedOut
+		if errors.As(err, &to) {
+			reason = fmt.Sprintf("the job did not end within --timeout=%v; it was cancelled in the runner (give a longer --timeout, or 0 for none)", o.timeout)
 		}
 		fmt.Fprintf(stderr, "runjob: %s failed after %v: %s\n", pl.describe(o), wall.Round(time.Millisecond), reason)
 		return 1
@@ -258,7 +260,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // checkOptions rejects values that are wrong whatever the runner, and
 // flags that do not apply to the pipeline (flagsApply).
 func checkOptions(o *options) error {
-	if _, ok := pipelines[o.pipeline]; !ok {
+	pl, ok := pipelineOf(o)
+	if !ok {
 		return fmt.Errorf("--pipeline=%q: want one of %s", o.pipeline, strings.Join(pipelineNames, ", "))
 	}
 	if o.count <= 0 {
@@ -270,8 +273,8 @@ func checkOptions(o *options) error {
 	if err := flagsApply(o); err != nil {
 		return err
 	}
-	if o.pipeline == "streaming" {
-		return checkStreaming(o)
+	if pl.check != nil {
+		return pl.check(o)
 	}
 	return nil
 }
@@ -310,93 +313,6 @@ func dedupOptions(o *options) []dedup.Option {
 	return opts
 }
 
-// prepareFiles fills in the default input and output and, for local
-// outputs, removes the files of an earlier run: textio writes no file for
-// an empty collection, so a stale errors file would otherwise survive.
-func prepareFiles(o *options) error {
-	if o.output == "" {
-		o.output = filepath.Join(os.TempDir(), "beamdedup", o.pipeline, "output.jsonl")
-	}
-	if o.errors == "" {
-		o.errors = jsonl.ErrorsPath(o.output)
-	}
-	for _, p := range []string{o.output, o.errors} {
-		if isLocal(p) {
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-	}
-	if o.input != "" {
-		return nil
-	}
-	switch o.pipeline {
-	case "orders":
-		if !isLocal(o.output) {
-			return fmt.Errorf("--input is required with a non-local --output (%s): generated orders are written next to the output, where remote workers could not read them", o.output)
-		}
-		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
-		if err := orders.WriteSample(o.input, o.count, o.seed); err != nil {
-			return fmt.Errorf("writing generated orders: %w", err)
-		}
-		o.distinctRows = o.count
-		o.inputNote = fmt.Sprintf("generated: %d orders, seed %d, every order priced under %v duplicated", o.count, o.seed, orders.DuplicateBelow)
-	case "orderstatus":
-		o.input = filepath.Join(filepath.Dir(o.output), "input.jsonl")
-		return orderStatusInput(o)
-	default:
-		o.input = filepath.Join("testing", "testdata", o.pipeline, "input.jsonl")
-		if _, err := os.Stat(o.input); err != nil {
-			return fmt.Errorf("no --input given and the sample %s is not here; run from the repository root or pass --input", o.input)
-		}
-		o.inputNote = "the repository's sample"
-	}
-	return nil
-}
-
-func isLocal(path string) bool { return !strings.Contains(path, "://") }
-
-func summarize(w io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) {
-	fmt.Fprintf(w, "pipeline            %s on %s\n", o.pipeline, runnerNote(o.runner))
-	fmt.Fprintf(w, "input               %s", o.input)
-	if o.inputNote != "" {
-		fmt.Fprintf(w, " (%s)", o.inputNote)
-	}
-	fmt.Fprintln(w)
-	if pr == nil {
-		// Dry runs, the dot runner and async submissions return no result.
-		fmt.Fprintf(w, "metrics             none: the runner returned no job result (dry run, dot or --async)\n")
-		fmt.Fprintf(w, "wall time           %v\n", wall.Round(time.Millisecond))
-		return
-	}
-	c := dedup.ReadCounters(pr)
-	malformed := jsonl.ReadMalformed(pr)
-	fmt.Fprintf(w, "rows in             %d\n", c.RowsIn)
-	fmt.Fprintf(w, "emitted             %d", c.Emitted)
-	if o.distinctRows > 0 {
-		fmt.Fprintf(w, " (distinct order_ids in the input: %d)", o.distinctRows)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "duplicates dropped  %d\n", c.DuplicatesDropped)
-	if n := c.LateDropped; n > 0 {
-		fmt.Fprintf(w, "late dropped        %d\n", n)
-	}
-	if n := c.ChangelogSwallowed + c.RetractionsIgnored; n > 0 {
-		fmt.Fprintf(w, "changes swallowed   %d\n", n)
-	}
-	fmt.Fprintf(w, "dead-lettered       %d (%d malformed lines, %d rejected rows)\n", malformed+c.DeadLettered, malformed, c.DeadLettered)
-	fmt.Fprintf(w, "wall time           %v\n", wall.Round(time.Millisecond))
-	fmt.Fprintf(w, "output              %s%s\n", o.output, outputNote(o))
-	errs := o.errors
-	if malformed+c.DeadLettered == 0 {
-		errs += " (none written: no dead letters)"
-	}
-	fmt.Fprintf(w, "dead letters        %s\n", errs)
-}
-
 // oneLine keeps the first line of an error: Beam's errors carry stacks of
 // context lines. When the first line ends in a colon ("job job-006
 // failed:" from the universal runner), the reason is the job server's
@@ -430,34 +346,4 @@ func flagValue(name string) string {
 		return f.Value.String()
 	}
 	return ""
-}
-
-// outputNote counts the rows of a local orders output and their distinct
-// order_ids, the check that deduplication did its job.
-func outputNote(o *options) string {
-	if !isLocal(o.output) {
-		return ""
-	}
-	b, err := os.ReadFile(o.output)
-	if err != nil {
-		return ""
-	}
-	rows := 0
-	ids := map[string]bool{}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if line == "" {
-			continue
-		}
-		rows++
-		var r struct {
-			OrderID string `json:"order_id"`
-		}
-		if json.Unmarshal([]byte(line), &r) == nil {
-			ids[r.OrderID] = true
-		}
-	}
-	if o.pipeline != "orders" {
-		return fmt.Sprintf(" (%d rows)", rows)
-	}
-	return fmt.Sprintf(" (%d rows, %d distinct order_ids)", rows, len(ids))
 }

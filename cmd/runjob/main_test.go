@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	pipepb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/pipeline_v1"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -84,6 +84,8 @@ func TestRunEachSamplePipelineOnItsTestdata(t *testing.T) {
 				"--input="+filepath.Join("..", "..", "testing", "testdata", tc.pipeline, "input.jsonl"), "--output="+out)
 			require.Equal(t, 0, code)
 			assert.Contains(t, stdout, "dead letters        "+filepath.Join(filepath.Dir(out), "out.errors.jsonl"))
+			assert.Regexp(t, `every line +\d+ = \d+ emitted \+ \d+ duplicates dropped .*\+ \d+ dead-lettered \+ \d+ blank\n`, stdout)
+			assert.NotContains(t, stdout, "does not add up")
 			b, err := os.ReadFile(out)
 			require.NoError(t, err)
 			assert.Equal(t, tc.rows, strings.Count(string(b), "\n"))
@@ -111,24 +113,32 @@ func TestRunRejectsBadFlagsWithOneLineReason(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unparsable duration", []string{"--state_ttl=abc"}, `invalid value "abc" for flag -state_ttl`},
+		{"unparsable duration", []string{"--state_ttl=abc"}, "--state_ttl=abc: not a duration; want a number with a unit, such as 90s, 30m or 2h"},
+		{"a duration without its unit", []string{"--stall_limit=-1"}, "--stall_limit=-1: not a duration"},
+		{"unparsable number", []string{"--count=many"}, "--count=many: want a whole number"},
+		{"unparsable boolean", []string{"--force_stateful=maybe"}, "--force_stateful=maybe: want true or false"},
+		{"flag without its value", []string{"--input"}, "--input needs a value: --input=VALUE"},
 		{"negative ttl", []string{"--state_ttl=-1s"}, "must be >= 0"},
 		{"unknown pipeline", []string{"--pipeline=payments"}, `--pipeline="payments": want one of orders, userevents, cdc, streaming`},
 		{"unknown runner", []string{"--runner=samza"}, `--runner="samza": want prism`},
 		{"unknown column", []string{"--partition_by=customer"}, "customer"},
 		{"on_time of wrong type", []string{"--on_time=order_id"}, "order_id"},
-		{"unknown flag", []string{"--colour=red"}, "flag provided but not defined: -colour"},
+		{"unknown flag", []string{"--colour=red"}, "--colour is not a flag of runjob (runjob --help lists them all)"},
+		{"misspelt flag", []string{"--cuont=5"}, "--cuont is not a flag of runjob; did you mean --count?"},
+		{"missing input file", []string{"--input=does-not-exist.jsonl"}, `orders: input: no file matches "does-not-exist.jsonl"`},
+		{"glob matching nothing", []string{"--pipeline=cdc", "--input=nothing-here/*.jsonl"}, `cdc: input: no file matches "nothing-here/*.jsonl"`},
 		{"stray argument", []string{"orders"}, `unexpected argument "orders"`},
 		{"zero count", []string{"--count=0"}, "--count=0"},
 		{"dot without file", []string{"--runner=dot"}, "--runner=dot needs --dot_file"},
 		{"flag not for streaming", []string{"--pipeline=streaming", "--input=x"}, "--input does not apply to --pipeline=streaming"},
-		{"generated input with remote output", []string{"--output=gs://b/o.jsonl"}, "--input is required with a non-local --output"},
+		{"generated input with remote output", []string{"--output=gs://b/o.jsonl"}, "--output=gs://b/o.jsonl is not local: give --input too (a file the workers can read)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runJob(t, append([]string{"--output=" + filepath.Join(t.TempDir(), "o.jsonl")}, tc.args...)...)
-			assert.NotEqual(t, 0, code)
+			assert.Equal(t, 2, code)
 			assert.Empty(t, stdout)
 			assert.Contains(t, stderr, tc.want)
+			assert.NotContains(t, stderr, "see --help")
 			assert.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
 		})
 	}
@@ -368,14 +378,51 @@ func TestRunGivesUpAtTimeout(t *testing.T) {
 	start := time.Now()
 	code := run(context.Background(), []string{"--timeout=20ms", "--count=20000", "--output=" + filepath.Join(t.TempDir(), "o.jsonl")}, &out, &errb)
 	assert.Equal(t, 1, code)
-	assert.Contains(t, errb.String(), "gave up: context deadline exceeded, --timeout=20ms")
+	assert.Contains(t, errb.String(), "the job did not end within --timeout=20ms; it was cancelled in the runner")
 	assert.Less(t, time.Since(start), 10*time.Second)
 }
 
-// On Prism runjob turns bundle splitting off (notes/beam-defects.md 9) and
-// keeps the experiments the user gave.
-func TestRunOnPrismDisablesBundleSplitsKeepingGivenExperiments(t *testing.T) {
-	code, _, _ := runJob(t, "--count=10", "--experiments=my_experiment", "--output="+filepath.Join(t.TempDir(), "o.jsonl"))
-	require.Equal(t, 0, code)
-	assert.ElementsMatch(t, []string{"my_experiment", prismNoSplits}, jobopts.GetExperiments())
+// Bad input never merges or vanishes: two orders whose ids differ only in
+// bytes that are not UTF-8 are both dead-lettered (decoded, both would be
+// "u\uFFFD1", one key), with their bytes; a blank line, a line with data
+// after its object and a good line are each accounted for, and the summary
+// adds them up, file by file.
+func TestRunAccountsForEveryLineAndNeverMergesKeysThatAreNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	a := "{\"order_id\":\"u\xff1\",\"created_at\":\"2026-01-01T00:00:00Z\"}\n" +
+		"{\"order_id\":\"u\xfe1\",\"created_at\":\"2026-01-01T00:00:00Z\"}\n" +
+		"\n" +
+		"{\"order_id\":\"o-1\",\"created_at\":\"2026-01-01T00:00:00Z\"}}\n" +
+		"{\"order_id\":\"o-2\",\"created_at\":\"2026-01-01T00:00:01Z\"}\n"
+	b := "{\"order_id\":\"o-2\",\"created_at\":\"2026-01-01T00:00:01Z\"}\n{\"order_id\":\"o-3\",\"created_at\":\"2026-01-01T00:00:02Z\"}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(a), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(b), 0o644))
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	code, stdout, stderr := runJob(t, "--input="+filepath.Join(dir, "*.jsonl"), "--output="+out)
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		filepath.Join(dir, "a.jsonl") + " 5: 1 rows, 1 blank, 3 malformed\n",
+		filepath.Join(dir, "b.jsonl") + " 2: 2 rows, 0 blank, 0 malformed\n",
+		"lines               7: 3 rows, 1 blank, 3 malformed\n",
+		"every line          7 = 2 emitted + 1 duplicates dropped + 3 dead-lettered + 1 blank\n",
+	} {
+		assert.Contains(t, stdout, want)
+	}
+	errs, err := os.ReadFile(filepath.Join(filepath.Dir(out), "out.errors.jsonl"))
+	require.NoError(t, err)
+	var kept []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(errs)), "\n") {
+		var e struct {
+			LineBase64 string `json:"line_base64"`
+			Reason     string `json:"reason"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &e))
+		if e.LineBase64 != "" {
+			raw, err := base64.StdEncoding.DecodeString(e.LineBase64)
+			require.NoError(t, err)
+			kept = append(kept, string(raw))
+			assert.Contains(t, e.Reason, "not valid UTF-8")
+		}
+	}
+	assert.ElementsMatch(t, strings.Split(a, "\n")[:2], kept, "the original bytes of both lines")
 }

@@ -30,7 +30,7 @@ import (
 // job's metrics and output files.
 var orderStatusRun = pipelineRun{
 	prepare: func(o *options) error {
-		if err := prepareFiles(o); err != nil {
+		if err := prepareFiles(o, orderStatusInput); err != nil {
 			return err
 		}
 		naive, changes := orderStatusFiles(o)
@@ -95,11 +95,12 @@ func summarizeOrderStatus(stdout, stderr io.Writer, o *options, pr beam.Pipeline
 		}
 	}
 	events, orders := sum(naiveCounts), sum(final)
-	d := dedup.ReadCounters(pr)
+	d := dedup.LastCountersOf(pr, orderstatus.UID)
 	dups, late := d.DuplicatesDropped, d.OutOfOrderDropped
 	malformed := jsonl.ReadMalformed(pr)
 	c := changelog.ReadCounters(pr)
 	pairs := min(kinds["-U"], kinds["+U"])
+	fmt.Fprintf(stdout, "lines               %s\n", lineCounts(jsonl.Total(jsonl.ReadInputs(pr))))
 	fmt.Fprintf(stdout, "events in           %d (%d malformed lines dead-lettered)\n", events, malformed)
 	fmt.Fprintf(stdout, "orders              %d (each counted once below)\n", orders)
 	fmt.Fprintf(stdout, "changelog           %d +I, %d -U/+U pairs, %d -D (keep-last by order_id in event time)\n", kinds["+I"], pairs, kinds["-D"])
@@ -128,9 +129,11 @@ func summarizeOrderStatus(stdout, stderr io.Writer, o *options, pr beam.Pipeline
 // orderStatusInput writes the generated events for --pipeline=orderstatus:
 // seed 003's shape by default, scaled to --count orders when it is given.
 func orderStatusInput(o *options) error {
-	if !isLocal(o.output) {
-		return fmt.Errorf("--input is required with a non-local --output (%s): generated events are written next to the output", o.output)
+	path, err := generatedInput(o, "generated events")
+	if err != nil {
+		return err
 	}
+	o.input = path
 	cfg := orderstatus.DefaultGen
 	if o.set["seed"] {
 		cfg.Seed = o.seed
@@ -222,7 +225,7 @@ func summarizeTable(stdout, stderr io.Writer, o *options, pr beam.PipelineResult
 	defer cancel()
 	table, err := orderstatus.TableCounts(ctx, o.postgres, orderstatus.DefaultTable)
 	if err != nil {
-		fmt.Fprintf(stderr, "runjob: reading the table: %v\n", oneLine(err))
+		fmt.Fprintf(stderr, "runjob: reading the table: %v\n", setupError(err))
 		return 1
 	}
 	w := pgsink.ReadCounters(pr)

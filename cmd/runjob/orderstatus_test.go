@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -53,4 +54,17 @@ func TestRunOrderStatusWritesEachOrdersCurrentStatusIntoPostgres(t *testing.T) {
 		}
 		assert.Equal(t, want, table, "a rerun changes nothing")
 	}
+}
+
+// A wrong database name is one line that names it and says what to do;
+// not pgx's error per connection attempt (TLS refused, then the server's
+// answer), and not the password.
+func TestRunOrderStatusSaysInOneLineThatTheDatabaseDoesNotExist(t *testing.T) {
+	c := pgtest.Shared(t)
+	dsn := strings.Replace(c.DSN("nope"), "sslmode=disable", "", 1) // pgx then tries TLS first
+	code, stdout, stderr := runJob(t, "--pipeline=orderstatus", "--output="+filepath.Join(t.TempDir(), "o.jsonl"), "--postgres="+dsn)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, fmt.Sprintf("runjob: --postgres: the server at %s has no database \"nope\": create it (createdb nope), or name one that exists in the DSN\n", c.Addr()), stderr)
+	assert.NotContains(t, stderr, c.Password)
 }

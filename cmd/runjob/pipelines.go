@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -17,8 +18,20 @@ import (
 // report prints a finished run's summary and returns the exit code.
 type report func(stdout, stderr io.Writer, wall time.Duration) int
 
-// pipelineRun is how run handles one pipeline (mode).
+// pipelineRun is how run handles one pipeline (mode): everything that
+// differs between them is here, in its entry of pipelineTable.
 type pipelineRun struct {
+	// name is the --pipeline value; mode is the pipeline as appliesTo
+	// names it (the name, but for the two modes of streaming).
+	name, mode string
+	// files: it reads and writes JSON Lines files (--input, --output,
+	// --errors, and the KeepFirst flags of a file).
+	files bool
+	// generated: its default input is generated (--count, --seed).
+	generated bool
+	// check rejects options of this pipeline that are wrong whatever the
+	// runner (optional).
+	check func(o *options) error
 	// prepare fills in defaults and writes generated input (optional).
 	prepare func(o *options) error
 	// build adds the pipeline to s. run calls it on a scratch pipeline
@@ -37,49 +50,95 @@ type pipelineRun struct {
 	untilStopped bool
 }
 
-var pipelineNames = []string{"orders", "userevents", "cdc", "streaming", "orderstatus"}
-
-// pipelines holds every pipeline (mode) runjob runs.
-var pipelines = map[string]pipelineRun{
-	"orders":      filePipeline(buildOrders),
-	"userevents":  filePipeline(buildUserEvents),
-	"cdc":         filePipeline(buildCDC),
-	"orderstatus": orderStatusRun,
-	streamingDemo: demoRun,
-	streamingLive: liveRun,
+// pipelineTable holds every pipeline (mode) runjob runs, in --help's
+// order.
+var pipelineTable = []pipelineRun{
+	filePipeline(fileSpec{name: "orders", build: buildOrders, input: generatedOrders, generated: true, note: ordersNote}),
+	filePipeline(fileSpec{name: "userevents", build: buildUserEvents, input: repositorySample}),
+	filePipeline(fileSpec{name: "cdc", build: buildCDC, input: repositorySample}),
+	withMode(demoRun, "streaming", streamingDemo, func(p *pipelineRun) { p.generated = true }),
+	withMode(liveRun, "streaming", streamingLive, func(p *pipelineRun) { p.check = checkStreaming }),
+	withMode(orderStatusRun, "orderstatus", "orderstatus", func(p *pipelineRun) { p.files, p.generated = true, true }),
 }
 
-// pipelineOf returns the run of o's pipeline (mode); checkOptions has
-// checked the name.
-func pipelineOf(o *options) pipelineRun {
-	pl := pipelines[mode(o)]
+// withMode is the entry of a pipeline defined with its own file.
+func withMode(p pipelineRun, name, mode string, set func(*pipelineRun)) pipelineRun {
+	p.name, p.mode = name, mode
+	set(&p)
+	return p
+}
+
+// pipelineNames are the --pipeline values, in the table's order.
+var pipelineNames = func() []string {
+	var names []string
+	for _, p := range pipelineTable {
+		if !slices.Contains(names, p.name) {
+			names = append(names, p.name)
+		}
+	}
+	return names
+}()
+
+// modesWhere lists the modes of the entries for which f holds.
+func modesWhere(f func(pipelineRun) bool) []string {
+	var modes []string
+	for _, p := range pipelineTable {
+		if f(p) {
+			modes = append(modes, p.mode)
+		}
+	}
+	return modes
+}
+
+// pipelineOf returns the entry of o's pipeline (mode), and whether there
+// is one.
+func pipelineOf(o *options) (pipelineRun, bool) {
+	m := mode(o)
+	i := slices.IndexFunc(pipelineTable, func(p pipelineRun) bool { return p.mode == m })
+	if i < 0 {
+		return pipelineRun{}, false
+	}
+	pl := pipelineTable[i]
 	if pl.checkRunner == nil {
 		pl.checkRunner = func(*options) error { return nil }
 	}
-	return pl
+	return pl, true
 }
 
 func pipelineOn(o *options) string { return fmt.Sprintf("%s pipeline on %s", o.pipeline, o.runner) }
 
-// filePipeline runs a pipeline that reads a JSON Lines file and writes
-// one: build it, run it as a job, summarize its metrics and output.
-func filePipeline(build func(s beam.Scope, o *options) error) pipelineRun {
+// fileSpec describes a pipeline that reads a JSON Lines file and writes
+// one.
+type fileSpec struct {
+	name  string
+	build func(s beam.Scope, o *options) error
+	// input writes or finds the default input, without --input.
+	input func(o *options) error
+	// generated: input generates it (--count, --seed apply).
+	generated bool
+	// note says what the output file shows (optional).
+	note func(o *options) string
+}
+
+// filePipeline prepares the files, builds the pipeline, runs it as a job
+// and summarizes its metrics and output.
+func filePipeline(f fileSpec) pipelineRun {
 	return pipelineRun{
-		prepare:  prepareFiles,
-		build:    build,
+		name: f.name, mode: f.name, files: true, generated: f.generated,
+		prepare:  func(o *options) error { return prepareFiles(o, f.input) },
+		build:    f.build,
 		describe: pipelineOn,
 		run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
 			p, s := beam.NewPipelineWithRoot()
-			if err := build(s, o); err != nil {
+			if err := f.build(s, o); err != nil {
 				return nil, err
 			}
 			pr, err := jobrun.Run(ctx, p, job)
 			if err != nil {
 				return nil, err
 			}
-			return func(stdout, _ io.Writer, wall time.Duration) int {
-				summarize(stdout, o, pr, wall)
-				return 0
+			return func(stdout, stderr io.Writer, wall time.Duration) int {
+				return summarize(stdout, stderr, o, pr, wall, f.note)
 			}, nil
 		},
 	}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,9 +18,10 @@ import (
 // jobOptions are the job's options from the command line: the runner,
 // the stall limit, --graph, and for runner prism without --endpoint a
 // Prism job server in this process (LOOPBACK unless --environment_type
-// says otherwise). Beam's other flags reach the runner as they are.
-func jobOptions(o *options) (jobrun.Options, error) {
-	job := jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job"}
+// says otherwise), with a warning when other hosts can reach it. Beam's
+// other flags reach the runner as they are.
+func jobOptions(o *options) (job jobrun.Options, warning string, err error) {
+	job = jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job"}
 	if o.graph != "" {
 		job.BeforeSubmit = func(p *beam.Pipeline) error {
 			if err := writeGraph(p, o.graph); err != nil {
@@ -31,10 +30,17 @@ func jobOptions(o *options) (jobrun.Options, error) {
 			return nil
 		}
 	}
-	if o.runner == "prism" && *jobopts.Endpoint == "" {
-		return localprism.Options(job)
+	if o.runner != "prism" || *jobopts.Endpoint != "" {
+		return job, "", nil
 	}
-	return job, nil
+	job, err = localprism.Options(job)
+	if err != nil {
+		return job, "", err
+	}
+	if err := localprism.Exposed(); err != nil {
+		warning = fmt.Sprintf("%v (docs/runners.md, \"Who can reach the job server\")", err)
+	}
+	return job, warning, nil
 }
 
 // probeTimeout bounds the check that a job server is listening. Beam's
@@ -144,27 +150,4 @@ func envType() string {
 		return "DOCKER, the default"
 	}
 	return *jobopts.EnvironmentType
-}
-
-// prismNoSplits is Prism's experiment that turns its splitting of running
-// bundles off, for every stage. A split of a stateful stage's bundle can
-// run one key in two bundles at once, each seeing the state as it was
-// before the other wrote it, so KeepFirst emits the key twice
-// (notes/beam-defects.md 9). Splits only rebalance work within Prism's
-// one process, so nothing is lost.
-const prismNoSplits = "prism_disable_sdf_split"
-
-// mayBePrism: runner prism, or a universal (portable) runner, whose job
-// server is often a standalone Prism. Other job servers ignore the
-// experiment.
-func mayBePrism(runner string) bool {
-	return runner == "prism" || runner == "universal" || runner == "portable"
-}
-
-// disablePrismSplits adds prismNoSplits to --experiments, keeping the
-// experiments given.
-func disablePrismSplits() {
-	if exps := jobopts.GetExperiments(); !slices.Contains(exps, prismNoSplits) {
-		flag.CommandLine.Set("experiments", strings.Join(append(exps, prismNoSplits), ","))
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,11 +14,14 @@ import (
 	"testing"
 	"time"
 
+	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
@@ -229,4 +233,64 @@ func TestRunFailsWithOneLineWhenTheWorkerPoolIsLostMidJob(t *testing.T) {
 			assert.True(t, found, "%q says none of %q", line, tc.want)
 		})
 	}
+}
+
+// The SDK worker of a streaming job on a worker pool frozen (SIGSTOP):
+// nothing commits any more, not even the Pub/Sub source's bundles, which
+// a healthy job commits every second with or without messages. runjob
+// cancels the job within the stall limit and says which step stopped and
+// what to check; before, it read the job as idle and waited until stopped.
+func TestRunStreamingOnAWorkerPoolFailsWithinTheStallLimitWhenTheWorkerFreezes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds runjob, the boot loader, a worker pool and pstestserver; streams on a standalone Prism")
+	}
+	bin := runjobBinary(t)
+	endpoint := jobservertest.Start(t)
+	pool := jobservertest.StartWorkerPool(t)
+	jobservertest.RemoveBootCopies(t, bin)
+	server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+	addr := pstestServer(t, server, "--project=p", "--topics=orders,orders-deduped,orders-dlq",
+		"--subscriptions=orders-sub:orders,deduped-sub:orders-deduped")
+	t.Setenv("PUBSUB_EMULATOR_HOST", addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	pub, err := pubsub.NewTopicAdminClient(ctx)
+	require.NoError(t, err)
+	defer pub.Close()
+	subs, err := pubsub.NewSubscriptionAdminClient(ctx)
+	require.NoError(t, err)
+	defer subs.Close()
+	var msgs []*pubsubpb.PubsubMessage
+	for i := range 50 {
+		b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
+		msgs = append(msgs, &pubsubpb.PubsubMessage{Data: b})
+	}
+	_, err = pub.Publish(ctx, &pubsubpb.PublishRequest{Topic: "projects/p/topics/orders", Messages: msgs})
+	require.NoError(t, err)
+
+	const limit = 10 * time.Second
+	args := append(submitted(bin, endpoint, "EXTERNAL", pool.Addr), "--pipeline=streaming",
+		"--subscription=projects/p/subscriptions/orders-sub", "--output_topic=projects/p/topics/orders-deduped",
+		"--dead_letter_topic=projects/p/topics/orders-dlq", "--stall_limit="+limit.String(), "--job_name=runjob-test-frozen-stream")
+	_, wait := asBinary(bin)(t, args)
+	// Running, and idle: every order out.
+	for n := 0; n < len(msgs); {
+		require.NoError(t, ctx.Err(), "the orders did not reach the output topic")
+		n += len(pull(ctx, t, subs, "projects/p/subscriptions/deduped-sub"))
+	}
+	pool.Freeze()
+	t.Cleanup(pool.Thaw) // before the pool's own cleanup kills it
+	frozen := time.Now()
+
+	code, stdout, stderr := wait(2 * time.Minute)
+	took := time.Since(frozen)
+	t.Logf("exit %d %v after the freeze\n%s%s", code, took, stdout, stderr)
+	assert.Equal(t, 1, code)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	last := lines[len(lines)-1]
+	assert.Contains(t, last, "runjob: streaming from projects/p/subscriptions/orders-sub failed after")
+	assert.Contains(t, last, "streaming job on universal stalled: Pub/Sub source: no bundle committed for ")
+	assert.Contains(t, last, "check that a worker pool serves --environment_config="+pool.Addr+", is alive")
+	assert.Less(t, took, limit+30*time.Second, "reported within the stall limit (and the watchdog's sampling)")
+	assert.Equal(t, jobpb.JobState_CANCELLED, jobState(t, endpoint, "runjob-test-frozen-stream"), "cancelled in the runner")
 }

@@ -14,9 +14,11 @@
 // job itself.
 //
 // Beam's runners read their settings from global flags (--endpoint,
-// --environment_type, --environment_config, --job_name). Start sets them
-// for the submission only and puts them back as it found them once the
-// job is on the job server; submissions in one process take turns.
+// --environment_type, --environment_config, --job_name, --experiments).
+// Start sets them for the submission only and puts them back as it found
+// them once the job is on the job server; submissions in one process take
+// turns. A job on a runner that may be Prism is submitted with Prism's
+// bundle splitting off (NoSplitsExperiment).
 package jobrun
 
 import (
@@ -71,9 +73,24 @@ type Options struct {
 	// (where to read about the pipeline's known stalls); empty: what to
 	// check of the environment.
 	Hint string
+	// Timeout bounds the job from Start to its end: past it the job is
+	// cancelled in the runner and Wait returns a *TimedOut. 0: no bound
+	// but Start's context.
+	Timeout time.Duration
 	// BeforeSubmit is called with the pipeline before it is submitted (to
-	// write its graph, say); its error stops the job before it starts.
+	// write its graph, say), with Beam's flags as the submission sees
+	// them; its error stops the job before it starts.
 	BeforeSubmit func(*beam.Pipeline) error
+}
+
+// TimedOut is the error of a job that outlived Options.Timeout.
+type TimedOut struct {
+	What  string
+	After time.Duration
+}
+
+func (e *TimedOut) Error() string {
+	return fmt.Sprintf("%s did not end within %v, its timeout; cancelled in the runner", e.What, e.After)
 }
 
 // Followed reports whether runner submits to a portable job server, where
@@ -161,11 +178,9 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		}
 		j.remote = r
 	}
-	if o.BeforeSubmit != nil {
-		if err := o.BeforeSubmit(p); err != nil {
-			j.close()
-			return nil, err
-		}
+	giveUp := func() {}
+	if o.Timeout > 0 {
+		ctx, giveUp = context.WithTimeoutCause(ctx, o.Timeout, &TimedOut{What: o.What, After: o.Timeout})
 	}
 	// The job gets a context of its own: cancelling beam.Run's context
 	// leaves the job running in the runner (and, with LOOPBACK, without
@@ -173,16 +188,30 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 	runCtx, runCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	j.runCancel = runCancel
 	if j.remote == nil {
+		if err := j.beforeSubmit(p); err != nil {
+			giveUp()
+			return nil, err
+		}
 		go j.run(runCtx, p)
-		go j.giveUpWith(ctx)
+		go j.giveUpWith(ctx, giveUp)
 		return j, nil
 	}
 
 	flagsMu.Lock()
-	restore := setFlags(map[*string]string{
+	vals := map[*string]string{
 		jobopts.Endpoint: o.Endpoint, jobopts.EnvironmentType: o.EnvironmentType,
 		jobopts.EnvironmentConfig: o.EnvironmentConfig, jobopts.JobName: o.Name,
-	})
+	}
+	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
+		vals[jobopts.Experiments] = withExperiment(*jobopts.Experiments, NoSplitsExperiment)
+	}
+	restore := setFlags(vals)
+	if err := j.beforeSubmit(p); err != nil {
+		restore()
+		flagsMu.Unlock()
+		giveUp()
+		return nil, err
+	}
 	go j.run(runCtx, p)
 	go func() {
 		defer flagsMu.Unlock()
@@ -198,8 +227,20 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 			}
 		}()
 	}
-	go j.giveUpWith(ctx)
+	go j.giveUpWith(ctx, giveUp)
 	return j, nil
+}
+
+// beforeSubmit calls Options.BeforeSubmit; its error releases the job.
+func (j *Job) beforeSubmit(p *beam.Pipeline) error {
+	if j.o.BeforeSubmit == nil {
+		return nil
+	}
+	err := j.o.BeforeSubmit(p)
+	if err != nil {
+		j.close()
+	}
+	return err
 }
 
 func (j *Job) run(ctx context.Context, p *beam.Pipeline) {
@@ -245,8 +286,9 @@ func setFlags(vals map[*string]string) func() {
 	}
 }
 
-// giveUpWith cancels the job when ctx ends first.
-func (j *Job) giveUpWith(ctx context.Context) {
+// giveUpWith cancels the job when ctx ends first; release frees ctx.
+func (j *Job) giveUpWith(ctx context.Context, release func()) {
+	defer release()
 	select {
 	case <-ctx.Done():
 		j.mu.Lock()
@@ -262,7 +304,7 @@ func (j *Job) stalled(err error) {
 	if !errors.As(err, &st) {
 		return
 	}
-	st.Hint = j.hint(st.Note == noWorker)
+	st.Hint = j.hint(st.Note == noWorker || liveStalled(st))
 	j.mu.Lock()
 	j.stall = st
 	j.mu.Unlock()
@@ -349,7 +391,12 @@ func (j *Job) Wait() (beam.PipelineResult, error) {
 	case j.stall != nil:
 		err = j.stall
 	case j.gaveUp != nil:
-		err = fmt.Errorf("job cancelled: %w", j.gaveUp)
+		var to *TimedOut
+		if errors.As(j.gaveUp, &to) {
+			err = j.gaveUp
+		} else {
+			err = fmt.Errorf("job cancelled: %w", j.gaveUp)
+		}
 	case j.why == errCancelled:
 		err = nil
 		if j.notEnded {
@@ -456,6 +503,12 @@ func (j *Job) sample(ctx context.Context) (Sample, error) {
 			Note:    "no bundle finished and no SDK worker reported progress",
 		}
 	}
+	if s.Live != "" {
+		// Every bundle a worker finishes reports the elements it read,
+		// the source's own restriction among them. Last: a stage of the
+		// caller's that stalls is the more precise report.
+		s.Stages = append(s.Stages, Stage{Name: s.Live, Always: true, Done: counters(committed)["elements"]})
+	}
 	if len(committed) == 0 && len(attempted) == 0 && !holdsWork(s.Stages) {
 		// Not idle: the job has not started. A healthy job commits its
 		// first bundle within seconds, a streaming source's included.
@@ -472,6 +525,11 @@ func holdsWork(stages []Stage) bool {
 	}
 	return false
 }
+
+// liveStalled reports whether the stall is the live source's: nothing
+// committed at all, which is the environment's doing (a worker that
+// froze or lost its job server), not a step's.
+func liveStalled(st *Stall) bool { return st.Stage.Always }
 
 // hint says what to check when the job stalled: the environment when no
 // worker ever reported (or no Hint is given), else Options.Hint.

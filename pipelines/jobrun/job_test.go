@@ -130,11 +130,58 @@ func TestRun_CancelsTheJobInTheRunnerWhenTheContextEndsFirst(t *testing.T) {
 }
 
 func TestStart_RefusesPrismWithoutAJobServer(t *testing.T) {
-	require.Empty(t, *jobopts.Endpoint, "precondition: no --endpoint")
+	defer func(old string) { *jobopts.Endpoint = old }(*jobopts.Endpoint)
+	*jobopts.Endpoint = "" // TestMain points it at the in-process job server
 	_, err := jobrun.Start(context.Background(), pipeline(t, false), jobrun.Options{Runner: "prism"})
 	assert.ErrorContains(t, err, "runner prism needs a job server")
 	_, err = jobrun.Start(context.Background(), pipeline(t, false), jobrun.Options{})
 	assert.ErrorContains(t, err, "Runner is required")
+}
+
+// The job is submitted with Prism's bundle splitting off and the given
+// experiments; the flag is as it was before, once the job is on the job
+// server. With AllowSplits (a reproduction of the defect) it is not added.
+func TestStart_SubmitsPrismJobsWithoutBundleSplitsKeepingTheGivenExperiments(t *testing.T) {
+	defer func(old string) { *jobopts.Experiments = old }(*jobopts.Experiments)
+	for _, tc := range []struct {
+		name  string
+		allow bool
+		want  []string
+	}{
+		{"by default", false, []string{"my_experiment", jobrun.NoSplitsExperiment}},
+		{"AllowSplits", true, []string{"my_experiment"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			*jobopts.Experiments = "my_experiment"
+			if tc.allow {
+				defer jobrun.AllowSplits()()
+			}
+			var submitted []string
+			o := local(t, jobrun.Options{BeforeSubmit: func(*beam.Pipeline) error {
+				submitted = jobopts.GetExperiments()
+				return nil
+			}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := jobrun.Run(ctx, pipeline(t, false), o)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, submitted)
+			assert.Equal(t, "my_experiment", *jobopts.Experiments)
+		})
+	}
+}
+
+// A job that outlives Options.Timeout is cancelled in the runner, and Wait
+// says so with a *TimedOut.
+func TestRun_CancelsAJobThatOutlivesItsTimeout(t *testing.T) {
+	o := local(t, jobrun.Options{What: "test job", StallLimit: -1, Timeout: 3 * time.Second, Name: "jobrun-test-timeout"})
+	start := time.Now()
+	_, err := jobrun.Run(context.Background(), pipeline(t, true), o)
+	var to *jobrun.TimedOut
+	require.ErrorAs(t, err, &to, "got %v", err)
+	assert.Equal(t, "test job did not end within 3s, its timeout; cancelled in the runner", err.Error())
+	assert.Less(t, time.Since(start), time.Minute)
+	assert.Equal(t, jobpb.JobState_CANCELLED, state(t, o.Endpoint, o.Name))
 }
 
 // state returns the state of the last job called name on the job server.

@@ -27,6 +27,16 @@ type Sample struct {
 	// Note says what is not happening, for the Stall message ("no bundle
 	// finished"); empty: "no progress ... while input remains".
 	Note string
+	// Live names the job's live source ("Pub/Sub source"), one whose
+	// bundles end and commit every few seconds whether or not it has
+	// anything to read (a splittable DoFn that checkpoints, as pubsubio's
+	// does every MaxBundleDuration). A followed job's watchdog then adds a
+	// stage for it (Stage.Always) that moves with every committed bundle:
+	// a job of which nothing commits for the limit, idle or not, is
+	// stalled (a frozen SDK worker commits nothing, and with workers in
+	// other processes nothing else shows it). Leave it empty once the
+	// source is asked to stop.
+	Live string
 }
 
 // Stage is one step of the job as the caller can count it.
@@ -38,7 +48,14 @@ type Stage struct {
 	Waiting int64
 	// Done is a running total of finished work; any change is progress.
 	Done int64
+	// Always: the stage always holds work, whatever Waiting says (a live
+	// source holds its subscription): Done not moving for the limit
+	// stalls it.
+	Always bool
 }
+
+// holding reports whether the stage holds work.
+func (st Stage) holding() bool { return st.Always || st.Waiting > 0 }
 
 // Config configures Watch. Limit and Sample are required.
 type Config struct {
@@ -76,7 +93,9 @@ type Stall struct {
 
 func (e *Stall) Error() string {
 	var b strings.Builder
-	if e.Stage.Name != "" {
+	if e.Stage.Always {
+		fmt.Fprintf(&b, "%s stalled: %s: no bundle committed for %v, though a live source commits one every few seconds, with or without input", e.What, e.Stage.Name, e.For.Round(time.Second))
+	} else if e.Stage.Name != "" {
 		fmt.Fprintf(&b, "%s stalled: %s: %d waiting, none finished for %v", e.What, e.Stage.Name, e.Stage.Waiting, e.For.Round(time.Second))
 	} else if e.Note != "" {
 		fmt.Fprintf(&b, "%s stalled: %s for %v", e.What, e.Note, e.For.Round(time.Second))
@@ -161,14 +180,14 @@ func Watch(ctx context.Context, cfg Config) error {
 				}
 			}
 			for i, st := range s.Stages {
-				if st.Waiting <= 0 || st.Done != stages[i].Done || st.Name != stages[i].Name {
+				if !st.holding() || st.Done != stages[i].Done || st.Name != stages[i].Name {
 					stages[i].moved = now
 				}
 				stages[i].Stage = st
 			}
 		}
 		for _, st := range stages {
-			if idle := now.Sub(st.moved); st.Waiting > 0 && idle >= cfg.Limit {
+			if idle := now.Sub(st.moved); st.holding() && idle >= cfg.Limit {
 				return &Stall{What: cfg.What, For: idle, Counters: last, LastErr: lastErr, Hint: cfg.Hint, Stage: st.Stage, Note: note}
 			}
 		}

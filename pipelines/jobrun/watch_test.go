@@ -200,3 +200,32 @@ func TestWatch_AStageStallsWhenItsSamplesFailWhileItHeldWork(t *testing.T) {
 	assert.Equal(t, "publish", stall.Stage.Name)
 	assert.ErrorIs(t, stall.LastErr, boom)
 }
+
+// A live source's stage (Stage.Always) holds work whatever Waiting says:
+// when nothing commits for the limit, even with nothing to read, it is
+// the stage reported; while bundles commit, an idle job is not stalled.
+func TestWatch_ReportsALiveSourceWhoseBundlesStopCommitting(t *testing.T) {
+	liveAt := func(committed int64) Sample {
+		return Sample{Counters: map[string]int64{"pubsubio/messages_read": 7},
+			Stages: []Stage{{Name: "publish", Waiting: 0, Done: 7}, {Name: "Pub/Sub source", Always: true, Done: committed}}}
+	}
+	t.Run("bundles commit", func(t *testing.T) {
+		c := newFakeClock(time.Second)
+		var samples []Sample
+		for i := range 60 {
+			samples = append(samples, liveAt(int64(i)))
+		}
+		err, ticks := watch(t, c, Config{Limit: 5 * time.Second, Sample: c.script(samples...)}, 60)
+		assert.NoError(t, err)
+		assert.Equal(t, 60, ticks)
+	})
+	t.Run("nothing commits", func(t *testing.T) {
+		c := newFakeClock(time.Second)
+		err, ticks := watch(t, c, Config{Limit: 5 * time.Second, Sample: c.script(liveAt(1), liveAt(2), liveAt(2)), What: "streaming job"}, 100)
+		var stall *Stall
+		require.ErrorAs(t, err, &stall)
+		assert.Equal(t, "Pub/Sub source", stall.Stage.Name)
+		assert.Equal(t, 2+5, ticks)
+		assert.Equal(t, "streaming job stalled: Pub/Sub source: no bundle committed for 5s, though a live source commits one every few seconds, with or without input (pubsubio/messages_read=7)", err.Error())
+	})
+}

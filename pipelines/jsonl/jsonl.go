@@ -5,23 +5,34 @@
 // of one errors file (ErrorLine), names that file (ErrorsPath) and reads the
 // malformed-line counter from a job's result (ReadMalformed).
 //
-// A malformed line never stops a job: it becomes an ErrorLine with the line,
-// its source file and the reason, and is counted under the counter
-// MalformedLines in namespace Namespace.
+// Every input line is accounted for, per file (ReadInputs): it is a row,
+// a blank line, or a malformed line. A malformed line never stops a job: it
+// becomes an ErrorLine with the line, its source file and the reason. A line
+// that is not valid UTF-8, or whose JSON escapes name no Unicode character
+// (a lone UTF-16 surrogate), is malformed: decoding would turn the bad
+// bytes into U+FFFD and so merge distinct keys, and its dead letter keeps
+// its bytes (ErrorLine.LineBase64). So is a line with anything after its
+// JSON value. An input path that matches no file is an error: at
+// construction for a local path, when the job runs for any other.
 package jsonl
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs"   // gs:// paths
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local" // local paths
@@ -34,10 +45,20 @@ import (
 // Namespace is the Beam metrics namespace of the pipelines' own counters.
 const Namespace = "beamdedup.pipelines"
 
-// MalformedLines counts input lines that could not be parsed into a row.
-const MalformedLines = "malformed_lines"
+// The per-file counters in Namespace, named "<kind>/<path of the file>":
+// every line read, and exactly one of rows, blank lines and malformed
+// lines for each.
+const (
+	Lines          = "lines"
+	Rows           = "rows"
+	BlankLines     = "blank_lines"
+	MalformedLines = "malformed_lines"
+)
 
-var cMalformed = beam.NewCounter(Namespace, MalformedLines)
+// InputFiles counts the files an input path matched.
+const InputFiles = "input_files"
+
+var cInputFiles = beam.NewCounter(Namespace, InputFiles)
 
 // ErrorLine is a line of a pipeline's errors file: an input line that did
 // not parse, or a row a transform refused (a deadletter.DeadLetter).
@@ -46,6 +67,10 @@ type ErrorLine struct {
 	Source string `json:"source" beam:"source"` // the input file; empty for rows rejected after parsing
 	Reason string `json:"reason" beam:"reason"` // why it was rejected
 	Stage  string `json:"stage" beam:"stage"`   // "parse", or the UID of the step that rejected it
+	// LineBase64 is the line's bytes in standard base64 when the line is
+	// not valid UTF-8; Line then shows it with U+FFFD in place of the bad
+	// bytes (JSON cannot hold them).
+	LineBase64 string `json:"line_base64,omitempty" beam:"line_base64"`
 }
 
 // Validator is implemented by row types that check a parsed row; a non-nil
@@ -59,6 +84,7 @@ const StageParse = "parse"
 
 func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(ErrorLine)](&parseFn{})
+	register.Function2x0(countFile)
 	register.DoFn1x2[beam.X, string, error](&formatFn{})
 	register.Function1x1(fromDeadLetter)
 	register.Emitter1[beam.Y]()
@@ -69,18 +95,47 @@ func init() {
 // Read reads the JSON Lines files matching glob (a local path or any
 // filesystem Beam has registered, such as gs://) into rows of rowType, a
 // struct type registered with Beam. It returns the rows and the dead
-// letters of the lines that did not parse. Blank lines are skipped. A path
-// of an unregistered filesystem is an error.
+// letters of the lines that did not parse, and counts every line per file
+// (ReadInputs). A path of an unregistered filesystem, or a local one that
+// matches no file, is an error; a remote one that matches no file fails
+// the job.
 func Read(s beam.Scope, glob string, rowType reflect.Type) (rows, dead beam.PCollection, err error) {
 	if err := CheckPath(glob); err != nil {
 		return rows, dead, err
 	}
+	if err := checkMatches(glob); err != nil {
+		return rows, dead, err
+	}
 	s = s.Scope("ReadJSONL")
+	// textio matches with empty matches allowed: a path that matches
+	// nothing would read nothing and succeed. This match fails the job.
+	beam.ParDo0(s.Scope("MatchSome"), countFile, fileio.MatchFiles(s, glob, fileio.MatchEmptyDisallow()))
 	lines := textio.ReadWithFilename(s, glob)
 	rows, dead = beam.ParDo2(s, &parseFn{RowType: beam.EncodedType{T: rowType}}, lines,
 		beam.TypeDefinition{Var: beam.YType, T: rowType})
 	return rows, dead, nil
 }
+
+// checkMatches refuses a local path that matches no file.
+func checkMatches(glob string) error {
+	if !isLocal(glob) {
+		return nil // listing it needs the filesystem's credentials: the job checks
+	}
+	matches, err := filepath.Glob(strings.TrimPrefix(glob, "file://"))
+	if err != nil {
+		return fmt.Errorf("path %q: %w", glob, err)
+	}
+	if len(matches) == 0 {
+		return fmt.Errorf("no file matches %q", glob)
+	}
+	return nil
+}
+
+func isLocal(path string) bool {
+	return !strings.Contains(path, "://") || strings.HasPrefix(path, "file://")
+}
+
+func countFile(ctx context.Context, _ fileio.FileMetadata) { cInputFiles.Inc(ctx, 1) }
 
 // CheckPath returns an error if no Beam filesystem is registered for path's
 // scheme (textio panics on it).
@@ -96,31 +151,116 @@ func CheckPath(path string) (err error) {
 
 type parseFn struct {
 	RowType beam.EncodedType `json:"row_type"`
+
+	counters map[string]beam.Counter // by kind and file
+}
+
+func (f *parseFn) count(ctx context.Context, kind, file string) {
+	name := kind + "/" + file
+	c, ok := f.counters[name]
+	if !ok {
+		if f.counters == nil {
+			f.counters = map[string]beam.Counter{}
+		}
+		c = beam.NewCounter(Namespace, name)
+		f.counters[name] = c
+	}
+	c.Inc(ctx, 1)
 }
 
 func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit func(beam.Y), dead func(ErrorLine)) {
+	f.count(ctx, Lines, file)
 	if strings.TrimSpace(line) == "" {
+		f.count(ctx, BlankLines, file)
 		return
 	}
-	p := reflect.New(f.RowType.T)
-	reason := ""
+	row, e := parse(f.RowType.T, line)
+	if e.Reason != "" {
+		f.count(ctx, MalformedLines, file)
+		e.Source, e.Stage = file, StageParse
+		dead(e)
+		return
+	}
+	f.count(ctx, Rows, file)
+	emit(row)
+}
+
+// parse decodes line into a row of type t, or returns its dead letter's
+// line and reason.
+func parse(t reflect.Type, line string) (any, ErrorLine) {
+	if !utf8.ValidString(line) {
+		at := 0
+		for at < len(line) {
+			r, n := utf8.DecodeRuneInString(line[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return nil, ErrorLine{Line: strings.ToValidUTF8(line, "\uFFFD"), LineBase64: base64.StdEncoding.EncodeToString([]byte(line)),
+			Reason: fmt.Sprintf("not valid UTF-8 (byte %d); the line's bytes are in line_base64", at)}
+	}
+	if at, ok := loneSurrogate(line); ok {
+		return nil, ErrorLine{Line: line, Reason: fmt.Sprintf("the escape %s at byte %d names no Unicode character (a lone UTF-16 surrogate)", line[at:at+6], at)}
+	}
+	p := reflect.New(t)
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.UseNumber()
 	if err := dec.Decode(p.Interface()); err != nil {
-		reason = "invalid JSON: " + err.Error()
-	} else if dec.More() {
-		reason = "invalid JSON: more than one value on the line"
-	} else if v, ok := p.Interface().(Validator); ok {
+		return nil, ErrorLine{Line: line, Reason: "invalid JSON: " + err.Error()}
+	}
+	if rest := strings.TrimSpace(line[dec.InputOffset():]); rest != "" {
+		return nil, ErrorLine{Line: line, Reason: "invalid JSON: data after the value: " + quoteShort(rest)}
+	}
+	if v, ok := p.Interface().(Validator); ok {
 		if err := v.Validate(); err != nil {
-			reason = err.Error()
+			return nil, ErrorLine{Line: line, Reason: err.Error()}
 		}
 	}
-	if reason != "" {
-		cMalformed.Inc(ctx, 1)
-		dead(ErrorLine{Line: line, Source: file, Reason: reason, Stage: StageParse})
-		return
+	return p.Elem().Interface(), ErrorLine{}
+}
+
+// loneSurrogate returns the offset of the first \uXXXX escape of line that
+// is a UTF-16 surrogate without its pair: Go's JSON decoder turns it into
+// U+FFFD, so two keys that differ only there would become one.
+func loneSurrogate(line string) (int, bool) {
+	escape := func(i int) (uint64, bool) {
+		if i+6 > len(line) || line[i] != '\\' || line[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(line[i+2:i+6], 16, 16)
+		return v, err == nil
 	}
-	emit(p.Elem().Interface())
+	for i := 0; i < len(line); i++ {
+		if line[i] != '\\' {
+			continue
+		}
+		v, ok := escape(i)
+		if !ok {
+			i++ // an escaped character: \\, \", \n ...
+			continue
+		}
+		switch {
+		case v >= 0xd800 && v <= 0xdbff:
+			if w, ok := escape(i + 6); ok && w >= 0xdc00 && w <= 0xdfff {
+				i += 11 // a pair: one character
+				continue
+			}
+			return i, true
+		case v >= 0xdc00 && v <= 0xdfff:
+			return i, true
+		}
+		i += 5
+	}
+	return 0, false
+}
+
+// quoteShort quotes s, cut to 40 bytes.
+func quoteShort(s string) string {
+	if len(s) > 40 {
+		return strconv.Quote(s[:40]) + "..."
+	}
+	return strconv.Quote(s)
 }
 
 // Write writes rows, a PCollection of a JSON-marshalable type, to path as
@@ -164,14 +304,80 @@ func ErrorsPath(output string) string {
 	return output + ".errors.jsonl"
 }
 
-// ReadMalformed returns the MalformedLines total from a pipeline result.
-func ReadMalformed(pr beam.PipelineResult) int64 {
+// Input is what a job read from one input file.
+type Input struct {
+	Path                          string
+	Lines, Rows, Blank, Malformed int64
+}
+
+// Accounted reports whether every line of the file is a row, a blank line
+// or a malformed line.
+func (in Input) Accounted() bool { return in.Lines == in.Rows+in.Blank+in.Malformed }
+
+// ReadInputs returns the per-file counts of a job's result, by path; a
+// file of which no line was read is not there.
+func ReadInputs(pr beam.PipelineResult) []Input {
+	if pr == nil {
+		return nil
+	}
+	byPath := map[string]*Input{}
+	for _, r := range pr.Metrics().AllMetrics().Counters() {
+		if r.Namespace() != Namespace {
+			continue
+		}
+		kind, path, ok := strings.Cut(r.Name(), "/")
+		if !ok {
+			continue
+		}
+		in := byPath[path]
+		if in == nil {
+			in = &Input{Path: path}
+			byPath[path] = in
+		}
+		switch kind {
+		case Lines:
+			in.Lines += r.Result()
+		case Rows:
+			in.Rows += r.Result()
+		case BlankLines:
+			in.Blank += r.Result()
+		case MalformedLines:
+			in.Malformed += r.Result()
+		}
+	}
+	var ins []Input
+	for _, in := range byPath {
+		ins = append(ins, *in)
+	}
+	slices.SortFunc(ins, func(a, b Input) int { return strings.Compare(a.Path, b.Path) })
+	return ins
+}
+
+// Total sums inputs (its Path is empty).
+func Total(inputs []Input) Input {
+	var t Input
+	for _, in := range inputs {
+		t.Lines += in.Lines
+		t.Rows += in.Rows
+		t.Blank += in.Blank
+		t.Malformed += in.Malformed
+	}
+	return t
+}
+
+// ReadMalformed returns the malformed lines of every input file of a
+// job's result.
+func ReadMalformed(pr beam.PipelineResult) int64 { return Total(ReadInputs(pr)).Malformed }
+
+// ReadInputFiles returns the number of files the job's input paths
+// matched.
+func ReadInputFiles(pr beam.PipelineResult) int64 {
 	if pr == nil {
 		return 0
 	}
 	var n int64
 	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if r.Namespace() == Namespace && r.Name() == MalformedLines {
+		if r.Namespace() == Namespace && r.Name() == InputFiles {
 			n += r.Result()
 		}
 	}

@@ -2,13 +2,27 @@ package jsonl
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
+
+func TestMain(m *testing.M) { prismtest.Main(m) }
+
+func init() { beam.RegisterType(reflect.TypeFor[row]()) }
 
 func TestErrorsPathReplacesJSONLExtension(t *testing.T) {
 	for in, want := range map[string]string{
@@ -53,7 +67,14 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 		{"unknown fields are ignored", `{"id":"a","n":1,"x":true}`, row{"a", 1}, ""},
 		{"blank line skipped", "   ", nil, ""},
 		{"truncated", `{"id":"a"`, nil, "invalid JSON: unexpected EOF"},
-		{"two values", `{"id":"a"} {"id":"b"}`, nil, "more than one value"},
+		{"two values", `{"id":"a"} {"id":"b"}`, nil, `data after the value: "{\"id\":\"b\"}"`},
+		{"a closing brace too many", `{"id":"a","n":1}}`, nil, `data after the value: "}"`},
+		{"trailing text", `{"id":"a"} x`, nil, `data after the value: "x"`},
+		{"trailing whitespace", "{\"id\":\"a\",\"n\":1} \r", row{"a", 1}, ""},
+		{"a surrogate pair", `{"id":"\ud83d\ude00","n":1}`, row{"\U0001F600", 1}, ""},
+		{"an escaped backslash before u", `{"id":"\\ud800","n":1}`, row{`\ud800`, 1}, ""},
+		{"a lone high surrogate", `{"id":"u\ud8001","n":1}`, nil, `the escape \ud800 at byte 8 names no Unicode character`},
+		{"a lone low surrogate", `{"id":"u\udc00","n":1}`, nil, `the escape \udc00 at byte 8`},
 		{"wrong type", `{"id":"a","n":"one"}`, nil, "cannot unmarshal string"},
 		{"fails Validate", `{"n":1}`, nil, assert.AnError.Error()},
 	} {
@@ -76,4 +97,80 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 			assert.Equal(t, ErrorLine{Line: tc.line, Source: "in.jsonl", Reason: dead[0].Reason, Stage: StageParse}, dead[0])
 		})
 	}
+}
+
+// Two ids that differ only in bytes that are not UTF-8 would both decode
+// to "u\uFFFD1", one key: each line is dead-lettered instead, with its
+// bytes kept.
+func TestParseFnDeadLettersALineThatIsNotUTF8KeepingItsBytes(t *testing.T) {
+	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}}
+	for _, line := range []string{"{\"id\":\"u\xff1\",\"n\":1}", "{\"id\":\"u\xfe1\",\"n\":1}"} {
+		var rows []any
+		var dead []ErrorLine
+		fn.ProcessElement(context.Background(), "in.jsonl", line,
+			func(r beam.Y) { rows = append(rows, r) }, func(d ErrorLine) { dead = append(dead, d) })
+		assert.Empty(t, rows)
+		require.Len(t, dead, 1)
+		assert.Equal(t, "not valid UTF-8 (byte 8); the line's bytes are in line_base64", dead[0].Reason)
+		b, err := base64.StdEncoding.DecodeString(dead[0].LineBase64)
+		require.NoError(t, err)
+		assert.Equal(t, line, string(b), "the original bytes")
+		assert.Equal(t, "{\"id\":\"u\uFFFD1\",\"n\":1}", dead[0].Line)
+		enc, err := json.Marshal(dead[0])
+		require.NoError(t, err)
+		assert.Contains(t, string(enc), `"line_base64":"`)
+	}
+}
+
+func TestReadRefusesALocalPathThatMatchesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{filepath.Join(dir, "missing.jsonl"), filepath.Join(dir, "*.jsonl")} {
+		_, s := beam.NewPipelineWithRoot()
+		_, _, err := Read(s, path, reflect.TypeFor[row]())
+		assert.EqualError(t, err, fmt.Sprintf("no file matches %q", path))
+	}
+}
+
+// Every line of every file is counted once as a row, a blank line or a
+// malformed line, per file.
+func TestReadCountsEveryLineOfEachFile(t *testing.T) {
+	dir := t.TempDir()
+	a := "{\"id\":\"a\",\"n\":1}\n\n   \n{\"id\":\"b\"}}\n{\"id\":\"u\xff\"}\n{\"id\":\"c\",\"n\":3}" // no final newline
+	b := "{\"id\":\"d\",\"n\":4}\r\n\r\n{\"n\":5}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.jsonl"), []byte(a), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "b.jsonl"), []byte(b), 0o644))
+
+	p, s := beam.NewPipelineWithRoot()
+	rows, dead, err := Read(s, filepath.Join(dir, "*.jsonl"), reflect.TypeFor[row]())
+	require.NoError(t, err)
+	passert.Count(s, rows, "rows", 3)
+	passert.Count(s, dead, "dead letters", 3)
+	pr := prismtest.Run(t, p, time.Minute)
+
+	assert.Equal(t, []Input{
+		{Path: filepath.Join(dir, "a.jsonl"), Lines: 6, Rows: 2, Blank: 2, Malformed: 2},
+		{Path: filepath.Join(dir, "b.jsonl"), Lines: 3, Rows: 1, Blank: 1, Malformed: 1},
+	}, ReadInputs(pr))
+	for _, in := range ReadInputs(pr) {
+		assert.True(t, in.Accounted(), "%+v", in)
+	}
+	assert.Equal(t, int64(3), ReadMalformed(pr))
+	assert.Equal(t, int64(2), ReadInputFiles(pr))
+}
+
+// A remote path is matched when the job runs: one that matches nothing
+// fails the job (textio alone would read nothing and succeed).
+func TestReadFailsTheJobWhenThePathMatchesNoFileAtRunTime(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	s = s.Scope("Test")
+	// checkMatches passes a path it cannot list; this one is local but
+	// gone by the time the job runs.
+	dir := t.TempDir()
+	path := filepath.Join(dir, "x.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte("{}\n"), 0o644))
+	_, _, err := Read(s, path, reflect.TypeFor[row]())
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(path))
+	_, err = jobrun.Run(context.Background(), p, prismtest.Options(t, time.Minute))
+	assert.ErrorContains(t, err, "no files matching pattern")
 }

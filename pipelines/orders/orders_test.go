@@ -90,7 +90,7 @@ func TestBuildOnGeneratedOrdersKeepsOnePerOrderAndEndsPromptly(t *testing.T) {
 			_, err := orders.Build(s, orders.Config{Input: input, Output: out, Dedup: opts})
 			require.NoError(t, err)
 			start := time.Now()
-			pr := pipelinetest.Run(t, p, time.Minute)
+			pr := prismtest.Run(t, p, time.Minute)
 			assert.Less(t, time.Since(start), 30*time.Second)
 
 			lines := pipelinetest.ReadLines(t, out)
@@ -106,14 +106,16 @@ func TestBuildOnGeneratedOrdersKeepsOnePerOrderAndEndsPromptly(t *testing.T) {
 }
 
 func TestBuildReportsConfigurationErrors(t *testing.T) {
+	in := pipelinetest.Testdata("orders/input.jsonl")
 	for _, tc := range []struct {
 		name string
 		cfg  orders.Config
 		want string
 	}{
 		{"no input", orders.Config{}, "Input is required"},
-		{"unknown column", orders.Config{Input: "x.jsonl", Dedup: []dedup.Option{dedup.PartitionBy("customer")}}, "customer"},
-		{"negative TTL", orders.Config{Input: "x.jsonl", Dedup: []dedup.Option{dedup.StateTTL(-time.Second)}}, "StateTTL"},
+		{"missing input", orders.Config{Input: "does-not-exist.jsonl"}, `input: no file matches "does-not-exist.jsonl"`},
+		{"unknown column", orders.Config{Input: in, Dedup: []dedup.Option{dedup.PartitionBy("customer")}}, "customer"},
+		{"negative TTL", orders.Config{Input: in, Dedup: []dedup.Option{dedup.StateTTL(-time.Second)}}, "StateTTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

@@ -27,6 +27,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Event is one status event of an order. Op is empty on input; the
@@ -55,6 +56,11 @@ func (e *Event) Validate() error {
 	}
 	return nil
 }
+
+// Columns are the roles of Event's columns, stated once for the keep-last
+// step, the count and the table: the key, the event time that orders an
+// order's events, and the kind column the keep-last step writes.
+var Columns = rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}
 
 // UIDs of the pipeline's steps.
 const (
@@ -116,7 +122,7 @@ func Build(s beam.Scope, cfg Config) (Result, error) {
 }
 
 func build(s beam.Scope, cfg Config) (Result, error) {
-	opts := slices.Concat([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup)
+	opts := slices.Concat([]dedup.Option{dedup.Spec(Columns), dedup.UID(UID)}, cfg.Dedup)
 	var countOpts []changelog.Option
 	if cfg.Stateful {
 		// A file is one bundle, which KeepLast's mini-batch fold would
@@ -124,7 +130,7 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{deduptest.ForceStateful()})
 		countOpts = append(countOpts, deduptest.CountStateful())
 	}
-	countOpts = append(countOpts, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	countOpts = append(countOpts, changelog.Spec(Columns), changelog.GroupBy("status"))
 
 	var r Result
 	// The step: keep-last, then the count per status from its changelog

@@ -48,7 +48,7 @@ func TestBuildReportsConfigurationErrors(t *testing.T) {
 		want string
 	}{
 		{"no input", orderstatus.Config{}, "Input is required"},
-		{"bad output scheme", orderstatus.Config{Input: "x.jsonl", Output: "nope://x"}, "output"},
+		{"bad output scheme", orderstatus.Config{Input: pipelinetest.Testdata("orderstatus/input.jsonl"), Output: "nope://x"}, "output"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

@@ -261,7 +261,13 @@ func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sampl
 	w.mu.Unlock()
 	claimed := w.stopper.Claimed()
 	pulls := sourcePulls{answered: w.stopper.Answered(), unanswered: w.stopper.Unanswered()}
-	return jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed, pulls)}, nil
+	sample := jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed, pulls)}
+	if !w.stopper.Requested() {
+		// Its bundles commit every MaxBundleDuration, messages or not: a
+		// frozen worker in another process shows as nothing committed.
+		sample.Live = "Pub/Sub source"
+	}
+	return sample, nil
 }
 
 // Names of the steps the watchdog follows.

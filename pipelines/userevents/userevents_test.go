@@ -37,14 +37,16 @@ func TestBuildKeepsEarliestRowPerUser(t *testing.T) {
 }
 
 func TestBuildReportsConfigurationErrors(t *testing.T) {
+	in := pipelinetest.Testdata("userevents/input.jsonl")
 	for _, tc := range []struct {
 		name string
 		cfg  userevents.Config
 		want string
 	}{
 		{"no input", userevents.Config{}, "Input is required"},
-		{"on_time not a time", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.OnTime("event")}}, "event"},
-		{"on_time with changelog", userevents.Config{Input: "x", Dedup: []dedup.Option{dedup.KindColumn("event")}}, "KindColumn"},
+		{"missing input", userevents.Config{Input: "does-not-exist.jsonl"}, `input: no file matches "does-not-exist.jsonl"`},
+		{"on_time not a time", userevents.Config{Input: in, Dedup: []dedup.Option{dedup.OnTime("event")}}, "event"},
+		{"on_time with changelog", userevents.Config{Input: in, Dedup: []dedup.Option{dedup.KindColumn("event")}}, "KindColumn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

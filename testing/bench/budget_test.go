@@ -83,7 +83,7 @@ func TestStateBudget(t *testing.T) {
 			// A replacement sets the new candidate's timer and moves the
 			// replaced one's (so that it fires stale).
 			assert.LessOrEqual(t, c.TimerSets, candidates+2*c.CandidatesReplaced, "timers set only for a new or replaced candidate")
-			assertVersionWrites(t, c)
+			assertVersionWrites(t, c.Cost)
 		}},
 		{"changelog", []dedup.Option{dedup.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
@@ -113,13 +113,13 @@ func assertTwoRequestsPerNewKey(t *testing.T, c dedup.Counters) {
 	assert.Equal(t, c.Emitted, c.StateAppends, "one append per new key")
 	assert.Zero(t, c.StateClears, "no clear")
 	others := c.StateReads - c.Emitted // rows reaching the state that were not a new key
-	assert.Equal(t, 2*c.Emitted, deduptest.StateRequests(c)-others, "requests per new key")
+	assert.Equal(t, 2*c.Emitted, deduptest.StateRequests(c.Cost)-others, "requests per new key")
 }
 
 // assertVersionWrites checks a versions layout's requests: every write of
 // a new version is two appends, with no clear but where a key's bag was
 // rewritten (past statecoder.MaxVersions) or its state deleted.
-func assertVersionWrites(t *testing.T, c dedup.Counters) {
+func assertVersionWrites(t *testing.T, c dedup.Cost) {
 	t.Helper()
 	assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
 	assert.Zero(t, c.StateAppends%2, "two appends per version")
@@ -133,7 +133,8 @@ func assertVersionWrites(t *testing.T, c dedup.Counters) {
 // row accounting, then the mode's budget.
 func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*testing.T, dedup.Counters)) {
 	rows, keys := int64(w.Rows), int64(w.Keys)
-	c, out := statefulRun(t, dedup.KeepFirst, w, opts, "keepfirst")
+	pr, out := statefulRun(t, dedup.KeepFirst, w, opts, "keepfirst")
+	c := dedup.ReadCounters(pr)
 	require.Equal(t, keys, out, "one row out per key")
 	require.Equal(t, rows, c.RowsIn)
 	require.Equal(t, keys, c.Emitted)
@@ -143,16 +144,16 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 	assert.LessOrEqual(t, c.StateReads, rows-c.MiniBatchDropped, "reads ≤ 1 per row reaching the stateful step")
 	check(t, c)
 	t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets (%d rows dropped by the pre-filter)",
-		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c))/float64(rows),
+		float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c.Cost))/float64(rows),
 		float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
 		float64(c.TimerSets)/float64(rows), c.MiniBatchDropped)
 }
 
 // statefulRun runs keep (KeepFirst or KeepLast) by key on its stateful
-// expansion with opts on w and returns its counters and output row count.
+// expansion with opts on w and returns its result and output row count.
 // The state requests it counted must be those the SDK sent on its state
 // cell, stateID: the measurement of transforms/dedup/state.go's costs.
-func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (dedup.Counters, int64) {
+func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (beam.PipelineResult, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
 	opts = append([]dedup.Option{dedup.PartitionBy("key"), deduptest.ForceStateful()}, opts...)
@@ -163,11 +164,14 @@ func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.
 	bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), keep(s, in, opts...).Rows))
 	fnapitest.Reset()
 	pr, _ := runOnPrism(t, p, 3*time.Minute)
-	c := dedup.ReadCounters(pr)
+	c := dedup.ReadCounters(pr).Cost
+	if stateID == "keeplast" {
+		c = dedup.ReadLastCounters(pr).Cost
+	}
 	t.Logf("%+v", c)
 	assert.Equal(t, fnapitest.Of(stateID), fnapitest.Requests{Gets: c.StateGets, Appends: c.StateAppends, Clears: c.StateClears},
 		"the requests counted are the requests sent")
-	return c, bench.OutCount(pr)
+	return pr, bench.OutCount(pr)
 }
 
 // lastBudgetInput is budgetInput with resends: about half the repeats are
@@ -225,12 +229,14 @@ func TestStateBudget_KeepLast(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				w := w
 				w.InsertOnly = tc.insertOnly
-				c, out := statefulRun(t, dedup.KeepLast, w, append([]dedup.Option{dedup.MiniBatch(miniBatch)}, tc.opts...), "keeplast")
+				pr, out := statefulRun(t, dedup.KeepLast, w, append([]dedup.Option{dedup.MiniBatch(miniBatch)}, tc.opts...), "keeplast")
+				c := dedup.ReadLastCounters(pr)
+				t.Logf("%+v", c)
 				rows := int64(w.Rows)
 				require.Equal(t, rows, c.RowsIn)
-				require.Zero(t, c.LastUnaccounted(), "every row in one outcome")
+				require.Zero(t, c.Unaccounted(), "every row in one outcome")
 				require.Zero(t, c.DeadLettered)
-				assert.Equal(t, out, c.LastEmitted(), "output rows == emitted by the counters")
+				assert.Equal(t, out, c.Emitted(), "output rows == emitted by the counters")
 				if tc.upsert {
 					assert.Zero(t, c.EmittedUpdateBefore, "no -U")
 				} else {
@@ -260,7 +266,7 @@ func TestStateBudget_KeepLast(t *testing.T) {
 				// A first version or an update is one get and two appends:
 				// one request fewer than a value state's write (a clear and
 				// two appends), but where a key's bag is rewritten.
-				assertVersionWrites(t, c)
+				assertVersionWrites(t, c.Cost)
 				if !miniBatch {
 					require.Equal(t, rows, reaching, "without the fold every row reaches the state")
 					assert.Positive(t, c.DuplicatesDropped, "the resends reach the state and are suppressed")
@@ -270,7 +276,7 @@ func TestStateBudget_KeepLast(t *testing.T) {
 					}
 				}
 				t.Logf("per row: %.3f reads, %.3f writes, %.3f requests (%.3f gets, %.3f appends, %.3f clears), %.3f timer sets; %d rows merged before the state",
-					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c))/float64(rows),
+					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c.Cost))/float64(rows),
 					float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
 					float64(c.TimerSets)/float64(rows), rows-reaching)
 			})

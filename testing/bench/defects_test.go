@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/testing/prismtest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 )
 
 // A bare keyed stateful DoFn (no beamdedup code) that emits a key the first
@@ -201,7 +201,7 @@ func loadCPU(t *testing.T, n int) {
 //   - cpu_load: BEAMDEDUP_REPRO_LOAD busy processes (default 8), the
 //     input size of TestStateBudget (2,000 rows, 200 keys),
 //     BEAMDEDUP_REPRO_RUNS runs (default 10); cpu_load_without_splits is
-//     the same with the workaround, prismtest.DisableSplits.
+//     the same with the workaround, jobrun.DisableSplits.
 //
 // A split inside a key's run of elements sends that key's residual elements
 // to a new bundle at once, with the key's state as committed before the
@@ -213,7 +213,7 @@ func TestBeamDefect_SplitStatefulBundleEmitsAKeyTwice(t *testing.T) {
 	if os.Getenv("BEAMDEDUP_REPRO") == "" {
 		t.Skip("reproduction of an upstream defect; set BEAMDEDUP_REPRO=1 to run (about a minute)")
 	}
-	t.Cleanup(prismtest.AllowSplits())
+	t.Cleanup(jobrun.AllowSplits())
 	t.Run("stalled_element", func(t *testing.T) {
 		splits := countSplits(t)
 		// Runs of 153 or 154 rows per key: the splits (at 1,000 of the 2,000
@@ -226,7 +226,7 @@ func TestBeamDefect_SplitStatefulBundleEmitsAKeyTwice(t *testing.T) {
 	})
 	t.Run("cpu_load", func(t *testing.T) { loadedRuns(t, true) })
 	t.Run("cpu_load_without_splits", func(t *testing.T) {
-		t.Cleanup(prismtest.DisableSplits())
+		t.Cleanup(jobrun.DisableSplits())
 		loadedRuns(t, false)
 	})
 }
@@ -254,7 +254,7 @@ func loadedRuns(t *testing.T, withSplits bool) {
 			assert.Positive(t, n, "a double emission without a split")
 		}
 		if !withSplits {
-			assert.Zero(t, n, "no split with %s", prismtest.NoSplitsExperiment)
+			assert.Zero(t, n, "no split with %s", jobrun.NoSplitsExperiment)
 			assert.Equal(t, int64(keys), emitted, "each key once")
 		}
 	}
@@ -262,11 +262,11 @@ func loadedRuns(t *testing.T, withSplits bool) {
 }
 
 // TestPrismWithoutSplits_StalledStatefulBundleEmitsEachKeyOnce guards the
-// workaround this package's TestMain applies (prismtest.DisableSplits): the
+// workaround this package's TestMain applies (jobrun.DisableSplits): the
 // stalled bundle that Prism otherwise splits (the reproduction above) is
 // not split, and each key is emitted once.
 func TestPrismWithoutSplits_StalledStatefulBundleEmitsEachKeyOnce(t *testing.T) {
-	require.True(t, prismtest.SplitsDisabled(), "TestMain disables splits")
+	require.True(t, jobrun.SplitsDisabled(), "TestMain disables splits")
 	splits := countSplits(t)
 	const rows, keys = 2000, 13 // as in the reproduction
 	emitted, reads := firstSeenRun(t, rows, keys, true)

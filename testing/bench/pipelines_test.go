@@ -249,7 +249,8 @@ func BenchmarkTerminalStage(b *testing.B) {
 
 func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var total time.Duration
-	var counters dedup.Counters
+	var counters dedup.Counters // KeepFirst's and window dedup's
+	var last dedup.LastCounters // KeepLast's
 	var peak float64
 	var requests int64 // Fn API state requests, all steps
 	w.InsertOnly = c.insertOnly
@@ -267,8 +268,8 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		for _, r := range fnapitest.All() {
 			requests += r.Total()
 		}
-		counters = dedup.ReadCounters(pr)
-		checkOut(b, w, c, bench.OutCount(pr), counters)
+		counters, last = dedup.ReadCounters(pr), dedup.ReadLastCounters(pr)
+		checkOut(b, w, c, bench.OutCount(pr), last)
 	}
 	perRow := total.Seconds() / float64(b.N*w.Rows)
 	rate := 1 / perRow
@@ -297,17 +298,20 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		b.ReportMetric(rate/g, "x_distinct")
 	}
 	if c.dedup {
-		rows := float64(counters.RowsIn)
+		rows, cost := float64(counters.RowsIn), counters.Cost
+		if c.last {
+			rows, cost = float64(last.RowsIn), last.Cost
+		}
 		if rows == 0 {
 			rows = float64(w.Rows) // an expansion without the keying counter
 		}
-		b.ReportMetric(float64(counters.StateReads)/rows, "reads/row")
-		b.ReportMetric(float64(counters.StateWrites)/rows, "writes/row")
-		b.ReportMetric(float64(counters.TimerSets)/rows, "timers/row")
+		b.ReportMetric(float64(cost.StateReads)/rows, "reads/row")
+		b.ReportMetric(float64(cost.StateWrites)/rows, "writes/row")
+		b.ReportMetric(float64(cost.TimerSets)/rows, "timers/row")
 	}
 	if c.last {
-		b.ReportMetric(float64(counters.Updates)/float64(w.Rows), "updates/row")
-		b.ReportMetric(float64(counters.LastEmitted())/float64(w.Rows), "out/row")
+		b.ReportMetric(float64(last.Updates)/float64(w.Rows), "updates/row")
+		b.ReportMetric(float64(last.Emitted())/float64(w.Rows), "out/row")
 	}
 }
 
@@ -315,7 +319,7 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 // case whose fold merged rows before the state (counted as superseded or
 // minibatch_dropped), between one row per key and c.out(w).
 // A KeepLast's output must also be what its counters say it emitted.
-func checkOut(b *testing.B, w bench.Workload, c pipelineCase, out int64, counters dedup.Counters) {
+func checkOut(b *testing.B, w bench.Workload, c pipelineCase, out int64, counters dedup.LastCounters) {
 	if c.folds && counters.Superseded+counters.MiniBatchDropped > 0 {
 		require.GreaterOrEqual(b, out, int64(w.Keys), "output rows: at least +I per key")
 		require.LessOrEqual(b, out, c.out(w), "output rows: at most one change per row")
@@ -323,9 +327,9 @@ func checkOut(b *testing.B, w bench.Workload, c pipelineCase, out int64, counter
 		require.Equal(b, c.out(w), out, "output rows")
 	}
 	if c.last {
-		require.Equal(b, out, counters.LastEmitted(), "output rows == emitted by the counters")
+		require.Equal(b, out, counters.Emitted(), "output rows == emitted by the counters")
 		require.Equal(b, int64(w.Keys), counters.Inserts, "+I once per key")
-		require.Zero(b, counters.LastUnaccounted(), "every row in one outcome")
+		require.Zero(b, counters.Unaccounted(), "every row in one outcome")
 	}
 }
 

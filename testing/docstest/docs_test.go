@@ -277,8 +277,8 @@ const brokenPage = "# p\n" +
 	"```go\n" +
 	"package dedup // import \"github.com/beamdedup/beamdedup/transforms/dedup\"\n" +
 	"\n" +
-	"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection\n" +
-	"func KeepLast(s beam.Scope, rows beam.PCollection) beam.PCollection\n" + // line 18: not its signature
+	"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) Result\n" +
+	"func KeepLast(s beam.Scope, rows beam.PCollection) Result\n" + // line 18: not its signature
 	"func KeepEverything(s beam.Scope, rows beam.PCollection) beam.PCollection\n" + // line 19: no such function
 	"```\n" +
 	"```go\n" +
@@ -304,7 +304,7 @@ func TestCheckSnippetsReportsEachBrokenSnippetAtItsPageAndLine(t *testing.T) {
 		`p.md:5:.*undefined: time`,
 		`p.md:9:.*no new variables on left side of :=`,
 		`p.md:12:.*undefined: window`,
-		`p.md:18:.*KeepLast: the page gives func\(s beam.Scope, rows beam.PCollection\) beam.PCollection but package dedup has func\(s beam.Scope, rows beam.PCollection, opts \.\.\.Option\) beam.PCollection`,
+		`p.md:18:.*KeepLast: the page gives func\(s beam.Scope, rows beam.PCollection\) Result but package dedup has func\(s beam.Scope, rows beam.PCollection, opts \.\.\.Option\) Result`,
 		`p.md:19:.*package dedup has no function KeepEverything`,
 		`p.md:23:.*missing ','`,
 	} {
@@ -331,7 +331,7 @@ func TestCheckSnippetsAcceptsEachFormOfTheConvention(t *testing.T) {
 		"```\n" +
 		"```go\n" + // an excerpt with a method
 		"package dedup // import \"github.com/beamdedup/beamdedup/transforms/dedup\"\n\n" +
-		"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) beam.PCollection\n" +
+		"func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) Result\n" +
 		"func ReadCounters(pr beam.PipelineResult) Counters\n" +
 		"func (c Counters) Pending() int64\n" +
 		"```\n" +

@@ -91,6 +91,9 @@ func (p *WorkerPool) Kill() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) 
 // worker. Kill (or the test's end) ends them.
 func (p *WorkerPool) Freeze() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP) }
 
+// Thaw lets a frozen pool and its workers go on (SIGCONT).
+func (p *WorkerPool) Thaw() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
+
 // Output is what the pool and its workers printed so far.
 func (p *WorkerPool) Output() string { return p.out.String() }
 

@@ -1,12 +1,17 @@
-// Package prismtest holds run options that tests on Prism (Beam Go v2.77.0,
-// in process) need to get deterministic results from stateful steps, and
-// Run, a run on Prism with a deadline.
+// Package prismtest runs the tests' pipelines: Main, the TestMain of a
+// package whose tests run pipelines, and Run, a pipeline run as a job with
+// a timeout on the test runner (pipelines/jobrun: the watchdog, the Prism
+// split experiment, cancellation in the runner). The test runner is
+// ptest's -runner, prism by default: Prism's job server in this process,
+// reachable from this machine only (pipelines/jobrun/localprism), with the
+// SDK workers in process (LOOPBACK).
 package prismtest
 
 import (
 	"context"
 	"flag"
-	"slices"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,63 +20,79 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 )
 
-// NoSplitsExperiment turns off Prism's dynamic splitting of running bundles
-// for every stage (despite its name, not only splittable DoFns: Prism's
-// execute.go sets each stage's sdfSplittable from it). A split of a
-// stateful stage's bundle can run one key in two bundles at once, and a
-// stateful DoFn then sees its first-row state twice
-// (notes/beam-defects.md 9).
-const NoSplitsExperiment = "prism_disable_sdf_split"
-
-// DisableSplits adds NoSplitsExperiment to the experiments of the pipelines
-// this process runs after the call (the --experiments flag). Call it after
-// flag.Parse, so that it adds to the experiments given on the command line
-// rather than being replaced by them: in TestMain, flag.Parse() before
-// ptest.MainWithDefault (which then does not parse again). It returns a
-// function that restores the previous experiments.
-func DisableSplits() (restore func()) {
-	old := *jobopts.Experiments
-	exps := jobopts.GetExperiments()
-	if !slices.Contains(exps, NoSplitsExperiment) {
-		exps = append(exps, NoSplitsExperiment)
-	}
-	*jobopts.Experiments = strings.Join(exps, ",")
-	return func() { *jobopts.Experiments = old }
-}
-
-// SplitsDisabled reports whether NoSplitsExperiment is set.
-func SplitsDisabled() bool {
-	return slices.Contains(jobopts.GetExperiments(), NoSplitsExperiment)
-}
-
-// AllowSplits removes NoSplitsExperiment (for a reproduction of the
-// defect) and returns a function that restores the previous experiments.
-func AllowSplits() (restore func()) {
-	old := *jobopts.Experiments
-	exps := slices.DeleteFunc(jobopts.GetExperiments(), func(e string) bool { return e == NoSplitsExperiment })
-	*jobopts.Experiments = strings.Join(exps, ",")
-	return func() { *jobopts.Experiments = old }
-}
-
-// Main is the TestMain of a package whose tests run pipelines on Prism:
-// it parses the flags, turns Prism's bundle splitting off
-// (notes/beam-defects.md 9) and runs the tests with Prism as the default
-// runner (ptest.MainWithDefault).
+// Main is the TestMain of a package whose tests run pipelines: it parses
+// the flags, turns Prism's bundle splitting off for what runs Beam
+// directly (jobrun.DisableSplits; notes/beam-defects.md 9), points runner
+// prism at the in-process job server (so that ptest's own runs use it too,
+// not a Prism that beam.Run would open on every interface), and runs the
+// tests with Prism as the default runner (ptest.MainWithDefault).
 func Main(m *testing.M) {
 	flag.Parse()
-	DisableSplits()
+	jobrun.DisableSplits()
+	if runner() == "prism" && *jobopts.Endpoint == "" {
+		ep, err := localprism.Endpoint()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "prismtest:", err)
+			os.Exit(1)
+		}
+		*jobopts.Endpoint = ep
+		if *jobopts.EnvironmentType == "" {
+			*jobopts.EnvironmentType = "LOOPBACK"
+		}
+	}
 	ptest.MainWithDefault(m, "prism")
 }
 
-// Run runs p on Prism (in process) with a deadline, so that a stalled run
-// fails the test instead of hanging it, and fails tb on any run error.
-func Run(tb testing.TB, p *beam.Pipeline, deadline time.Duration) beam.PipelineResult {
+// runner is the test runner's name: -runner, else prism.
+func runner() string {
+	r := *ptest.Runner
+	if r == "" {
+		r = ptest.DefaultRunner()
+	}
+	if r == "" || strings.EqualFold(r, "prism") {
+		return "prism"
+	}
+	return r
+}
+
+// Job returns the job options of the test runner: ptest's -runner (prism
+// by default), on Prism in this process for prism unless --endpoint names
+// another job server.
+func Job(tb testing.TB) jobrun.Options {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	pr, err := beam.Run(ctx, "prism", p)
-	require.NoError(tb, err, "run on Prism (deadline %v)", deadline)
+	r := runner()
+	if r != "prism" || *jobopts.Endpoint != "" {
+		return jobrun.Options{Runner: r}
+	}
+	o, err := localprism.Options(jobrun.Options{})
+	require.NoError(tb, err)
+	return o
+}
+
+// Options returns Job's options with the timeout: past it the job is
+// cancelled and jobrun.Run returns a *jobrun.TimedOut, so a hung pipeline
+// cannot hang CI (a job that stops making progress fails sooner, with the
+// watchdog's diagnosis).
+func Options(tb testing.TB, timeout time.Duration) jobrun.Options {
+	tb.Helper()
+	o := Job(tb)
+	o.Timeout = timeout
+	return o
+}
+
+// Run runs p as a job on the test runner that must end within timeout
+// (Options), fails tb on any error, and returns the job's result.
+func Run(tb testing.TB, p *beam.Pipeline, timeout time.Duration) beam.PipelineResult {
+	tb.Helper()
+	o := Options(tb, timeout)
+	start := time.Now()
+	pr, err := jobrun.Run(context.Background(), p, o)
+	require.NoError(tb, err, "pipeline on %s (timeout %v)", o.Runner, timeout)
+	tb.Logf("pipeline ran in %v", time.Since(start).Round(time.Millisecond))
 	return pr
 }

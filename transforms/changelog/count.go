@@ -14,10 +14,12 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // apply is the rule of CountPerKey for one change of a group whose count
@@ -52,11 +54,13 @@ type GroupCount struct {
 	Version int64 `json:"version" beam:"version"`
 }
 
-// Beam metrics of CountPerKey, in namespace Namespace. Every input row is
+// Beam metrics of CountPerKey, in namespace Namespace/<UID> (for example
+// beamdedup/changelog/status-counts), so that each instance is read apart
+// (CountersOf). Every input row is
 // counted once in rows_in and once in exactly one of added, subtracted and
 // dead_lettered.
 const (
-	Namespace = "beamdedup.changelog"
+	Namespace = "beamdedup/changelog"
 
 	RowsIn          = "rows_in"           // rows entering CountPerKey
 	Added           = "added"             // +I/+U rows applied
@@ -66,24 +70,32 @@ const (
 	GroupsBelowZero = "groups_below_zero" // bounded input: groups whose total is negative (dead-lettered, not emitted)
 )
 
-var (
-	cRowsIn       = beam.NewCounter(Namespace, RowsIn)
-	cAdded        = beam.NewCounter(Namespace, Added)
-	cSubtracted   = beam.NewCounter(Namespace, Subtracted)
-	cDead         = beam.NewCounter(Namespace, DeadLettered)
-	cEmitted      = beam.NewCounter(Namespace, CountsEmitted)
-	cGroupsBelow0 = beam.NewCounter(Namespace, GroupsBelowZero)
-)
+// countMetrics are the counters of one CountPerKey.
+type countMetrics struct {
+	rowsIn, added, subtracted, dead, emitted, groupsBelow0 beam.Counter
+}
+
+func newCountMetrics(uid string) *countMetrics {
+	ns := Namespace + "/" + uid
+	return &countMetrics{
+		rowsIn: beam.NewCounter(ns, RowsIn), added: beam.NewCounter(ns, Added), subtracted: beam.NewCounter(ns, Subtracted),
+		dead: beam.NewCounter(ns, DeadLettered), emitted: beam.NewCounter(ns, CountsEmitted), groupsBelow0: beam.NewCounter(ns, GroupsBelowZero),
+	}
+}
 
 // Counters are CountPerKey's metrics summed over a job's steps.
 type Counters struct {
 	RowsIn, Added, Subtracted, DeadLettered, CountsEmitted, GroupsBelowZero int64
 }
 
-// ReadCounters sums CountPerKey's counters in a pipeline result.
-func ReadCounters(pr beam.PipelineResult) Counters {
+// ReadCounters sums the counters of every CountPerKey of a pipeline run.
+func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
+
+// CountersOf reads the counters of the CountPerKey whose UID (or default
+// name) is uid; "" sums every one.
+func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
-	metricsum.Sum(pr, Namespace, map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
+	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
 		DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero})
 	return c
 }
@@ -113,6 +125,16 @@ func KindColumn(col string) Option {
 			c.fail(`KindColumn(""): the column name is empty`)
 		}
 		c.kindCol = col
+	}
+}
+
+// Spec takes the kind column from the roles of the rows' columns
+// (dedup.Result.Spec.Kind), as KindColumn; the group is GroupBy's.
+func Spec(spec rowspec.Spec) Option {
+	return func(c *countConfig) {
+		if spec.Kind != "" {
+			c.kindCol = spec.Kind
+		}
 	}
 }
 
@@ -151,9 +173,28 @@ func init() {
 }
 
 func init() {
-	register.DoFn4x0[context.Context, beam.X, func(string, delta), func(deadletter.DeadLetter)](&keyChangeFn{})
-	register.DoFn6x1[context.Context, state.Provider, string, delta, func(GroupCount), func(deadletter.DeadLetter), error](&countFn{})
-	register.DoFn5x0[context.Context, string, delta, func(GroupCount), func(deadletter.DeadLetter)](&finalCountFn{})
+	type deadEmit = func(deadletter.DeadLetter)
+	dofn.Register(&keyChangeFn{}, func(fn any) dofn.Methods {
+		f := fn.(*keyChangeFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F4x0(f.ProcessElement, func(ctx, row, emit, dead any) {
+				f.ProcessElement(ctx.(context.Context), row, emit.(func(string, delta)), dead.(deadEmit))
+			}),
+		}
+	})
+	dofn.Register(&countFn{}, func(fn any) dofn.Methods {
+		f := fn.(*countFn)
+		return dofn.Methods{"ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
+			return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+		})}
+	})
+	dofn.Register(&finalCountFn{}, func(fn any) dofn.Methods {
+		f := fn.(*finalCountFn)
+		return dofn.Methods{"ProcessElement": dofn.F5x0(f.ProcessElement, func(ctx, k, d, emit, dead any) {
+			f.ProcessElement(ctx.(context.Context), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+		})}
+	})
 	register.Function2x1(mergeDeltas)
 	register.Function1x2(groupOf)
 	register.Function2x1(laterCount)
@@ -334,20 +375,22 @@ type counter struct {
 type keyChangeFn struct {
 	P countParams
 	c *columns
+	m *countMetrics
 }
 
 func (f *keyChangeFn) Setup() error {
 	var err error
+	f.m = newCountMetrics(f.P.UID)
 	f.c, err = newCountParams(f.P.RowType.T, f.P.KindCol, f.P.GroupBy)
 	return err
 }
 
 func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(string, delta), dead func(deadletter.DeadLetter)) {
-	cRowsIn.Inc(ctx, 1)
+	f.m.rowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
 	k, err := f.c.kind.Kind(v)
 	if err != nil {
-		cDead.Inc(ctx, 1)
+		f.m.dead.Inc(ctx, 1)
 		dead(deadletter.New(f.P.UID, row, fmt.Sprintf("KindColumn %q: %v", f.P.KindCol, err)))
 		return
 	}
@@ -362,9 +405,9 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 		// A combine has no order: every row is applied, and a negative
 		// total is judged per group at the end.
 		if d.N > 0 {
-			cAdded.Inc(ctx, 1)
+			f.m.added.Inc(ctx, 1)
 		} else {
-			cSubtracted.Inc(ctx, 1)
+			f.m.subtracted.Inc(ctx, 1)
 		}
 	}
 	emit(string(f.c.enc.Append(nil, v)), d)
@@ -376,16 +419,21 @@ func mergeDeltas(a, b delta) delta { return delta{Group: a.Group, N: a.N + b.N, 
 type countFn struct {
 	UID   string
 	Count state.Value[counter]
+
+	m *countMetrics
 }
 
 func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {
+	if f.m == nil {
+		f.m = newCountMetrics(f.UID)
+	}
 	c, _, err := f.Count.Read(sp)
 	if err != nil {
 		return err
 	}
 	next, err := apply(c.Count, d.Kind)
 	if err != nil {
-		cDead.Inc(ctx, 1)
+		f.m.dead.Inc(ctx, 1)
 		dead(deadletter.DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})
 		return nil
 	}
@@ -394,26 +442,33 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 		return err
 	}
 	if d.N > 0 {
-		cAdded.Inc(ctx, 1)
+		f.m.added.Inc(ctx, 1)
 	} else {
-		cSubtracted.Inc(ctx, 1)
+		f.m.subtracted.Inc(ctx, 1)
 	}
-	cEmitted.Inc(ctx, 1)
+	f.m.emitted.Inc(ctx, 1)
 	emit(GroupCount{Group: d.Group, Count: next, Version: c.Version})
 	return nil
 }
 
 // finalCountFn emits a bounded group's total (combine expansion).
-type finalCountFn struct{ UID string }
+type finalCountFn struct {
+	UID string
+
+	m *countMetrics
+}
 
 func (f *finalCountFn) ProcessElement(ctx context.Context, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) {
+	if f.m == nil {
+		f.m = newCountMetrics(f.UID)
+	}
 	if d.N < 0 {
-		cGroupsBelow0.Inc(ctx, 1)
+		f.m.groupsBelow0.Inc(ctx, 1)
 		dead(deadletter.New(f.UID, GroupCount{Group: d.Group, Count: d.N, Version: d.Rows},
 			fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", d.Group, d.N, -d.N)))
 		return
 	}
-	cEmitted.Inc(ctx, 1)
+	f.m.emitted.Inc(ctx, 1)
 	emit(GroupCount{Group: d.Group, Count: d.N, Version: d.Rows})
 }
 

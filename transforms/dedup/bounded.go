@@ -2,9 +2,7 @@ package dedup
 
 import (
 	"bytes"
-	"cmp"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"reflect"
 
@@ -28,68 +26,6 @@ import (
 // candidate is the merge's accumulator (core.Candidate), with its own
 // coder.
 type candidate = core.Candidate
-
-// Flags of the candidate's first byte.
-const (
-	candHas = 1 << iota
-	candSeq
-	candRetract
-)
-
-// encodeCandidate and decodeCandidate are candidate's coder: the lifted
-// combine re-encodes accumulators, and Beam's reflective row coder cost 6%
-// of the bounded expansion's CPU (notes/performance.md). Layout: a flags
-// byte, varints TS, Rows, Retractions, then (if flagged) uvarint length and
-// Seq, then the Row to the end. Candidates are never persisted in state.
-func encodeCandidate(c candidate) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
-	var flags byte
-	if c.Has {
-		flags |= candHas
-	}
-	if c.Seq != nil {
-		flags |= candSeq
-	}
-	if c.Retract {
-		flags |= candRetract
-	}
-	b = append(b, flags)
-	b = binary.AppendVarint(b, c.TS)
-	b = binary.AppendVarint(b, c.Rows)
-	b = binary.AppendVarint(b, c.Retractions)
-	if c.Seq != nil {
-		b = binary.AppendUvarint(b, uint64(len(c.Seq)))
-		b = append(b, c.Seq...)
-	}
-	return append(b, c.Row...)
-}
-
-func decodeCandidate(b []byte) (candidate, error) {
-	if len(b) < 1 || b[0]&^(candHas|candSeq|candRetract) != 0 {
-		return candidate{}, fmt.Errorf("dedup: corrupt candidate")
-	}
-	c := candidate{Has: b[0]&candHas != 0, Retract: b[0]&candRetract != 0}
-	seq := b[0]&candSeq != 0
-	b = b[1:]
-	for _, p := range []*int64{&c.TS, &c.Rows, &c.Retractions} {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
-		}
-		*p, b = v, b[n:]
-	}
-	if seq {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || l > uint64(len(b)-n) {
-			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
-		}
-		c.Seq, b = b[n:n+int(l):n+int(l)], b[n+int(l):]
-	}
-	if len(b) > 0 {
-		c.Row = b
-	}
-	return c, nil
-}
 
 // candidateMerge is Direction.Merge as a Beam combine (CombinePerKey).
 type candidateMerge struct {
@@ -190,11 +126,13 @@ type fromCandidateFn struct {
 	// Last accounts as KeepLast (the changelog's final row: inserted, the
 	// rest superseded) rather than as KeepFirst and window dedup (one kept
 	// row and its duplicates).
-	Last bool
+	Last    bool
+	Metrics string // the namespace of the transform's counters
 
 	rules core.Rules
 	kf    *kindField
 	dec   beam.ElementDecoder
+	m     *metricSet
 }
 
 func (f *fromCandidateFn) Setup() error {
@@ -203,6 +141,7 @@ func (f *fromCandidateFn) Setup() error {
 		f.rules = core.Last{}
 	}
 	f.dec = beam.NewElementDecoder(f.ValueType.T)
+	f.m = newMetricSet(f.Metrics)
 	var err error
 	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
 	return err
@@ -220,7 +159,7 @@ func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, m cand
 // emitted (ok), as +I.
 func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, error) {
 	s := f.rules.Settle(m)
-	countSettlement(ctx, &s)
+	f.m.settlement(ctx, &s)
 	if !s.Emit {
 		return nil, false, nil
 	}
@@ -241,148 +180,6 @@ func (f *fromCandidateFn) decode(enc []byte) (any, error) {
 		return nil, fmt.Errorf("dedup: decoding kept row: %w", err)
 	}
 	return row, nil
-}
-
-// bundleMerge does the combine's work within a bundle (MiniBatch on
-// bounded, globally windowed input): it keeps each key's best row unencoded
-// in a map, merged exactly as Direction.Merge would merge it, and hands out
-// one candidate per key when the bundle ends or the map is full. That
-// spares the encoding of every row that loses within its bundle, a
-// candidate per row through the lifted combine, whose cache holds only
-// 2,000 keys, and so most of the shuffle. With Dropped it emits every row
-// that loses, and every retraction KeepFirst only counts.
-type bundleMerge struct {
-	MaxKeys int            // keys held per bundle before a flush; 0: miniBatchMaxKeys
-	Dir     core.Direction // which row per key is kept
-	Dropped bool           // emit the rows that lose (OutputDropped)
-
-	rows rowEncoder
-	best map[string]*localBest
-	tie  bytes.Buffer
-}
-
-// localBest is a key's best row within a bundle, as a candidate whose row
-// is encoded only when needed (a tie, or the flush).
-type localBest struct {
-	c   candidate // Row is nil until encoded
-	row any
-	key any            // the key to emit, when it is not the map key
-	ts  beam.EventTime // element time for the flush
-}
-
-func (m *bundleMerge) setup(rowType reflect.Type) {
-	m.rows.enc = beam.NewElementEncoder(rowType)
-	m.best = make(map[string]*localBest)
-}
-
-// single is the candidate of one checked row (core.Direction.One); its
-// sequence value is copied. A retraction KeepFirst only counts goes to
-// drop with Dropped; its candidate still carries its count.
-func (m *bundleMerge) single(c checked, row any, drop func(beam.EventTime, any)) (candidate, error) {
-	if c.kind.IsRetraction() && m.Dir == core.KeepFirst {
-		if m.Dropped {
-			drop(c.ts, row)
-		}
-		return m.Dir.One(int64(c.ts), nil, true, nil), nil // only counted: no need to encode it
-	}
-	enc, err := m.rows.encode(row)
-	if err != nil {
-		return candidate{}, err
-	}
-	return m.Dir.One(int64(c.ts), bytes.Clone(c.seq), c.kind.IsRetraction(), enc), nil
-}
-
-// add merges a checked row of key (element time ts) into the key's entry;
-// a new key first flushes a full map. Its sequence value is copied when
-// kept. With Dropped the row that loses goes to drop.
-func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked, row any, flush func() error, drop func(beam.EventTime, any)) error {
-	b := m.best[string(key)] // no allocation for the lookup
-	if b == nil {
-		if len(m.best) >= cmp.Or(m.MaxKeys, miniBatchMaxKeys) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		b = &localBest{key: emitKey, ts: ts}
-		m.best[string(key)] = b
-	}
-	retraction := c.kind.IsRetraction()
-	if retraction {
-		b.c.Retractions++
-		if m.Dir == core.KeepFirst {
-			if m.Dropped {
-				drop(c.ts, row)
-			}
-			return nil // only counted: a retraction never becomes the first row
-		}
-	} else {
-		b.c.Rows++
-	}
-	rank := core.Rank{Order: core.Order{Seq: c.seq, Time: int64(c.ts)}, Retraction: retraction}
-	better, err := m.beats(b, rank, row)
-	if err != nil {
-		return err
-	}
-	if !better {
-		if m.Dropped {
-			drop(c.ts, row)
-		}
-		return nil
-	}
-	if m.Dropped && b.c.Has {
-		drop(mtime.Time(b.c.TS), b.row)
-	}
-	b.c.Has, b.c.Retract, b.c.TS, b.row, b.ts = true, retraction, int64(c.ts), row, ts
-	b.c.Seq = append(b.c.Seq[:0], c.seq...)
-	if c.seq == nil {
-		b.c.Seq = nil
-	}
-	if m.tie.Len() > 0 { // the tie-break encoded it: keep that
-		b.c.Row = bytes.Clone(m.tie.Bytes())
-	} else {
-		b.c.Row = nil
-	}
-	return nil
-}
-
-// beats reports whether a row of rank r is kept over b's, by
-// core.CompareMerged: the rank first, then the encoded rows, which are
-// encoded only on a tie, leaving the new row's encoding in m.tie.
-func (m *bundleMerge) beats(b *localBest, r core.Rank, row any) (bool, error) {
-	m.tie.Reset()
-	if !b.c.Has {
-		return true, nil
-	}
-	if c := r.Compare(b.c.Rank()); c != 0 {
-		return m.Dir.Prefers(c), nil
-	}
-	if b.c.Row == nil {
-		enc, err := m.rows.encode(b.row)
-		if err != nil {
-			return false, err
-		}
-		b.c.Row = enc
-	}
-	if err := m.rows.enc.Encode(row, &m.tie); err != nil {
-		return false, fmt.Errorf("dedup: encoding row: %w", err)
-	}
-	return m.Dir.Prefers(bytes.Compare(m.tie.Bytes(), b.c.Row)), nil
-}
-
-// drain passes each key's candidate to emit and empties the map.
-func (m *bundleMerge) drain(emit func(key string, b *localBest)) error {
-	for k, b := range m.best {
-		if b.c.Has && b.c.Row == nil {
-			enc, err := m.rows.encode(b.row)
-			if err != nil {
-				return err
-			}
-			b.c.Row = enc
-		}
-		emit(k, b)
-	}
-	clear(m.best)
-	return nil
 }
 
 // keyCandidatesFn is keyRowsFn and one-row candidates in one step, for
@@ -513,7 +310,7 @@ func (b *builder) merge(col beam.PCollection) Result {
 	default:
 		cands, dead, early = beam.ParDo3(b.s.Scope("Key"), &keyCandidatesFn{Rows: b.keyRows(), Local: p.localMerge, Merge: merge}, col)
 	}
-	from := fromCandidateFn{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last}
+	from := fromCandidateFn{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last, Metrics: b.metrics}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	var kept, lost beam.PCollection
 	if p.grouped {

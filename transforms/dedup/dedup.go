@@ -45,6 +45,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Result is what a transform of the family returns.
@@ -60,6 +61,11 @@ type Result struct {
 	// Dropped are, with OutputDropped, the input rows the transform
 	// dropped, of the input's type; without it, the zero PCollection.
 	Dropped beam.PCollection
+	// Spec is the roles of Rows' columns as a sink needs them
+	// (pgsink.Spec): the key columns (none for a KV input, keyed by K);
+	// for KeepLast also its kind and ordering columns. KeepFirst's and
+	// window dedup's rows are insert-only: a sink only inserts them.
+	Spec rowspec.Spec
 }
 
 // KeepFirst keeps the first row per key of rows: by arrival, or with OnTime
@@ -124,11 +130,18 @@ func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Resu
 	if uid == "" {
 		uid = t.String()
 	}
-	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid}
+	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid, metrics: metricsNamespace(t, uid)}
+	var r Result
 	if p.expansion == statefulExpansion {
-		return b.stateful(col), nil
+		r = b.stateful(col)
+	} else {
+		r = b.merge(col)
 	}
-	return b.merge(col), nil
+	r.Spec = rowspec.Spec{Key: sh.columns}
+	if t == keepLast {
+		r.Spec.Kind, r.Spec.OnTime, r.Spec.SequenceBy = c.kindCol, c.onTime, c.sequenceBy
+	}
+	return r, nil
 }
 
 // inspect validates the input's type and the options that name its
@@ -211,13 +224,15 @@ type builder struct {
 	p   *plan
 	sh  *shape
 	uid string
+	// metrics is the namespace of the transform's counters.
+	metrics string
 }
 
 // keyRows is the keying step's configuration for struct rows.
 func (b *builder) keyRows() keyRowsFn {
 	return keyRowsFn{
 		RowType: beam.EncodedType{T: b.sh.rowType}, Columns: b.sh.columns, Checks: b.sh.checks, UID: b.uid,
-		Clock: b.c.hooks.Clock, Dropped: b.c.dropped,
+		Clock: b.c.hooks.Clock, Dropped: b.c.dropped, Metrics: b.metrics,
 	}
 }
 

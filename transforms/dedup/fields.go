@@ -3,67 +3,31 @@ package dedup
 import (
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-var (
-	timeType  = reflect.TypeFor[time.Time]()
-	int64Type = reflect.TypeFor[int64]()
-)
-
-// timeField reads the OnTime column of a row as Unix milliseconds.
-type timeField struct {
-	name  string
-	index int
-	ptr   bool
-	isInt bool
-}
+// timeField reads the OnTime column of a row as Unix milliseconds within
+// Beam's timestamp range (rowspec.TimeColumn reads the column).
+type timeField struct{ col rowspec.TimeColumn }
 
 func newTimeField(t reflect.Type, col string) (timeField, error) {
-	c, err := keycoder.Lookup(t, col)
-	if err != nil {
-		return timeField{}, fmt.Errorf("OnTime(%q): %w", col, err)
-	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
-	switch {
-	case ft == timeType:
-		return timeField{name: col, index: c.Index, ptr: ptr}, nil
-	case ft == int64Type:
-		return timeField{name: col, index: c.Index, ptr: ptr, isInt: true}, nil
-	}
-	return timeField{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
+	c, err := rowspec.NewTimeColumn(t, col)
+	return timeField{c}, err
 }
 
 // millis returns the event time of row, or a reason it has none.
 func (f timeField) millis(row reflect.Value) (int64, string) {
-	v := row.Field(f.index)
-	if f.ptr {
-		if v.IsNil() {
-			return 0, fmt.Sprintf("OnTime column %q is NULL", f.name)
-		}
-		v = v.Elem()
-	}
-	var ms int64
-	if f.isInt {
-		ms = v.Int()
-	} else {
-		t := v.Interface().(time.Time)
-		if t.IsZero() {
-			return 0, fmt.Sprintf("OnTime column %q holds the zero time.Time (no time was set)", f.name)
-		}
-		ms = t.UnixMilli()
+	_, ms, reason := f.col.Read(row)
+	if reason != "" {
+		return 0, reason
 	}
 	if ms < int64(mtime.MinTimestamp) || ms >= int64(mtime.MaxTimestamp) {
-		return 0, fmt.Sprintf("OnTime column %q: event time %d ms is outside Beam's timestamp range", f.name, ms)
+		return 0, fmt.Sprintf("OnTime column %q: event time %d ms is outside Beam's timestamp range", f.col.Name, ms)
 	}
 	return ms, ""
 }

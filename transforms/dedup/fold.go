@@ -23,8 +23,9 @@ type foldRowsFn struct {
 }
 
 func (f *foldRowsFn) Setup() error {
-	f.fold = lastFold{cfg: f.Rows.Rules, dropped: f.Rows.Dropped, pending: make(map[string]*foldEntry)}
-	return f.Rows.Setup()
+	err := f.Rows.Setup()
+	f.fold = lastFold{cfg: f.Rows.Rules, dropped: f.Rows.Dropped, pending: make(map[string]*foldEntry), m: f.Rows.m}
+	return err
 }
 
 // StartBundle drops what a failed bundle may have left.
@@ -53,6 +54,7 @@ type lastFold struct {
 	cfg     core.Config
 	dropped bool
 	pending map[string]*foldEntry
+	m       *metricSet
 }
 
 // foldEntry is a key's pending row and what passing it on needs.
@@ -89,8 +91,8 @@ func (l *lastFold) add(ctx context.Context, a admitted, now int64, row any, emit
 
 // superseded counts a row folded away, and emits it with dropped.
 func (l *lastFold) superseded(ctx context.Context, ts beam.EventTime, row any, drop dropEmit) {
-	countOutcome(ctx, core.Superseded, 1)
-	cMiniBatchDropped.Inc(ctx, 1)
+	l.m.outcomeOf(ctx, core.Superseded, 1)
+	l.m.miniBatchDropped.Inc(ctx, 1)
 	if l.dropped {
 		drop(ts, row)
 	}

@@ -96,22 +96,22 @@ func TestKeepLast_MiniBatchFoldsEachBundleToOneChangePerKey(t *testing.T) {
 		name string
 		mb   bool
 		want []string
-		c    dedup.Counters
+		c    dedup.LastCounters
 	}{
 		{"folded", true, []string{"+I o1/paid", "+I o2/x", "-U o1/paid", "+U o1/delivered", "-U o2/x", "+U o2/y"},
-			dedup.Counters{RowsIn: 7, Inserts: 2, Updates: 2, Superseded: 3, EmittedUpdateBefore: 2, EmittedUpdateAfter: 2}},
+			dedup.LastCounters{RowsIn: 7, Inserts: 2, Updates: 2, Superseded: 3, EmittedUpdateBefore: 2, EmittedUpdateAfter: 2}},
 		{"MiniBatch(false)", false, []string{"+I o1/created", "-U o1/created", "+U o1/paid", "+I o2/x",
 			"-U o1/paid", "+U o1/shipped", "-D o2/x", "-U o1/shipped", "+U o1/delivered", "+I o2/y"},
-			dedup.Counters{RowsIn: 7, Inserts: 3, Updates: 3, DeletesIn: 1, EmittedUpdateBefore: 3, EmittedUpdateAfter: 3, EmittedDelete: 1}},
+			dedup.LastCounters{RowsIn: 7, Inserts: 3, Updates: 3, DeletesIn: 1, EmittedUpdateBefore: 3, EmittedUpdateAfter: 3, EmittedDelete: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), dedup.PartitionBy("id"), dedup.KindColumn("op"), dedup.MiniBatch(tc.mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatStreamChange, out), toAny(tc.want)...)
-			c := run(t, p)
-			assert.Equal(t, tc.c, deduptest.RowCounts(c))
+			c := runLast(t, p)
+			assert.Equal(t, tc.c, deduptest.LastRowCounts(c))
 			assert.Equal(t, tc.c.Superseded, c.MiniBatchDropped)
-			assert.Zero(t, c.LastUnaccounted())
+			assert.Zero(t, c.Unaccounted())
 		})
 	}
 }
@@ -127,8 +127,8 @@ func TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100(t *testing.T) {
 	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.KindColumn("op"),
 		dedup.StateTTL(100*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false)).Rows
 	passert.Equals(s, beam.ParDo(s, formatStreamChange, out), "+I o1/b", "-U o1/b", "+U o1/c")
-	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.RowCounts(c))
+	c := runLast(t, p)
+	assert.Equal(t, dedup.LastCounters{RowsIn: 3, Inserts: 1, Updates: 1, Superseded: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.LastRowCounts(c))
 }
 
 // Windowed input is not folded: rows held to the bundle's end would be
@@ -242,8 +242,8 @@ func TestKeepLast_DifferentialStatefulWithAndWithoutMiniBatchAndBoundedReachTheS
 					passert.Equals(sc, final, want...)
 				}
 			}
-			c := run(t, p)
-			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+			c := runLast(t, p)
+			assert.Zero(t, c.Unaccounted(), "%+v", c)
 			assert.Positive(t, c.MiniBatchDropped, "the fold folded rows")
 		})
 	}

@@ -96,12 +96,14 @@ type keyRowsFn struct {
 	PreFilter bool
 	Rules     core.Config // the rules the pre-filter keeps to
 	Clock     string
-	Dropped   bool // emit the rows the pre-filter drops
+	Dropped   bool   // emit the rows the pre-filter drops
+	Metrics   string // the namespace of the transform's counters
 
 	enc    *keycoder.Encoder
 	now    func(time.Time) time.Time
 	seqBuf []byte
 	passed map[string]*core.Passed // key -> what was passed on of it in this bundle
+	m      *metricSet
 }
 
 // Emitters of the keying steps: keyed rows, dead letters and dropped rows.
@@ -127,6 +129,7 @@ func (f *keyRowsFn) Setup() error {
 		return err
 	}
 	f.enc = enc
+	f.m = newMetricSet(f.Metrics)
 	f.passed = make(map[string]*core.Passed)
 	if f.now, err = testhook.ResolveClock(f.Clock); err != nil {
 		return err
@@ -145,11 +148,11 @@ type admitted struct {
 // checks read; the sequence value is in a buffer of f, valid until the next
 // admit.
 func (f *keyRowsFn) admit(ctx context.Context, dst []byte, ts beam.EventTime, row any, dead func(deadletter.DeadLetter)) (admitted, bool) {
-	cRowsIn.Inc(ctx, 1)
+	f.m.rowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
 	c, reason := f.Checks.check(ts, v, f.seqBuf[:0])
 	if reason != "" {
-		cDeadLettered.Inc(ctx, 1)
+		f.m.deadLettered.Inc(ctx, 1)
 		dead(deadletter.New(f.UID, row, reason))
 		return admitted{}, false
 	}
@@ -167,8 +170,8 @@ func (f *keyRowsFn) ProcessElement(ctx context.Context, ts beam.EventTime, row b
 	}
 	if f.PreFilter {
 		if dropped, o := f.preFilter(a); dropped {
-			cMiniBatchDropped.Inc(ctx, 1)
-			countOutcome(ctx, o, 1)
+			f.m.miniBatchDropped.Inc(ctx, 1)
+			f.m.outcomeOf(ctx, o, 1)
 			if f.Dropped {
 				drop(a.ts, row)
 			}
@@ -199,16 +202,22 @@ type keyPairsFn struct {
 	KeyKind   int // reflect.Kind of the key
 	Checks    rowChecks
 	UID       string
+	Metrics   string // the namespace of the transform's counters
+
+	m *metricSet
 }
 
-func (f *keyPairsFn) Setup() error { return f.Checks.setup(f.ValueType.T) }
+func (f *keyPairsFn) Setup() error {
+	f.m = newMetricSet(f.Metrics)
+	return f.Checks.setup(f.ValueType.T)
+}
 
 func (f *keyPairsFn) ProcessElement(ctx context.Context, ts beam.EventTime, k beam.U, v beam.V, emit func(beam.EventTime, beam.U, beam.V), dead func(deadletter.DeadLetter)) {
-	cRowsIn.Inc(ctx, 1)
+	f.m.rowsIn.Inc(ctx, 1)
 	if f.Checks.any() {
 		c, reason := f.Checks.check(ts, reflect.ValueOf(v), nil)
 		if reason != "" {
-			cDeadLettered.Inc(ctx, 1)
+			f.m.deadLettered.Inc(ctx, 1)
 			dead(deadletter.DeadLetter{Row: deadletter.KVJSON(k, v), Reason: reason, Transform: f.UID})
 			return
 		}

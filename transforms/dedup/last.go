@@ -26,7 +26,7 @@ func (b *builder) stateful(col beam.PCollection) Result {
 	p, vt := b.p, b.sh.rowType
 	if b.sh.kv {
 		keyed, dead := beam.ParDo2(b.s.Scope("Key"), b.keyPairs(), col)
-		kept, dropped := statefulStep(b.s, keyed, b.c, p, vt)
+		kept, dropped := statefulStep(b.s, keyed, b.c, p, vt, b.metrics)
 		return b.result(kept, dead, dropped)
 	}
 	kr := b.keyRows()
@@ -36,7 +36,7 @@ func (b *builder) stateful(col beam.PCollection) Result {
 		keyFn = &foldRowsFn{Rows: kr}
 	}
 	keyed, dead, early := beam.ParDo3(b.s.Scope("Key"), keyFn, col)
-	kept, dropped := statefulStep(b.s, keyed, b.c, p, vt)
+	kept, dropped := statefulStep(b.s, keyed, b.c, p, vt, b.metrics)
 	rows := beam.DropKey(b.s.Scope("DropKey"), kept)
 	if !p.dropped {
 		return Result{Rows: rows, DeadLetters: dead}
@@ -46,5 +46,5 @@ func (b *builder) stateful(col beam.PCollection) Result {
 
 // keyPairs is the keying step of a KV input.
 func (b *builder) keyPairs() *keyPairsFn {
-	return &keyPairsFn{ValueType: beam.EncodedType{T: b.sh.rowType}, KeyKind: int(b.sh.keyType.Kind()), Checks: b.sh.checks, UID: b.uid}
+	return &keyPairsFn{ValueType: beam.EncodedType{T: b.sh.rowType}, KeyKind: int(b.sh.keyType.Kind()), Checks: b.sh.checks, UID: b.uid, Metrics: b.metrics}
 }

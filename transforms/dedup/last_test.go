@@ -89,9 +89,9 @@ func TestKeepLast_Seed003OrderO0018GivesInsertThenOnePairThenNothing(t *testing.
 		order("", "o0018", "paid", at(10, 5), 2))
 	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o0018/created", "-U o0018/created", "+U o0018/paid")
-	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.RowCounts(c))
-	assert.Zero(t, c.LastUnaccounted())
+	c := runLast(t, p)
+	assert.Equal(t, dedup.LastCounters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.LastRowCounts(c))
+	assert.Zero(t, c.Unaccounted())
 }
 
 // The same out-of-order input (arrival: t5/seq1, t1/seq3, t3/seq2) in each
@@ -117,9 +117,9 @@ func TestKeepLast_ArrivalVersusEventTimeVersusSequenceBy(t *testing.T) {
 			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.KindColumn("op")}, tc.opt...)
 			out := dedup.KeepLast(s, streamOf(t, s, rows...), opts...).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
-			c := run(t, p)
+			c := runLast(t, p)
 			assert.Equal(t, tc.ooo, c.OutOfOrderDropped)
-			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+			assert.Zero(t, c.Unaccounted(), "%+v", c)
 		})
 	}
 }
@@ -157,8 +157,8 @@ func TestKeepLast_ChangelogInputDeletesAndReinserts(t *testing.T) {
 	out, dead := r1.Rows, r1.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatChange, out), "+I Vas/login", "-D Vas/login", "+I Vas/click", "-D Vas/click")
 	passert.Count(s, dead, "dead", 1)
-	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 6, Inserts: 2, DeletesIn: 2, RetractionsIgnored: 1, DeadLettered: 1, EmittedDelete: 2}, deduptest.RowCounts(c))
+	c := runLast(t, p)
+	assert.Equal(t, dedup.LastCounters{RowsIn: 6, Inserts: 2, DeletesIn: 2, RetractionsIgnored: 1, DeadLettered: 1, EmittedDelete: 2}, deduptest.LastRowCounts(c))
 }
 
 func TestKeepLast_UpsertEmitsNoUpdateBefore(t *testing.T) {
@@ -167,14 +167,14 @@ func TestKeepLast_UpsertEmitsNoUpdateBefore(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
 		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"), dedup.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/created", "+U o1/paid")
-		c := run(t, p)
+		c := runLast(t, p)
 		assert.Zero(t, c.EmittedUpdateBefore)
 	})
 	t.Run("without one the rows are emitted as they are", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
 		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), " o1/created", " o1/paid")
-		run(t, p)
+		runLast(t, p)
 	})
 }
 
@@ -216,9 +216,9 @@ func TestKeepLast_StateTTLAndRetractOnExpiryOnArrival(t *testing.T) {
 			out := dedup.KeepLast(s, timedStream(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"),
 				dedup.StateTTL(5*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false), dedup.RetractOnExpiry(tc.retract)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
-			c := run(t, p)
+			c := runLast(t, p)
 			assert.Equal(t, int64(1), c.KeysExpired)
-			assert.Zero(t, c.LastUnaccounted())
+			assert.Zero(t, c.Unaccounted())
 		})
 	}
 }
@@ -238,7 +238,7 @@ func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 			in := timedStream(t, s, order("", "o1", "a", at(10, 0), 1), order("", "o2", "b", at(10, 0), 1))
 			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.KindColumn("op"), tc.ttl, dedup.RetractOnExpiry(true)).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "+I o2/b@10:00", "-D o1/a@10:00", "-D o2/b@10:00")
-			c := run(t, p)
+			c := runLast(t, p)
 			assert.Equal(t, int64(2), c.EmittedDelete)
 			assert.Equal(t, int64(2), c.KeysExpired)
 		})
@@ -260,8 +260,8 @@ func TestKeepLast_RetractOnExpiryFromTheProcessingTimeCleanupTimer(t *testing.T)
 	out := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"),
 		dedup.StateTTL(5*time.Minute), dedup.RetractOnExpiry(true)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "-D o1/a@10:00")
-	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 1, Inserts: 1, KeysExpired: 1, EmittedDelete: 1}, deduptest.RowCounts(c))
+	c := runLast(t, p)
+	assert.Equal(t, dedup.LastCounters{RowsIn: 1, Inserts: 1, KeysExpired: 1, EmittedDelete: 1}, deduptest.LastRowCounts(c))
 }
 
 // Per key and window: each window has its own last row.
@@ -289,8 +289,8 @@ func TestKeepLast_BoundedInputEmitsTheFinalRowPerKeyAsInsert(t *testing.T) {
 				order("+I", "o2", "created", at(10, 0), 1), order("-D", "o2", "created", at(10, 1), 2))
 			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op"), dedup.MiniBatch(mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/shipped")
-			c := run(t, p)
-			assert.Equal(t, dedup.Counters{RowsIn: 5, Inserts: 1, RetractionsIgnored: 1, Superseded: 3}, deduptest.RowCounts(c))
+			c := runLast(t, p)
+			assert.Equal(t, dedup.LastCounters{RowsIn: 5, Inserts: 1, RetractionsIgnored: 1, Superseded: 3}, deduptest.LastRowCounts(c))
 		})
 	}
 }
@@ -344,8 +344,8 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op")}, tc.opts...)
 			out := dedup.KeepLast(s, beam.Create(s, rows...), opts...).Rows
 			passert.Equals(s, finalState(s, out), want...)
-			c := run(t, p)
-			assert.Zero(t, c.LastUnaccounted(), "%+v", c)
+			c := runLast(t, p)
+			assert.Zero(t, c.Unaccounted(), "%+v", c)
 		})
 	}
 }
@@ -357,8 +357,8 @@ func TestKeepLast_NullSequenceValueIsDeadLettered(t *testing.T) {
 	out, dead := r2.Rows, r2.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/x")
 	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"a","version":null,"tag":"null"}`, Reason: `SequenceBy column "version" is NULL`, Transform: "KeepLast"})
-	c := run(t, p)
-	assert.Equal(t, dedup.Counters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, deduptest.RowCounts(c))
+	c := runLast(t, p)
+	assert.Equal(t, dedup.LastCounters{RowsIn: 2, Inserts: 1, DeadLettered: 1}, deduptest.LastRowCounts(c))
 }
 
 func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {

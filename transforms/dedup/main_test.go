@@ -63,3 +63,9 @@ func run(t *testing.T, p *beam.Pipeline) dedup.Counters {
 }
 
 func reflectType[T any]() reflect.Type { return reflect.TypeFor[T]() }
+
+// runLast is run for a pipeline of KeepLast: its counters.
+func runLast(t *testing.T, p *beam.Pipeline) dedup.LastCounters {
+	t.Helper()
+	return dedup.ReadLastCounters(prismtest.Run(t, p, 2*time.Minute))
+}

@@ -1,6 +1,7 @@
 package dedup
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -10,8 +11,31 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// Namespace is the Beam metrics namespace of every counter of this package.
-const Namespace = "beamdedup"
+// Namespace is the prefix of the Beam metrics namespaces of this package's
+// counters: a transform counts in Namespace/<transform>/<UID>, for
+// example beamdedup/dedup/KeepFirst/orders-dedup, so that each instance is
+// read apart (CountersOf) and KeepLast's counters, whose rows have other
+// outcomes, apart from the others'. Every package of beamdedup counts
+// under beamdedup/<package>.
+const Namespace = "beamdedup/dedup"
+
+// metricsNamespace is the namespace of the counters of transform t named
+// uid.
+func metricsNamespace(t transform, uid string) string {
+	return Namespace + "/" + t.String() + "/" + uid
+}
+
+// readInto sums into fields the counters of the instances of ts whose UID
+// is uid ("" every UID).
+func readInto(pr beam.PipelineResult, uid string, fields map[string]*int64, ts ...transform) {
+	for _, t := range ts {
+		if uid != "" {
+			metricsum.Sum(pr, metricsNamespace(t, uid), fields)
+		} else {
+			metricsum.SumPrefix(pr, Namespace+"/"+t.String()+"/", fields)
+		}
+	}
+}
 
 // Counter names. Every input row of KeepFirst (and of window dedup) lands
 // in exactly one of Emitted, DuplicatesDropped, LateDropped,
@@ -49,11 +73,13 @@ const (
 	MetricTimerSets      = "timer_sets"
 )
 
-// KeepLast's counters. Every input row of KeepLast lands in exactly one of
-// Inserts, Updates, DeletesIn, DuplicatesDropped, OutOfOrderDropped,
-// RetractionsIgnored, DeadLettered and Superseded (see
-// Counters.LastUnaccounted). The Emitted* counters count output rows by
-// kind (+I rows are Inserts).
+// KeepLast's counters, beside rows_in, duplicates_dropped,
+// retractions_ignored, keys_expired, dead_lettered, ttl_refreshes,
+// minibatch_dropped and the cost. Every input row of
+// KeepLast lands in exactly one of Inserts, Updates, DeletesIn,
+// DuplicatesDropped, OutOfOrderDropped, RetractionsIgnored, DeadLettered
+// and Superseded (see LastCounters.Unaccounted). The Emitted* counters
+// count output rows by kind (+I rows are Inserts).
 const (
 	MetricInserts             = "inserts"               // rows that became a key's first row (+I)
 	MetricUpdates             = "updates"               // rows that replaced a key's stored row
@@ -82,30 +108,20 @@ var outcomeMetrics = [core.NumOutcomes]string{
 	core.Superseded:       MetricSuperseded,
 }
 
-// Counters are the totals of this package's counters over all steps of a
-// pipeline run.
+// Cost is what the stateful steps cost: reads of a key's state and writes
+// of a change (SDK calls), the Fn API state requests they made by kind,
+// the reads a bundle's cache spared, and timers set.
+type Cost struct {
+	StateReads, StateWrites, StateGets, StateAppends, StateClears, StateCacheHits, TimerSets int64
+}
+
+// Counters are the counters of KeepFirst and window dedup, summed over the
+// instances read (ReadCounters, CountersOf).
 type Counters struct {
 	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
 	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
 	TTLRefreshes, MiniBatchDropped int64
-	// The stateful step's cost.
-	StateReads, StateWrites, StateGets, StateAppends, StateClears, StateCacheHits, TimerSets int64
-	// KeepLast.
-	Inserts, Updates, DeletesIn, OutOfOrderDropped, Superseded,
-	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
-}
-
-// LastUnaccounted is the number of KeepLast input rows in no outcome
-// counter; it is 0 after any run (KeepLast holds no row back).
-func (c Counters) LastUnaccounted() int64 {
-	return c.RowsIn - c.Inserts - c.Updates - c.DeletesIn - c.DuplicatesDropped - c.OutOfOrderDropped -
-		c.RetractionsIgnored - c.DeadLettered - c.Superseded
-}
-
-// LastEmitted is the number of KeepLast output rows by the counters: +I,
-// -U, +U and -D rows.
-func (c Counters) LastEmitted() int64 {
-	return c.Inserts + c.EmittedUpdateBefore + c.EmittedUpdateAfter + c.EmittedDelete
+	Cost
 }
 
 // Pending is the number of input rows not yet accounted for: candidates
@@ -115,87 +131,144 @@ func (c Counters) Pending() int64 {
 		c.ChangelogSwallowed - c.RetractionsIgnored - c.DeadLettered
 }
 
-// ReadCounters sums this package's counters from a pipeline result.
-func ReadCounters(pr beam.PipelineResult) Counters {
+// LastCounters are KeepLast's counters, summed over the instances read
+// (ReadLastCounters, LastCountersOf).
+type LastCounters struct {
+	RowsIn, Inserts, Updates, DeletesIn, DuplicatesDropped, OutOfOrderDropped,
+	RetractionsIgnored, Superseded, KeysExpired, DeadLettered, TTLRefreshes, MiniBatchDropped,
+	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
+	Cost
+}
+
+// Unaccounted is the number of input rows in no outcome counter; it is 0
+// after any run (KeepLast holds no row back).
+func (c LastCounters) Unaccounted() int64 {
+	return c.RowsIn - c.Inserts - c.Updates - c.DeletesIn - c.DuplicatesDropped - c.OutOfOrderDropped -
+		c.RetractionsIgnored - c.DeadLettered - c.Superseded
+}
+
+// Emitted is the number of output rows by the counters: +I, -U, +U and -D
+// rows.
+func (c LastCounters) Emitted() int64 {
+	return c.Inserts + c.EmittedUpdateBefore + c.EmittedUpdateAfter + c.EmittedDelete
+}
+
+// ReadCounters sums the counters of every KeepFirst and window dedup of a
+// pipeline run.
+func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
+
+// CountersOf reads the counters of the KeepFirst or window dedup whose UID
+// (or default name) is uid; "" sums every one.
+func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
-	metricsum.Sum(pr, Namespace, c.fields())
+	readInto(pr, uid, c.fields(), keepFirst, windowFirst, windowLast)
 	return c
 }
 
-// fields maps each counter's name to its field of c.
+// ReadLastCounters sums the counters of every KeepLast of a pipeline run.
+func ReadLastCounters(pr beam.PipelineResult) LastCounters { return LastCountersOf(pr, "") }
+
+// LastCountersOf reads the counters of the KeepLast whose UID (or default
+// name) is uid; "" sums every one.
+func LastCountersOf(pr beam.PipelineResult, uid string) LastCounters {
+	var c LastCounters
+	readInto(pr, uid, c.fields(), keepLast)
+	return c
+}
+
+func (c *Cost) fields(m map[string]*int64) map[string]*int64 {
+	m[MetricStateReads], m[MetricStateWrites], m[MetricStateGets] = &c.StateReads, &c.StateWrites, &c.StateGets
+	m[MetricStateAppends], m[MetricStateClears], m[MetricStateCacheHits] = &c.StateAppends, &c.StateClears, &c.StateCacheHits
+	m[MetricTimerSets] = &c.TimerSets
+	return m
+}
+
 func (c *Counters) fields() map[string]*int64 {
-	return map[string]*int64{
+	return c.Cost.fields(map[string]*int64{
 		MetricRowsIn: &c.RowsIn, MetricEmitted: &c.Emitted, MetricDuplicatesDropped: &c.DuplicatesDropped,
 		MetricLateDropped: &c.LateDropped, MetricCandidatesReplaced: &c.CandidatesReplaced,
 		MetricChangelogSwallowed: &c.ChangelogSwallowed, MetricRetractionsIgnored: &c.RetractionsIgnored,
 		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
 		MetricMiniBatchDropped: &c.MiniBatchDropped,
-		MetricStateReads:       &c.StateReads, MetricStateWrites: &c.StateWrites, MetricStateGets: &c.StateGets,
-		MetricStateAppends: &c.StateAppends, MetricStateClears: &c.StateClears, MetricStateCacheHits: &c.StateCacheHits,
-		MetricTimerSets: &c.TimerSets,
-		MetricInserts:   &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
-		MetricOutOfOrderDropped: &c.OutOfOrderDropped, MetricSuperseded: &c.Superseded,
+	})
+}
+
+func (c *LastCounters) fields() map[string]*int64 {
+	return c.Cost.fields(map[string]*int64{
+		MetricRowsIn: &c.RowsIn, MetricInserts: &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
+		MetricDuplicatesDropped: &c.DuplicatesDropped, MetricOutOfOrderDropped: &c.OutOfOrderDropped,
+		MetricRetractionsIgnored: &c.RetractionsIgnored, MetricSuperseded: &c.Superseded,
+		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
+		MetricMiniBatchDropped:    &c.MiniBatchDropped,
 		MetricEmittedUpdateBefore: &c.EmittedUpdateBefore, MetricEmittedUpdateAfter: &c.EmittedUpdateAfter,
 		MetricEmittedDelete: &c.EmittedDelete,
-	}
+	})
 }
 
-var (
-	cRowsIn           = beam.NewCounter(Namespace, MetricRowsIn)
-	cDeadLettered     = beam.NewCounter(Namespace, MetricDeadLettered)
-	cKeysExpired      = beam.NewCounter(Namespace, MetricKeysExpired)
-	cRefreshes        = beam.NewCounter(Namespace, MetricTTLRefreshes)
-	cMiniBatchDropped = beam.NewCounter(Namespace, MetricMiniBatchDropped)
-	cStateReads       = beam.NewCounter(Namespace, MetricStateReads)
-	cStateWrites      = beam.NewCounter(Namespace, MetricStateWrites)
-	cStateGets        = beam.NewCounter(Namespace, MetricStateGets)
-	cStateAppends     = beam.NewCounter(Namespace, MetricStateAppends)
-	cStateClears      = beam.NewCounter(Namespace, MetricStateClears)
-	cStateCacheHits   = beam.NewCounter(Namespace, MetricStateCacheHits)
-	cTimerSets        = beam.NewCounter(Namespace, MetricTimerSets)
-
-	cOutcome = func() (cs [core.NumOutcomes]beam.Counter) {
-		for o, name := range outcomeMetrics {
-			if name != "" {
-				cs[o] = beam.NewCounter(Namespace, name)
-			}
-		}
-		return cs
-	}()
-	// cEmittedKind counts KeepLast's output rows by kind; +I rows are
+// metricSet is one namespace's counters: a transform's. Every step of it
+// counts into the set of its namespace, made at Setup.
+type metricSet struct {
+	rowsIn, deadLettered, keysExpired, refreshes, miniBatchDropped beam.Counter
+	stateReads, stateWrites, stateGets, stateAppends, stateClears  beam.Counter
+	stateCacheHits, timerSets                                      beam.Counter
+	outcome                                                        [core.NumOutcomes]beam.Counter
+	// emittedKind counts KeepLast's output rows by kind; +I rows are
 	// counted by their outcome (inserts), so Insert has no counter here.
-	cEmittedKind = [...]beam.Counter{
-		rowkind.Insert:       {},
-		rowkind.UpdateBefore: beam.NewCounter(Namespace, MetricEmittedUpdateBefore),
-		rowkind.UpdateAfter:  beam.NewCounter(Namespace, MetricEmittedUpdateAfter),
-		rowkind.Delete:       beam.NewCounter(Namespace, MetricEmittedDelete),
-	}
-)
+	emittedKind [4]beam.Counter
+}
 
-// countOutcome counts n rows with outcome o: the one place where an
-// outcome becomes a metric.
-func countOutcome(ctx context.Context, o core.Outcome, n int64) {
+func newMetricSet(ns string) *metricSet {
+	ns = cmp.Or(ns, Namespace) // a DoFn made without a transform's (a test's)
+	m := &metricSet{
+		rowsIn: beam.NewCounter(ns, MetricRowsIn), deadLettered: beam.NewCounter(ns, MetricDeadLettered),
+		keysExpired: beam.NewCounter(ns, MetricKeysExpired), refreshes: beam.NewCounter(ns, MetricTTLRefreshes),
+		miniBatchDropped: beam.NewCounter(ns, MetricMiniBatchDropped),
+		stateReads:       beam.NewCounter(ns, MetricStateReads), stateWrites: beam.NewCounter(ns, MetricStateWrites),
+		stateGets: beam.NewCounter(ns, MetricStateGets), stateAppends: beam.NewCounter(ns, MetricStateAppends),
+		stateClears: beam.NewCounter(ns, MetricStateClears), stateCacheHits: beam.NewCounter(ns, MetricStateCacheHits),
+		timerSets: beam.NewCounter(ns, MetricTimerSets),
+	}
+	for o, name := range outcomeMetrics {
+		if name != "" {
+			m.outcome[o] = beam.NewCounter(ns, name)
+		}
+	}
+	m.emittedKind[rowkind.UpdateBefore] = beam.NewCounter(ns, MetricEmittedUpdateBefore)
+	m.emittedKind[rowkind.UpdateAfter] = beam.NewCounter(ns, MetricEmittedUpdateAfter)
+	m.emittedKind[rowkind.Delete] = beam.NewCounter(ns, MetricEmittedDelete)
+	return m
+}
+
+// outcomeOf counts n rows with outcome o: the one place where an outcome
+// becomes a metric.
+func (m *metricSet) outcomeOf(ctx context.Context, o core.Outcome, n int64) {
 	if outcomeMetrics[o] != "" {
-		cOutcome[o].Inc(ctx, n)
+		m.outcome[o].Inc(ctx, n)
 	}
 }
 
-// countDecision counts what a stateful decision did to its row.
-func countDecision(ctx context.Context, d *core.Decision) {
-	countOutcome(ctx, d.Outcome, 1)
+// decision counts what a stateful decision did to its row.
+func (m *metricSet) decision(ctx context.Context, d *core.Decision) {
+	m.outcomeOf(ctx, d.Outcome, 1)
 	if d.Expired {
-		cKeysExpired.Inc(ctx, 1)
+		m.keysExpired.Inc(ctx, 1)
 	}
 	if d.Refreshed {
-		cRefreshes.Inc(ctx, 1)
+		m.refreshes.Inc(ctx, 1)
 	}
 }
 
-// countSettlement counts where a merge's rows went.
-func countSettlement(ctx context.Context, s *core.Settlement) {
+// settlement counts where a merge's rows went.
+func (m *metricSet) settlement(ctx context.Context, s *core.Settlement) {
 	for o, n := range s.Counts {
 		if n != 0 {
-			countOutcome(ctx, core.Outcome(o), n)
+			m.outcomeOf(ctx, core.Outcome(o), n)
 		}
 	}
+}
+
+// read counts a read of a key's state.
+func (m *metricSet) read(ctx context.Context) {
+	m.stateReads.Inc(ctx, 1)
+	m.stateGets.Inc(ctx, getsPerRead)
 }

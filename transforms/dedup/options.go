@@ -7,6 +7,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Option configures a transform of the family (KeepFirst, KeepLast,
@@ -124,6 +125,30 @@ func PartitionBy(columns ...string) Option {
 			}
 		}
 		c.partitionBy, c.partitionSet, c.partitionAll = columns, true, false
+	}
+}
+
+// Spec states the roles of the rows' columns at once: Key as PartitionBy,
+// Kind as KindColumn, OnTime and SequenceBy as those options (an empty
+// role sets nothing). A later option of the same kind replaces what it
+// set. Result.Spec hands the roles on to the sink (pgsink.Spec).
+func Spec(spec rowspec.Spec) Option {
+	return func(c *config) {
+		if err := spec.Err(); err != nil {
+			c.fail("Spec: %w", err)
+		}
+		if len(spec.Key) > 0 {
+			c.partitionBy, c.partitionSet, c.partitionAll = spec.Key, true, false
+		}
+		if spec.Kind != "" {
+			c.kindCol = spec.Kind
+		}
+		if spec.OnTime != "" {
+			c.onTime = spec.OnTime
+		}
+		if spec.SequenceBy != "" {
+			c.sequenceBy = spec.SequenceBy
+		}
 	}
 }
 

@@ -60,18 +60,18 @@ type stored struct {
 // coders/statecoder's layouts.
 type store interface {
 	// read reads the key's state.
-	read(ctx context.Context, sp state.Provider) (stored, error)
+	read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error)
 	// write stores st, which the key's state became since it was read as
 	// was, and returns what the cell holds after it (its own copy).
-	write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error)
+	write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error)
 }
 
 // marksStore keeps the state as marks in a Bag[int64].
 type marksStore struct{ cell *state.Bag[int64] }
 
-func (m marksStore) read(ctx context.Context, sp state.Provider) (stored, error) {
-	countRead(ctx)
-	marks, _, err := m.cell.Read(sp)
+func (ms marksStore) read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error) {
+	m.read(ctx)
+	marks, _, err := ms.cell.Read(sp)
 	if err != nil {
 		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
 	}
@@ -79,34 +79,34 @@ func (m marksStore) read(ctx context.Context, sp state.Provider) (stored, error)
 	return stored{st: st, marks: marks}, err
 }
 
-func (m marksStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error) {
+func (ms marksStore) write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error) {
 	clear, add, err := statecoder.MarkChanges(was.marks, &was.st, st)
 	if err != nil {
 		return stored{}, err
 	}
-	cStateWrites.Inc(ctx, 1)
+	m.stateWrites.Inc(ctx, 1)
 	marks := was.marks
 	if clear {
-		if err := m.cell.Clear(sp); err != nil {
+		if err := ms.cell.Clear(sp); err != nil {
 			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
 		}
-		cStateClears.Inc(ctx, clearsPerClear)
+		m.stateClears.Inc(ctx, clearsPerClear)
 		marks = nil
 	}
 	for _, mk := range add {
-		if err := m.cell.Add(sp, mk); err != nil {
+		if err := ms.cell.Add(sp, mk); err != nil {
 			return stored{}, fmt.Errorf("dedup: writing state: %w", err)
 		}
 	}
-	cStateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
+	m.stateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
 	return stored{st: *st, marks: slices.Concat(marks, add)}, nil
 }
 
 // versionsStore keeps the state as versions in a Bag[[]byte].
 type versionsStore struct{ cell *state.Bag[[]byte] }
 
-func (v versionsStore) read(ctx context.Context, sp state.Provider) (stored, error) {
-	countRead(ctx)
+func (v versionsStore) read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error) {
+	m.read(ctx)
 	vs, _, err := v.cell.Read(sp)
 	if err != nil {
 		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
@@ -115,15 +115,15 @@ func (v versionsStore) read(ctx context.Context, sp state.Provider) (stored, err
 	return stored{st: st, versions: len(vs)}, err
 }
 
-func (v versionsStore) write(ctx context.Context, sp state.Provider, was *stored, st *core.State) (stored, error) {
+func (v versionsStore) write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error) {
 	clear, add := statecoder.VersionChanges(was.versions, st)
-	cStateWrites.Inc(ctx, 1)
+	m.stateWrites.Inc(ctx, 1)
 	held := was.versions
 	if clear {
 		if err := v.cell.Clear(sp); err != nil {
 			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
 		}
-		cStateClears.Inc(ctx, clearsPerClear)
+		m.stateClears.Inc(ctx, clearsPerClear)
 		held = 0
 	}
 	if add == nil {
@@ -132,7 +132,7 @@ func (v versionsStore) write(ctx context.Context, sp state.Provider, was *stored
 	if err := v.cell.Add(sp, add); err != nil { // a fresh slice: the runner may keep it
 		return stored{}, fmt.Errorf("dedup: writing state: %w", err)
 	}
-	cStateAppends.Inc(ctx, appendsPerVersion)
+	m.stateAppends.Inc(ctx, appendsPerVersion)
 	kept := *st // st's rows may be scratch buffers
 	kept.Cand, kept.Seq = bytes.Clone(st.Cand), bytes.Clone(st.Seq)
 	return stored{st: kept, versions: held + 1}, nil
@@ -181,12 +181,12 @@ func (c *bundleCache) id(w beam.Window, key any) ([]byte, error) {
 
 // read returns the state of the key called id: from the cache, or from the
 // store (then cached).
-func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, id []byte) (stored, error) {
+func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, m *metricSet, id []byte) (stored, error) {
 	if was, ok := c.states[string(id)]; ok {
-		cStateCacheHits.Inc(ctx, 1)
+		m.stateCacheHits.Inc(ctx, 1)
 		return was, nil
 	}
-	was, err := s.read(ctx, sp)
+	was, err := s.read(ctx, sp, m)
 	if err == nil {
 		c.put(id, was)
 	}
@@ -199,9 +199,4 @@ func (c *bundleCache) put(id []byte, st stored) {
 		c.reset()
 	}
 	c.states[string(id)] = st
-}
-
-func countRead(ctx context.Context) {
-	cStateReads.Inc(ctx, 1)
-	cStateGets.Inc(ctx, getsPerRead)
 }

@@ -3,11 +3,8 @@ package dedup
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -52,7 +49,8 @@ type params struct {
 	KindCol, OutKindCol string
 	SeqCol              string // SequenceBy
 	Clock               string
-	Dropped             bool // emit the rows dropped (OutputDropped)
+	Dropped             bool   // emit the rows dropped (OutputDropped)
+	Metrics             string // the namespace of the transform's counters
 }
 
 // rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
@@ -68,6 +66,7 @@ type step struct {
 	// is encoded; KeepFirst's are encoded only to become a candidate.
 	readsRow bool
 	dropped  bool
+	m        *metricSet
 	now      func(time.Time) time.Time
 	inKind   *kindField
 	outKind  *kindField
@@ -83,6 +82,7 @@ func (s *step) setup(p *params, st store) error {
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last
 	s.dropped = p.Dropped
+	s.m = newMetricSet(p.Metrics)
 	if p.Last {
 		s.rules = core.Last{Config: p.Rules}
 	} else {
@@ -175,7 +175,7 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	if err != nil {
 		return arming{}, err
 	}
-	was, err := s.cache.read(ctx, sp, s.store, id)
+	was, err := s.cache.read(ctx, sp, s.store, s.m, id)
 	if err != nil {
 		return arming{}, err
 	}
@@ -189,7 +189,7 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 			return arming{}, err
 		}
 	}
-	countDecision(ctx, &d)
+	s.m.decision(ctx, &d)
 	if s.dropped {
 		if err := s.drop(ts, key, row, &d, &was, drop); err != nil {
 			return arming{}, err
@@ -206,7 +206,7 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	after := was
 	if d.Write {
-		if after, err = s.store.write(ctx, sp, &was, &st); err != nil {
+		if after, err = s.store.write(ctx, sp, s.m, &was, &st); err != nil {
 			return arming{}, err
 		}
 		s.cache.put(id, after)
@@ -247,7 +247,7 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	var was stored
 	if tag == "" {
-		if was, err = s.cache.read(ctx, sp, s.store, id); err != nil {
+		if was, err = s.cache.read(ctx, sp, s.store, s.m, id); err != nil {
 			return arming{}, err
 		}
 	} else {
@@ -273,18 +273,18 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	now := s.now(clockIn).UnixMilli()
 	d := s.rules.OnTimer(&st, finalize, int64(ts), now, int64(w.MaxTimestamp()))
 	if d.Expired {
-		cKeysExpired.Inc(ctx, 1)
+		s.m.keysExpired.Inc(ctx, 1)
 	}
 	if d.Emit {
 		if d.Kind == rowkind.Insert {
-			countOutcome(ctx, core.Emit, 1) // a finalized candidate
+			s.m.outcomeOf(ctx, core.Emit, 1) // a finalized candidate
 		}
 		if err := s.emit(ctx, mtime.Time(d.EmitTime), key, core.Emission{Kind: d.Kind, Old: true}, was.st.Cand, nil, emit); err != nil {
 			return arming{}, err
 		}
 	}
 	if d.Write {
-		after, err := s.store.write(ctx, sp, &was, &st)
+		after, err := s.store.write(ctx, sp, s.m, &was, &st)
 		if err != nil {
 			return arming{}, err
 		}
@@ -307,7 +307,7 @@ func (s *step) emit(ctx context.Context, ts beam.EventTime, key beam.T, e core.E
 		row = s.withKind(row, e.Kind)
 	}
 	if e.Kind != rowkind.Insert { // a +I is counted as its row's outcome
-		cEmittedKind[e.Kind].Inc(ctx, 1)
+		s.m.emittedKind[e.Kind].Inc(ctx, 1)
 	}
 	emit(ts, key, row)
 	return nil
@@ -342,13 +342,13 @@ func (s *step) encode(row any) ([]byte, error) {
 // time with a hold that no longer matches its tag, which makes its firing
 // stale without a state read too. Timers are never cleared: on Prism a
 // clear fires the timer (notes/beam-defects.md).
-func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, a arming, w beam.Window) {
+func armEvent(ctx context.Context, m *metricSet, t timers.EventTime, tp timers.Provider, a arming, w beam.Window) {
 	switch a.Kind {
 	case core.Finalize:
 		at := time.UnixMilli(a.At)
 		if a.replaced != "" && a.replaced != a.tag {
 			t.Set(tp, at, timers.WithTag(a.replaced), timers.WithOutputTimestamp(at))
-			cTimerSets.Inc(ctx, 1)
+			m.timerSets.Inc(ctx, 1)
 		}
 		t.Set(tp, at, timers.WithTag(a.tag), timers.WithOutputTimestamp(at))
 	case core.Cleanup:
@@ -357,195 +357,26 @@ func armEvent(ctx context.Context, t timers.EventTime, tp timers.Provider, a arm
 	default:
 		return
 	}
-	cTimerSets.Inc(ctx, 1)
+	m.timerSets.Inc(ctx, 1)
 }
 
 // armProc sets a processing-time cleanup timer decision, relative to the
 // wall clock, so a test clock shifts expiry checks but not timers.
-func armProc(ctx context.Context, t timers.ProcessingTime, tp timers.Provider, a arming) {
+func armProc(ctx context.Context, m *metricSet, t timers.ProcessingTime, tp timers.Provider, a arming) {
 	if a.Kind == core.NoTimer {
 		return
 	}
 	t.Set(tp, time.Now().Add(time.Duration(a.At-a.now)*time.Millisecond), timers.WithNoOutputTimestamp())
-	cTimerSets.Inc(ctx, 1)
-}
-
-// maxTagCandidate is the largest encoded candidate carried in a timer tag;
-// a larger one waits in state only, and its firing reads it from there.
-const maxTagCandidate = 1024
-
-// candidateTag is the timer tag that carries a candidate: its event time,
-// how many versions its key's state cell held once the candidate was
-// written (so that the firing's write needs no read), and its encoded row,
-// base64 so that runners holding tags as UTF-8 strings keep them intact.
-// It is "" (the untagged timer) for a candidate too large, and for one at
-// time 0: that is the hold of a cleared timer, which the Go SDK sends after
-// firing a timer inline and Prism may fire (notes/beam-defects.md), so only
-// the state could tell such a firing from a live one.
-func candidateTag(at int64, held int, cand []byte) string {
-	if len(cand) > maxTagCandidate || at == 0 {
-		return ""
-	}
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64+len(cand)), uint64(at))
-	b = binary.AppendUvarint(b, uint64(held))
-	return "c" + base64.RawURLEncoding.EncodeToString(append(b, cand...))
-}
-
-// parseCandidateTag reverses candidateTag.
-func parseCandidateTag(tag string) (at int64, held int, cand []byte, err error) {
-	b, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tag, "c"))
-	if err != nil || !strings.HasPrefix(tag, "c") || len(b) < 9 {
-		return 0, 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
-	}
-	n, k := binary.Uvarint(b[8:])
-	if k <= 0 {
-		return 0, 0, nil, fmt.Errorf("dedup: malformed timer tag %q", tag)
-	}
-	return int64(binary.BigEndian.Uint64(b)), int(n), b[8+k:], nil
-}
-
-// The DoFn types, one per state layout and timer family. Each holds its
-// cell and its timer, and embeds the family's methods, which drive the
-// step.
-
-// untimed is the runtime of a step with no timer family.
-type untimed struct {
-	P params
-	s step
-}
-
-// StartBundle takes the emitter only because Beam requires the emitters of
-// ProcessElement there too.
-func (u *untimed) StartBundle(context.Context, rowEmit, rowEmit) {
-	u.s.startBundle()
-}
-
-func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	_, err := u.s.process(ctx, w, ts, sp, key, row, emit, drop) // no family, no timer
-	return err
-}
-
-// eventTimed is the runtime of a step with the event-time timer family:
-// event-time finalization and cleanup.
-type eventTimed struct {
-	P     params
-	s     step
-	timer *timers.EventTime
-}
-
-func (e *eventTimed) StartBundle(context.Context, rowEmit, rowEmit) {
-	e.s.startBundle()
-}
-
-func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	a, err := e.s.process(ctx, w, ts, sp, key, row, emit, drop)
-	armEvent(ctx, *e.timer, tp, a, w)
-	return err
-}
-
-func (e *eventTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
-	a, err := e.s.onTimer(ctx, w, ts, sp, false, key, timer.Tag, emit)
-	armEvent(ctx, *e.timer, tp, a, w)
-	return err
-}
-
-// procTimed is the runtime of a step with the processing-time timer
-// family: state cleanup.
-type procTimed struct {
-	P     params
-	s     step
-	timer *timers.ProcessingTime
-}
-
-func (p *procTimed) StartBundle(context.Context, rowEmit, rowEmit) {
-	p.s.startBundle()
-}
-
-func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	a, err := p.s.process(ctx, w, ts, sp, key, row, emit, drop)
-	armProc(ctx, *p.timer, tp, a)
-	return err
-}
-
-func (p *procTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
-	a, err := p.s.onTimer(ctx, w, ts, sp, true, key, "", emit)
-	armProc(ctx, *p.timer, tp, a)
-	return err
-}
-
-// marksFn keeps marks, no timer (KeepFirst watermarkless, no cleanup).
-type marksFn struct {
-	State state.Bag[int64]
-	untimed
-}
-
-func (f *marksFn) Setup() error { return f.s.setup(&f.P, marksStore{&f.State}) }
-
-// marksEventFn keeps marks, with event-time cleanup (EventTimeTTL).
-type marksEventFn struct {
-	State state.Bag[int64]
-	Timer timers.EventTime
-	eventTimed
-}
-
-func (f *marksEventFn) Setup() error {
-	f.timer = &f.Timer
-	return f.s.setup(&f.P, marksStore{&f.State})
-}
-
-// marksProcFn keeps marks, with processing-time cleanup (StateTTL).
-type marksProcFn struct {
-	State state.Bag[int64]
-	Timer timers.ProcessingTime
-	procTimed
-}
-
-func (f *marksProcFn) Setup() error {
-	f.timer = &f.Timer
-	return f.s.setup(&f.P, marksStore{&f.State})
-}
-
-// versionsFn keeps versions, no timer (KeepLast without cleanup).
-type versionsFn struct {
-	State state.Bag[[]byte]
-	untimed
-}
-
-func (f *versionsFn) Setup() error { return f.s.setup(&f.P, versionsStore{&f.State}) }
-
-// versionsEventFn keeps versions, with event-time timers (KeepFirst's
-// event-time finalization and cleanup, KeepLast's EventTimeTTL cleanup).
-type versionsEventFn struct {
-	State state.Bag[[]byte]
-	Timer timers.EventTime
-	eventTimed
-}
-
-func (f *versionsEventFn) Setup() error {
-	f.timer = &f.Timer
-	return f.s.setup(&f.P, versionsStore{&f.State})
-}
-
-// versionsProcFn keeps versions, with processing-time cleanup (KeepLast
-// with StateTTL).
-type versionsProcFn struct {
-	State state.Bag[[]byte]
-	Timer timers.ProcessingTime
-	procTimed
-}
-
-func (f *versionsProcFn) Setup() error {
-	f.timer = &f.Timer
-	return f.s.setup(&f.P, versionsStore{&f.State})
+	m.timerSets.Inc(ctx, 1)
 }
 
 // statefulStep applies the DoFn of the plan's layout and timer family to
 // keyed, KV<key, row> of row type vt, and returns its kept and dropped
 // rows, KV<key, row> both.
-func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type) (kept, dropped beam.PCollection) {
+func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type, metrics string) (kept, dropped beam.PCollection) {
 	pr := params{
 		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
-		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, Clock: c.hooks.Clock, Dropped: p.dropped,
+		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
 	}
 	names := firstNames
 	if p.last {

@@ -52,12 +52,12 @@ func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
 // fakeStore counts reads.
 type fakeStore struct{ reads int }
 
-func (f *fakeStore) read(context.Context, state.Provider) (stored, error) {
+func (f *fakeStore) read(context.Context, state.Provider, *metricSet) (stored, error) {
 	f.reads++
 	return stored{st: core.State{Phase: core.Emitted}}, nil
 }
 
-func (f *fakeStore) write(context.Context, state.Provider, *stored, *core.State) (stored, error) {
+func (f *fakeStore) write(context.Context, state.Provider, *metricSet, *stored, *core.State) (stored, error) {
 	return stored{}, nil
 }
 
@@ -90,13 +90,13 @@ func TestBundleCache_ServesAKeysStateWithinABundleOnly(t *testing.T) {
 			var s fakeStore
 			id, err := c.id(window.GlobalWindow{}, tc.keys[0])
 			require.NoError(t, err)
-			_, err = c.read(ctx, nil, &s, id)
+			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
 			require.NoError(t, err)
-			_, err = c.read(ctx, nil, &s, id)
+			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
 			require.NoError(t, err)
 			assert.Equal(t, 1, s.reads, "the key's later rows come from the cache")
 			c.reset()
-			_, err = c.read(ctx, nil, &s, id)
+			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
 			require.NoError(t, err)
 			assert.Equal(t, 2, s.reads, "a new bundle reads again")
 		})

@@ -76,7 +76,7 @@ func surfaceModes() []surfaceMode {
 	last := func(name string, opts ...dedup.Option) surfaceMode {
 		return surfaceMode{name: "KeepLast, " + name, transform: "KeepLast", opts: append([]dedup.Option{key, uid}, opts...)}
 	}
-	kind := dedup.OutputKind("op")
+	kind := dedup.KindColumn("op")
 	modes := []surfaceMode{
 		first("watermarkless"),
 		first("watermarkless, StateTTL", dedup.StateTTL(hour)),
@@ -89,8 +89,8 @@ func surfaceModes() []surfaceMode {
 		first("event time, StateTTL", dedup.OnTime("ts"), dedup.StateTTL(hour)),
 		first("event time, StateTTL without cleanup timers", dedup.OnTime("ts"), dedup.StateTTL(hour), dedup.CleanupTimers(false)),
 		first("event time, EventTimeTTL", dedup.OnTime("ts"), dedup.EventTimeTTL(hour)),
-		first("changelog input", dedup.Changelog("op")),
-		first("changelog input, StateTTL", dedup.Changelog("op"), dedup.StateTTL(hour)),
+		first("changelog input", dedup.KindColumn("op")),
+		first("changelog input, StateTTL", dedup.KindColumn("op"), dedup.StateTTL(hour)),
 		{name: "KeepFirst, the default UID", transform: "KeepFirst", opts: []dedup.Option{key}},
 		{name: "KeepFirst, fixed windows", transform: "KeepFirst", windowed: true, opts: []dedup.Option{key, uid}},
 		{name: "KeepFirstPerKey", transform: "KeepFirstPerKey", opts: []dedup.Option{uid}},
@@ -100,8 +100,8 @@ func surfaceModes() []surfaceMode {
 		last("OnTime", kind, dedup.OnTime("ts")),
 		last("SequenceBy", kind, dedup.SequenceBy("seq")),
 		last("Upsert", dedup.Upsert()),
-		last("changelog input", dedup.Changelog("op")),
-		last("changelog input, OnTime", dedup.Changelog("op"), dedup.OnTime("ts")),
+		last("changelog input", dedup.KindColumn("op")),
+		last("changelog input, OnTime", dedup.KindColumn("op"), dedup.OnTime("ts")),
 		last("StateTTL", kind, dedup.StateTTL(hour)),
 		last("StateTTL without cleanup timers", kind, dedup.StateTTL(hour), dedup.CleanupTimers(false)),
 		last("StateTTL, RetractOnExpiry", kind, dedup.StateTTL(hour), dedup.RetractOnExpiry(true)),
@@ -127,9 +127,9 @@ func applySurface(s beam.Scope, in beam.PCollection, m surfaceMode) error {
 	case "KeepLast":
 		_, err = dedup.TryKeepLast(s, in, m.opts...)
 	case "KeepFirstPerKey":
-		_, err = dedup.TryKeepFirstPerKey(s, beam.ParDo(s, surfaceKV, in), m.opts...)
+		_, err = dedup.TryKeepFirst(s, beam.ParDo(s, surfaceKV, in), m.opts...)
 	case "KeepLastPerKey":
-		_, err = dedup.TryKeepLastPerKey(s, beam.ParDo(s, surfaceKV, in), m.opts...)
+		_, err = dedup.TryKeepLast(s, beam.ParDo(s, surfaceKV, in), m.opts...)
 	case "WindowFirst":
 		_, err = dedup.TryWindowFirst(s, in, m.opts...)
 	case "WindowLast":

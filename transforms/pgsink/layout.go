@@ -8,6 +8,7 @@ import (
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // layout is what the sink reads from a row type, resolved once: the
@@ -31,11 +32,11 @@ type rowColumn struct {
 	ptr   bool         // a pointer: nil is NULL
 }
 
-// orderField reads one ordering column as ordercoder bytes; ok is false
-// for NULL.
+// orderField reads one ordering column as ordercoder bytes, or the reason
+// a row has none (NULL).
 type orderField struct {
 	name string
-	read func(dst []byte, row reflect.Value) (_ []byte, ok bool)
+	read func(dst []byte, row reflect.Value) (_ []byte, reason string)
 }
 
 var timeType = reflect.TypeFor[time.Time]()
@@ -84,45 +85,38 @@ func newLayout(t reflect.Type, c *config) (*layout, error) {
 }
 
 // newOrderField resolves an ordering column: SequenceBy's as dedup reads it
-// (ordercoder.Column: integers, floats, time.Time and strings); OnTime's,
-// a time.Time or int64 Unix milliseconds, at the precision the table keeps.
+// (ordercoder.Column: integers, floats, time.Time and strings); OnTime's as
+// dedup reads it (rowspec.TimeColumn: time.Time or int64 Unix
+// milliseconds), a time at the precision the table keeps.
 func newOrderField(t reflect.Type, name string, onTime bool) (orderField, error) {
 	if !onTime {
 		c, err := ordercoder.NewColumn(t, name)
 		if err != nil {
 			return orderField{}, fmt.Errorf("SequenceBy(%q): %w", name, err)
 		}
-		return orderField{name: name, read: c.Append}, nil
+		null := fmt.Sprintf("NULL ordering value in column %s", name)
+		return orderField{name: name, read: func(dst []byte, row reflect.Value) ([]byte, string) {
+			dst, ok := c.Append(dst, row)
+			if !ok {
+				return dst, null
+			}
+			return dst, ""
+		}}, nil
 	}
-	c, err := keycoder.Lookup(t, name)
+	c, err := rowspec.NewTimeColumn(t, name)
 	if err != nil {
-		return orderField{}, fmt.Errorf("OnTime(%q): %w", name, err)
+		return orderField{}, err
 	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
-	var encode func(dst []byte, v reflect.Value) []byte
-	switch {
-	case ft == timeType:
+	return orderField{name: name, read: func(dst []byte, row reflect.Value) ([]byte, string) {
+		tm, ms, reason := c.Read(row)
+		switch {
+		case reason != "":
+			return dst, reason
+		case c.IsInt():
+			return ordercoder.Int(dst, ms), ""
+		}
 		// The table keeps microseconds (pgx truncates to them): compare
 		// at that precision, as the guard in SQL does.
-		encode = func(dst []byte, v reflect.Value) []byte {
-			return ordercoder.Time(dst, v.Interface().(time.Time).Truncate(time.Microsecond))
-		}
-	case ft.Kind() == reflect.Int64:
-		encode = func(dst []byte, v reflect.Value) []byte { return ordercoder.Int(dst, v.Int()) }
-	default:
-		return orderField{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", name, c.Type)
-	}
-	return orderField{name: name, read: func(dst []byte, row reflect.Value) ([]byte, bool) {
-		v := row.Field(c.Index)
-		if ptr {
-			if v.IsNil() {
-				return dst, false
-			}
-			v = v.Elem()
-		}
-		return encode(dst, v), true
+		return ordercoder.Time(dst, tm.Truncate(time.Microsecond)), ""
 	}}, nil
 }

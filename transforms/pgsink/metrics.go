@@ -8,7 +8,10 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
-// Namespace is the Beam metrics namespace of the sink's counters.
+// Namespace is the prefix of the Beam metrics namespaces of the sink's
+// counters: a sink counts in Namespace/<UID> (for example
+// beamdedup/pgsink/PostgresWrite), so that each is read apart
+// (CountersOf).
 const Namespace = "beamdedup/pgsink"
 
 // Counter names. Every input row lands in exactly one of Written, Skipped,
@@ -34,30 +37,38 @@ func (c Counters) Unaccounted() int64 {
 	return c.RowsIn - c.Written - c.Skipped - c.Deleted - c.DeadLettered
 }
 
-// ReadCounters sums the sink's counters from a pipeline result.
-func ReadCounters(pr beam.PipelineResult) Counters {
+// ReadCounters sums the counters of every sink of a pipeline run.
+func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
+
+// CountersOf reads the counters of the sink whose UID (or default name) is
+// uid; "" sums every one.
+func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
-	metricsum.Sum(pr, Namespace, map[string]*int64{
+	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{
 		MetricRowsIn: &c.RowsIn, MetricWritten: &c.Written, MetricSkipped: &c.Skipped,
 		MetricDeleted: &c.Deleted, MetricDeadLettered: &c.DeadLettered, MetricRetries: &c.Retries,
 	})
 	return c
 }
 
-var (
-	cRowsIn       = beam.NewCounter(Namespace, MetricRowsIn)
-	cWritten      = beam.NewCounter(Namespace, MetricWritten)
-	cSkipped      = beam.NewCounter(Namespace, MetricSkipped)
-	cDeleted      = beam.NewCounter(Namespace, MetricDeleted)
-	cDeadLettered = beam.NewCounter(Namespace, MetricDeadLettered)
-	cRetries      = beam.NewCounter(Namespace, MetricRetries)
-)
+// sinkMetrics are the counters of one sink.
+type sinkMetrics struct {
+	rowsIn, written, skipped, deleted, deadLettered, retries beam.Counter
+}
+
+func newSinkMetrics(uid string) *sinkMetrics {
+	ns := Namespace + "/" + uid
+	return &sinkMetrics{
+		rowsIn: beam.NewCounter(ns, MetricRowsIn), written: beam.NewCounter(ns, MetricWritten), skipped: beam.NewCounter(ns, MetricSkipped),
+		deleted: beam.NewCounter(ns, MetricDeleted), deadLettered: beam.NewCounter(ns, MetricDeadLettered), retries: beam.NewCounter(ns, MetricRetries),
+	}
+}
 
 // count adds a committed batch's outcome to the counters.
-func count(ctx context.Context, r result) {
-	cRowsIn.Inc(ctx, r.in)
-	cWritten.Inc(ctx, r.written)
-	cSkipped.Inc(ctx, r.skipped)
-	cDeleted.Inc(ctx, r.deleted)
-	cDeadLettered.Inc(ctx, int64(len(r.dead)))
+func (m *sinkMetrics) count(ctx context.Context, r result) {
+	m.rowsIn.Inc(ctx, r.in)
+	m.written.Inc(ctx, r.written)
+	m.skipped.Inc(ctx, r.skipped)
+	m.deleted.Inc(ctx, r.deleted)
+	m.deadLettered.Inc(ctx, int64(len(r.dead)))
 }

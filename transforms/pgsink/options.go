@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Option configures Write. A mistake in an option (a nil Option, an empty
@@ -99,6 +102,30 @@ func PartitionBy(columns ...string) Option {
 			}
 		}
 		c.keys = columns
+	}
+}
+
+// Spec takes the roles of the rows' columns from the deduplication that
+// produced them (dedup.Result.Spec): Key as PartitionBy, Kind as
+// KindColumn, OnTime and SequenceBy as the guard's columns. An empty role
+// sets nothing; a later option of the same kind replaces what it set.
+func Spec(spec rowspec.Spec) Option {
+	return func(c *config) {
+		if err := spec.Err(); err != nil {
+			c.fail("Spec: %w", err)
+		}
+		if len(spec.Key) > 0 {
+			c.keys = spec.Key
+		}
+		if spec.Kind != "" {
+			c.kindCol = spec.Kind
+		}
+		if spec.OnTime != "" {
+			c.timeCol = spec.OnTime
+		}
+		if spec.SequenceBy != "" {
+			c.seqCol = spec.SequenceBy
+		}
 	}
 }
 
@@ -208,52 +235,56 @@ func (c *config) resolveDSN() (string, error) {
 	return c.dsn, nil
 }
 
+// validate checks the options, reporting every problem at once.
 func (c *config) validate() error {
-	if len(c.errs) > 0 {
-		return errors.Join(c.errs...)
+	errs := slices.Clone(c.errs)
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.dsn == "" && c.dsnEnv == "" {
+		add("no database: set DSN(dsn) or DSNFromEnv(name)")
 	}
-	switch {
-	case c.dsn == "" && c.dsnEnv == "":
-		return errors.New("no database: set DSN(dsn) or DSNFromEnv(name)")
-	case c.table == "":
-		return errors.New("no table: set Table(name)")
-	case len(c.keys) == 0:
-		return errors.New("no key: set PartitionBy(columns...) to the table's unique key (the ON CONFLICT target)")
-	case c.batchSize < 1:
-		return fmt.Errorf("BatchSize must be at least 1, got %d", c.batchSize)
-	case c.maxConns < 1:
-		return fmt.Errorf("MaxConns must be at least 1, got %d", c.maxConns)
-	case c.retries < 0 || c.backoff < 0:
-		return fmt.Errorf("Retries needs n >= 0 and backoff >= 0, got %d, %v", c.retries, c.backoff)
+	if c.table == "" {
+		add("no table: set Table(name)")
+	}
+	if len(c.keys) == 0 {
+		add("no key: set PartitionBy(columns...) to the table's unique key (the ON CONFLICT target)")
+	}
+	if c.batchSize < 1 {
+		add("BatchSize(%d): it must be at least 1", c.batchSize)
+	}
+	if c.maxConns < 1 {
+		add("MaxConns(%d): it must be at least 1", c.maxConns)
+	}
+	if c.retries < 0 || c.backoff < 0 {
+		add("Retries(%d, %v): it needs n >= 0 and backoff >= 0", c.retries, c.backoff)
 	}
 	seen := map[string]bool{}
 	for _, k := range c.keys {
 		if seen[k] {
-			return fmt.Errorf("PartitionBy names column %q twice; list each key column once", k)
+			add("PartitionBy names column %q twice; list each key column once", k)
 		}
 		seen[k] = true
 	}
 	if c.seqCol != "" && c.seqCol == c.timeCol {
-		return fmt.Errorf("SequenceBy and OnTime name the same column %q; use one", c.seqCol)
+		add("SequenceBy(%q) and OnTime(%[1]q) name the same column; use one", c.seqCol)
 	}
 	if c.insertOnly() && c.ordered() {
-		return errors.New("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or KindColumn(column), or drop the ordering")
+		add("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or KindColumn(column), or drop the ordering")
 	}
 	if c.tombstone != "" && c.kindCol == "" {
-		return fmt.Errorf("Tombstone(%q) marks -D rows, which only an input with a KindColumn(column) has", c.tombstone)
+		add("Tombstone(%q) marks -D rows, which only an input with a KindColumn(column) has", c.tombstone)
 	}
 	if c.ordered() && c.kindCol != "" && c.tombstone == "" {
-		return errors.New("a guarded changelog needs Tombstone(column): a -D must leave its key's ordering value in the table, or an older row retried after it brings the key back; add a boolean column (deleted boolean NOT NULL DEFAULT false) and name it with Tombstone")
+		add("a guarded changelog needs Tombstone(column): a -D must leave its key's ordering value in the table, or an older row retried after it brings the key back; add a boolean column (deleted boolean NOT NULL DEFAULT false) and name it with Tombstone")
 	}
 	for _, col := range []string{c.kindCol, c.tombstone} {
 		if col != "" && seen[col] {
-			return fmt.Errorf("column %q is a PartitionBy column; the KindColumn and Tombstone columns cannot be", col)
+			add("column %q is a PartitionBy column; the KindColumn and Tombstone columns cannot be", col)
 		}
 	}
 	for _, col := range c.orderColumns() {
 		if seen[col] || col == c.kindCol || col == c.tombstone {
-			return fmt.Errorf("ordering column %q is also a key, kind or tombstone column", col)
+			add("ordering column %q is also a key, kind or tombstone column", col)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -41,14 +41,29 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 )
 
 func init() {
-	register.DoFn3x1[context.Context, beam.T, func(deadletter.DeadLetter), error](&writeFn{})
+	dofn.Register(&writeFn{}, func(fn any) dofn.Methods {
+		f := fn.(*writeFn)
+		return dofn.Methods{
+			"Setup": dofn.F1x1(f.Setup, func(ctx any) any { return f.Setup(ctx.(context.Context)) }),
+			"StartBundle": dofn.F2x0(f.StartBundle, func(ctx, dead any) {
+				f.StartBundle(ctx.(context.Context), dead.(func(deadletter.DeadLetter)))
+			}),
+			"ProcessElement": dofn.F3x1(f.ProcessElement, func(ctx, row, dead any) any {
+				return f.ProcessElement(ctx.(context.Context), row, dead.(func(deadletter.DeadLetter)))
+			}),
+			"FinishBundle": dofn.F2x1(f.FinishBundle, func(ctx, dead any) any {
+				return f.FinishBundle(ctx.(context.Context), dead.(func(deadletter.DeadLetter)))
+			}),
+			"Teardown": dofn.F0x0(f.Teardown, f.Teardown),
+		}
+	})
 }
 
 // constructionTimeout bounds the table check at construction.
@@ -168,6 +183,7 @@ type writeFn struct {
 
 	w        *writer
 	inflight *inflight // the batch being written while the next one fills
+	m        *sinkMetrics
 }
 
 func newWriteFn(c *config, t reflect.Type) *writeFn {
@@ -190,6 +206,7 @@ func (f *writeFn) config() config {
 // construction; a lost connection is retried as for a batch.
 func (f *writeFn) Setup(ctx context.Context) error {
 	c := f.config()
+	f.m = newSinkMetrics(f.UID)
 	w, err := openWriter(ctx, &c, f.RowType.T)
 	f.w = w
 	return err
@@ -277,7 +294,7 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 		return err
 	}
 	r, err := f.w.flush(ctx)
-	return report(ctx, r, err, dead)
+	return f.report(ctx, r, err, dead)
 }
 
 // Teardown releases the pool.
@@ -298,18 +315,18 @@ func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter))
 	}
 	r, err := f.w.wait(f.inflight)
 	f.inflight = nil
-	return report(ctx, r, err, dead)
+	return f.report(ctx, r, err, dead)
 }
 
 // report counts a written batch and emits its dead letters.
-func report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
-	cRetries.Inc(ctx, r.retries)
+func (f *writeFn) report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
+	f.m.retries.Inc(ctx, r.retries)
 	if err != nil {
 		return err
 	}
 	for _, d := range r.dead {
 		dead(d)
 	}
-	count(ctx, r)
+	f.m.count(ctx, r)
 	return nil
 }

@@ -5,12 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"reflect"
 	"slices"
-	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -125,9 +121,9 @@ func (w *writer) fold(b *batch, row any) {
 		e.del = k == rowkind.Delete
 	}
 	for i, f := range p.order {
-		var ok bool
-		if e.ord, ok = f.read(e.ord, v); !ok {
-			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("NULL ordering value in column %s", f.name)))
+		var reason string
+		if e.ord, reason = f.read(e.ord, v); reason != "" {
+			b.dead = append(b.dead, deadletter.New(w.uid, row, reason))
 			return
 		}
 		if i == 0 {
@@ -229,49 +225,6 @@ func (w *writer) wait(f *inflight) (result, error) {
 	f.b.reset()
 	w.spare = f.b
 	return f.r, f.err
-}
-
-// retrier retries work on a target after transient faults.
-type retrier struct {
-	target  target
-	retries int
-	backoff time.Duration
-}
-
-func newRetrier(t target, c *config) retrier {
-	return retrier{target: t, retries: c.retries, backoff: c.backoff}
-}
-
-// retry runs fn until it succeeds, fails with a fault that is not
-// transient, or has been retried w.retries times, waiting w.backoff, then
-// twice as long each time, up to maxBackoff.
-func (w retrier) retry(ctx context.Context, what string, fn func(context.Context) error) (retries int64, err error) {
-	start := time.Now()
-	wait := w.backoff
-	for attempt := 1; ; attempt++ {
-		err = fn(ctx)
-		if err == nil {
-			return retries, nil
-		}
-		if ctx.Err() != nil {
-			return retries, w.target.errorf("%s: %w (after %d attempts)", what, ctx.Err(), attempt)
-		}
-		var f *fault
-		if !errors.As(err, &f) || f.class != transientFault {
-			return retries, w.target.errorf("%s: %w", what, err)
-		}
-		if attempt > w.retries {
-			return retries, w.target.errorf("%s: connection lost or transient error %d times over %v, giving up (the runner retries the bundle, which rewrites nothing already written): %w",
-				what, attempt, time.Since(start).Round(time.Millisecond), err)
-		}
-		retries++
-		select {
-		case <-ctx.Done():
-			return retries, w.target.errorf("%s: %w", what, ctx.Err())
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxBackoff)
-	}
 }
 
 // attempt writes the batch on one connection: all of it in one
@@ -481,90 +434,4 @@ func (w *writer) column(ci int, es []entry) any {
 		s.Index(i).Set(es[i].v.Field(c.index))
 	}
 	return s.Interface()
-}
-
-// Fault classes.
-const (
-	rowFault       = iota // the table refuses a row: dead-letter it, write the rest
-	transientFault        // a lost connection or a transient server state: retry the batch
-	fatalFault            // anything else: fail the bundle
-)
-
-// fault is a classified error.
-type fault struct {
-	class int
-	err   error
-}
-
-func (f *fault) Error() string { return f.err.Error() }
-func (f *fault) Unwrap() error { return f.err }
-
-func (f *fault) orNil() error {
-	if f == nil {
-		return nil
-	}
-	return f
-}
-
-// classify sorts err (nil stays nil). conn is the connection it happened
-// on, nil when none was acquired.
-func classify(ctx context.Context, err error, conn *pgx.Conn) *fault {
-	if err == nil {
-		return nil
-	}
-	var f *fault
-	if errors.As(err, &f) {
-		return f
-	}
-	class := fatalFault
-	var pe *pgconn.PgError
-	switch {
-	case ctx.Err() != nil:
-	case errors.As(err, &pe):
-		class = sqlStateClass(pe.Code)
-	case conn == nil || conn.IsClosed() || isNetwork(err):
-		class = transientFault
-	default:
-		// pgx could not encode a value (an unsigned integer out of range,
-		// say): the row's fault, found by halves like the server's.
-		class = rowFault
-	}
-	return &fault{class: class, err: err}
-}
-
-func isNetwork(err error) bool {
-	var ne net.Error
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ne) || errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err)
-}
-
-// sqlStateClass sorts a server error by its SQLSTATE.
-func sqlStateClass(code string) int {
-	switch {
-	case strings.HasPrefix(code, "22"), // data exception: a value the column cannot take
-		strings.HasPrefix(code, "23"), // integrity constraint violation
-		code == "21000",               // one statement hits a key twice (keys equal in the table only)
-		code == "P0001":               // raised by a trigger
-		return rowFault
-	case strings.HasPrefix(code, "08"), // connection exception
-		code == "57P01", code == "57P02", code == "57P03", // shutdown, crash, cannot connect now
-		code == "40001", code == "40P01", // serialization failure, deadlock
-		code == "55P03",               // lock not available
-		strings.HasPrefix(code, "53"): // insufficient resources
-		return transientFault
-	}
-	return fatalFault
-}
-
-// dbMessage is the database's message for a refused row.
-func dbMessage(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		msg := pe.Message + " (SQLSTATE " + pe.Code + ")"
-		if pe.Detail != "" {
-			msg += ": " + pe.Detail
-		}
-		return msg
-	}
-	return err.Error()
 }

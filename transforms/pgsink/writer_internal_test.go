@@ -84,7 +84,7 @@ func bundle[T any](f *writeFn, rows []T) (Counters, []deadletter.DeadLetter, err
 func counters(ctx context.Context) Counters {
 	var c Counters
 	metrics.Extractor{SumInt64: func(l metrics.Labels, v int64) {
-		if l.Namespace() != Namespace {
+		if !strings.HasPrefix(l.Namespace(), Namespace+"/") {
 			return
 		}
 		switch l.Name() {

@@ -1,9 +1,9 @@
-// Package pipelinetest runs the sample pipelines in tests as jobs with a
-// deadline and compares JSON Lines files with expected files.
+// Package pipelinetest runs the sample pipelines on their testdata
+// (testing/prismtest runs them) and compares JSON Lines files with
+// expected files.
 package pipelinetest
 
 import (
-	"context"
 	"flag"
 	"os"
 	"path/filepath"
@@ -14,14 +14,12 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
@@ -41,37 +39,8 @@ var Expansions = []struct {
 // go test ./pipelines/... -update.
 var Update = flag.Bool("update", false, "rewrite expected files under testing/testdata")
 
-// Job returns the job options of the test runner: ptest's (-runner, prism
-// by default), on Prism in this process for prism (its job server started
-// once per test binary, workers in process).
-func Job(t testing.TB) jobrun.Options {
-	t.Helper()
-	runner := *ptest.Runner
-	if runner == "" {
-		runner = ptest.DefaultRunner()
-	}
-	if !strings.EqualFold(runner, "prism") || *jobopts.Endpoint != "" {
-		return jobrun.Options{Runner: runner}
-	}
-	o, err := localprism.Options(jobrun.Options{})
-	require.NoError(t, err)
-	return o
-}
-
-// Run runs p as a job on the test runner (Job) and fails the test if it
-// does not finish within d, so a hung pipeline cannot hang CI (a job that
-// stops making progress fails sooner, with the watchdog's diagnosis).
-func Run(t testing.TB, p *beam.Pipeline, d time.Duration) beam.PipelineResult {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	o := Job(t)
-	start := time.Now()
-	pr, err := jobrun.Run(ctx, p, o)
-	require.NoError(t, err, "pipeline on %s (deadline %v)", o.Runner, d)
-	t.Logf("pipeline ran in %v", time.Since(start).Round(time.Millisecond))
-	return pr
-}
+// Job is prismtest.Job: the job options of the test runner.
+func Job(t testing.TB) jobrun.Options { return prismtest.Job(t) }
 
 // Testdata returns the path of name under the repository's testing/testdata.
 func Testdata(name string) string {
@@ -136,7 +105,20 @@ func RunTestdata(t testing.TB, dir string, build func(s beam.Scope, input, outpu
 	p, s := beam.NewPipelineWithRoot()
 	require.NoError(t, build(s, input, out))
 
-	pr := Run(t, p, time.Minute)
+	pr := prismtest.Run(t, p, time.Minute)
+
+	// Every line of the input is a row, a blank line or a malformed line,
+	// and the job read as many as the file has.
+	b, err := os.ReadFile(input)
+	require.NoError(t, err)
+	lines := int64(strings.Count(string(b), "\n"))
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		lines++
+	}
+	ins := jsonl.ReadInputs(pr)
+	require.Len(t, ins, 1, "one input file")
+	assert.Equal(t, lines, ins[0].Lines, "lines read of %s", input)
+	assert.True(t, ins[0].Accounted(), "every line a row, blank or malformed: %+v", ins[0])
 
 	CompareLines(t, Testdata(dir+"/expected.jsonl"), out)
 	CompareLines(t, Testdata(dir+"/expected.errors.jsonl"),

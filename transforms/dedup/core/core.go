@@ -13,6 +13,12 @@
 //
 // All times are Unix milliseconds. Processing time ("now") is passed in by
 // the caller; event time is the row's Beam timestamp.
+//
+// It is the rules layer of package dedup, not an API of its own: it exports
+// what dedup (and the tests that check the rules) call, and nothing here is
+// promised to stay from one release to the next except what dedup's
+// persisted state depends on, which lives in coders/statecoder (State,
+// Phase, the layouts). A pipeline calls package dedup.
 package core
 
 import (

@@ -43,8 +43,13 @@ func CountStateful() changelog.Option {
 // RowCounts returns c without the cost and refresh counters, which depend
 // on bundling: what is left is where each row went.
 func RowCounts(c dedup.Counters) dedup.Counters {
-	c.StateReads, c.StateWrites, c.StateGets, c.StateAppends, c.StateClears, c.StateCacheHits, c.TimerSets = 0, 0, 0, 0, 0, 0, 0
-	c.TTLRefreshes, c.MiniBatchDropped = 0, 0
+	c.Cost, c.TTLRefreshes, c.MiniBatchDropped = dedup.Cost{}, 0, 0
+	return c
+}
+
+// LastRowCounts is RowCounts for KeepLast's counters.
+func LastRowCounts(c dedup.LastCounters) dedup.LastCounters {
+	c.Cost, c.TTLRefreshes, c.MiniBatchDropped = dedup.Cost{}, 0, 0
 	return c
 }
 
@@ -55,6 +60,12 @@ func WithoutExpiry(c dedup.Counters) dedup.Counters {
 	return c
 }
 
+// LastWithoutExpiry is WithoutExpiry for KeepLast's counters.
+func LastWithoutExpiry(c dedup.LastCounters) dedup.LastCounters {
+	c.KeysExpired = 0
+	return c
+}
+
 // StateRequests is the number of Fn API state requests of the stateful
 // steps: gets, appends and clears.
-func StateRequests(c dedup.Counters) int64 { return c.StateGets + c.StateAppends + c.StateClears }
+func StateRequests(c dedup.Cost) int64 { return c.StateGets + c.StateAppends + c.StateClears }

@@ -9,7 +9,9 @@
 //	workerpool --boot=/path/to/boot [--port=0]
 //
 // With --port=0 it picks a free port. It prints "WORKER_POOL=localhost:PORT"
-// once it listens, and serves until interrupted.
+// once it listens, and serves until interrupted. The pool starts a process
+// for anyone who asks, and Beam's listens on every interface: this one
+// answers this machine only (pipelines/jobrun/loopback).
 package main
 
 import (
@@ -23,6 +25,8 @@ import (
 	"syscall"
 
 	"github.com/apache/beam/sdks/v2/go/container/pool"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/loopback"
 )
 
 func main() {
@@ -62,8 +66,15 @@ func listen(ctx context.Context, port int, boot string) (*pool.Process, string, 
 			p = l.Addr().(*net.TCPAddr).Port
 			l.Close()
 		}
-		srv, err := pool.New(ctx, p, boot)
-		if err == nil {
+		var srv *pool.Process
+		err := loopback.Listen(p, func() (err error) {
+			srv, err = pool.New(ctx, p, boot)
+			return err
+		})
+		if srv != nil {
+			if err != nil {
+				log.Printf("workerpool: warning: listening on every interface: %v", err)
+			}
 			return srv, fmt.Sprintf("localhost:%d", p), nil
 		}
 		if port != 0 || attempt == 4 {

@@ -1,4 +1,4 @@
-package prismtest_test
+package jobrun_test
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/beamdedup/beamdedup/testing/prismtest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 )
 
 func TestDisableSplits_AddsTheExperimentOnceAndKeepsOthersUntilRestored(t *testing.T) {
@@ -18,9 +18,9 @@ func TestDisableSplits_AddsTheExperimentOnceAndKeepsOthersUntilRestored(t *testi
 		t.Run(tc.name, func(t *testing.T) {
 			defer func(old string) { *jobopts.Experiments = old }(*jobopts.Experiments)
 			*jobopts.Experiments = tc.given
-			restore := prismtest.DisableSplits()
+			restore := jobrun.DisableSplits()
 			assert.Equal(t, tc.want, *jobopts.Experiments)
-			assert.True(t, prismtest.SplitsDisabled())
+			assert.True(t, jobrun.SplitsDisabled())
 			restore()
 			assert.Equal(t, tc.given, *jobopts.Experiments)
 		})
@@ -30,9 +30,18 @@ func TestDisableSplits_AddsTheExperimentOnceAndKeepsOthersUntilRestored(t *testi
 func TestAllowSplits_RemovesOnlyTheExperimentUntilRestored(t *testing.T) {
 	defer func(old string) { *jobopts.Experiments = old }(*jobopts.Experiments)
 	*jobopts.Experiments = "a,prism_disable_sdf_split,b"
-	restore := prismtest.AllowSplits()
+	restore := jobrun.AllowSplits()
 	assert.Equal(t, "a,b", *jobopts.Experiments)
-	assert.False(t, prismtest.SplitsDisabled())
+	assert.False(t, jobrun.SplitsDisabled())
 	restore()
 	assert.Equal(t, "a,prism_disable_sdf_split,b", *jobopts.Experiments)
+}
+
+func TestMayBePrism_PrismAndTheUniversalRunnerOnly(t *testing.T) {
+	for _, r := range []string{"prism", "PrismRunner", "universal", "portable", "PortableRunner"} {
+		assert.True(t, jobrun.MayBePrism(r), r)
+	}
+	for _, r := range []string{"flink", "spark", "dataflow", "dot", ""} {
+		assert.False(t, jobrun.MayBePrism(r), r)
+	}
 }

@@ -1,0 +1,98 @@
+// Package loopback makes a TCP listener that a library opened on every
+// interface reachable from this machine only. Beam v2.77.0's Prism job
+// server listens on ":port" whatever its caller wants (its listen call
+// is internal), and so does Beam Go's worker pool: anyone who reaches the
+// host could submit a job, and a job with a PROCESS environment runs a
+// command here (notes/beam-defects.md, "Prism's job server listens on
+// every interface").
+//
+// Restrict finds the listening sockets of this process on a port and
+// attaches a socket filter to them that drops every packet whose source is
+// not a loopback address (127.0.0.0/8, ::1). A connection from elsewhere
+// never completes its handshake; the connections accepted from here
+// inherit the filter and pass it. It works on Linux only.
+//
+// Since Go 1.24 net.Listen makes a Multipath TCP socket where the kernel
+// has MPTCP, and such a socket takes no socket filter (EOPNOTSUPP). Listen
+// therefore opens the library's listener with MPTCP off (the GODEBUG
+// setting multipathtcp=0, for the call), then restricts it.
+package loopback
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+)
+
+// ErrUnsupported is Restrict's error where socket filters are not
+// available (any system but Linux).
+var ErrUnsupported = errors.New("loopback: restricting a listener needs Linux socket filters")
+
+// Restrict attaches the loopback-only filter to every listening TCP socket
+// of this process on port. It fails when there is none, or when one cannot
+// take the filter (an MPTCP socket: open it with Listen).
+func Restrict(port int) error {
+	n, err := restrict(port)
+	if err != nil {
+		return fmt.Errorf("loopback: port %d: %w", port, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("loopback: this process has no listening TCP socket on port %d", port)
+	}
+	return nil
+}
+
+// Listen calls open, which makes a library listen on port with net.Listen
+// (Prism's prism.CreateJobServer, say), with Multipath TCP off, and then
+// restricts the listener to this machine (Restrict).
+func Listen(port int, open func() error) error {
+	if err := withoutMPTCP(open); err != nil {
+		return err
+	}
+	return Restrict(port)
+}
+
+var envMu sync.Mutex
+
+// withoutMPTCP runs f with GODEBUG's multipathtcp=0 added to the process's
+// environment, which net.Listen reads at each call (os.Setenv updates the
+// runtime's GODEBUG settings). A listener opened meanwhile elsewhere in the
+// process is a plain TCP one too, which changes nothing for its clients.
+func withoutMPTCP(f func() error) error {
+	envMu.Lock()
+	defer envMu.Unlock()
+	old, had := os.LookupEnv("GODEBUG")
+	v := "multipathtcp=0"
+	if old != "" {
+		v = old + "," + v // the later setting of a name wins
+	}
+	if err := os.Setenv("GODEBUG", v); err != nil {
+		return err
+	}
+	defer func() {
+		if had {
+			os.Setenv("GODEBUG", old)
+		} else {
+			os.Unsetenv("GODEBUG")
+		}
+	}()
+	return f()
+}
+
+// Listener is a listening TCP socket of this process.
+type Listener struct {
+	Addr netip.AddrPort
+	// Restricted: the socket carries the loopback-only filter.
+	Restricted bool
+}
+
+// Reachable reports whether other hosts can connect: the socket is bound
+// to an address that is not loopback and carries no filter.
+func (l Listener) Reachable() bool {
+	return !l.Restricted && !l.Addr.Addr().IsLoopback()
+}
+
+// Listeners lists the listening TCP sockets of this process.
+func Listeners() ([]Listener, error) { return listeners() }

@@ -1,0 +1,70 @@
+package dedup
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// candidate's coder (bounded.go has the merge it serves).
+
+// Flags of the candidate's first byte.
+const (
+	candHas = 1 << iota
+	candSeq
+	candRetract
+)
+
+// encodeCandidate and decodeCandidate are candidate's coder: the lifted
+// combine re-encodes accumulators, and Beam's reflective row coder cost 6%
+// of the bounded expansion's CPU (notes/performance.md). Layout: a flags
+// byte, varints TS, Rows, Retractions, then (if flagged) uvarint length and
+// Seq, then the Row to the end. Candidates are never persisted in state.
+func encodeCandidate(c candidate) []byte {
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
+	var flags byte
+	if c.Has {
+		flags |= candHas
+	}
+	if c.Seq != nil {
+		flags |= candSeq
+	}
+	if c.Retract {
+		flags |= candRetract
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, c.TS)
+	b = binary.AppendVarint(b, c.Rows)
+	b = binary.AppendVarint(b, c.Retractions)
+	if c.Seq != nil {
+		b = binary.AppendUvarint(b, uint64(len(c.Seq)))
+		b = append(b, c.Seq...)
+	}
+	return append(b, c.Row...)
+}
+
+func decodeCandidate(b []byte) (candidate, error) {
+	if len(b) < 1 || b[0]&^(candHas|candSeq|candRetract) != 0 {
+		return candidate{}, fmt.Errorf("dedup: corrupt candidate")
+	}
+	c := candidate{Has: b[0]&candHas != 0, Retract: b[0]&candRetract != 0}
+	seq := b[0]&candSeq != 0
+	b = b[1:]
+	for _, p := range []*int64{&c.TS, &c.Rows, &c.Retractions} {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
+		}
+		*p, b = v, b[n:]
+	}
+	if seq {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
+		}
+		c.Seq, b = b[n:n+int(l):n+int(l)], b[n+int(l):]
+	}
+	if len(b) > 0 {
+		c.Row = b
+	}
+	return c, nil
+}

@@ -1,0 +1,284 @@
+// Package dofn registers the transforms' structural DoFns with Beam without
+// Beam's generic register package. register.DoFnNxM instantiates, for
+// every distinct list of type arguments, wrappers for every shape a
+// StartBundle and FinishBundle could have (about 2,500 functions, 3 MB of
+// a stripped binary per list); here each DoFn lists its methods once, as
+// plain closures over a non-generic caller of their arity. Beam calls them
+// as it calls register's callers: by the CallNxM method of their arity
+// (core/runtime/exec/fn_arity.go), with no reflection per element.
+//
+// Register relies on reflectx.RegisterStructWrapper and the shape of
+// reflectx.Func, which Beam documents only in code;
+// the tests of each package Verify their DoFns, and fail if Beam stops
+// using the callers.
+package dofn
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+)
+
+// Methods maps a DoFn's lifecycle method names to their callers, for one
+// instance.
+type Methods = map[string]reflectx.Func
+
+// Register registers the DoFn type of fn (a pointer to a struct) by name,
+// so that workers decode it, and methods, which makes the callers of an
+// instance's methods.
+func Register(fn any, methods func(fn any) Methods) {
+	t := reflect.TypeOf(fn).Elem()
+	beam.RegisterType(t)
+	reflectx.RegisterStructWrapper(t, methods)
+}
+
+// caller is what every caller has: the method's name and type.
+type caller struct {
+	name string
+	t    reflect.Type
+}
+
+func newCaller(method any) caller {
+	return caller{name: reflectx.FunctionName(method), t: reflect.TypeOf(method)}
+}
+
+func (c caller) Name() string       { return c.name }
+func (c caller) Type() reflect.Type { return c.t }
+
+// Callers by arity: NxM takes N arguments and returns M results (M is 0,
+// or 1 for an error). method is the bound method (for its type), call
+// calls it.
+
+type f0x0 struct {
+	caller
+	fn func()
+}
+
+// F0x0 is a caller of a method with no argument and no result.
+func F0x0(method any, call func()) reflectx.Func { return &f0x0{newCaller(method), call} }
+func (f *f0x0) Call(a []any) []any               { f.fn(); return nil }
+func (f *f0x0) Call0x0()                         { f.fn() }
+
+type f1x1 struct {
+	caller
+	fn func(a0 any) any
+}
+
+// F1x1 is a caller of a method with one argument and one result.
+func F1x1(method any, call func(a0 any) any) reflectx.Func { return &f1x1{newCaller(method), call} }
+func (f *f1x1) Call(a []any) []any                         { return []any{f.fn(a[0])} }
+func (f *f1x1) Call1x1(a0 any) any                         { return f.fn(a0) }
+
+type f3x1 struct {
+	caller
+	fn func(a0, a1, a2 any) any
+}
+
+// F3x1 is a caller of a method with three arguments and one result.
+func F3x1(method any, call func(a0, a1, a2 any) any) reflectx.Func {
+	return &f3x1{newCaller(method), call}
+}
+func (f *f3x1) Call(a []any) []any         { return []any{f.fn(a[0], a[1], a[2])} }
+func (f *f3x1) Call3x1(a0, a1, a2 any) any { return f.fn(a0, a1, a2) }
+
+type f5x0 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4 any)
+}
+
+// F5x0 is a caller of a method with five arguments and no result.
+func F5x0(method any, call func(a0, a1, a2, a3, a4 any)) reflectx.Func {
+	return &f5x0{newCaller(method), call}
+}
+func (f *f5x0) Call(a []any) []any             { f.fn(a[0], a[1], a[2], a[3], a[4]); return nil }
+func (f *f5x0) Call5x0(a0, a1, a2, a3, a4 any) { f.fn(a0, a1, a2, a3, a4) }
+
+type f0x1 struct {
+	caller
+	fn func() any
+}
+
+// F0x1 is a caller of a method with no argument and one result.
+func F0x1(method any, call func() any) reflectx.Func { return &f0x1{newCaller(method), call} }
+func (f *f0x1) Call(a []any) []any                   { return []any{f.fn()} }
+func (f *f0x1) Call0x1() any                         { return f.fn() }
+
+type f2x0 struct {
+	caller
+	fn func(a0, a1 any)
+}
+
+// F2x0 is a caller of a method with two arguments and no result.
+func F2x0(method any, call func(a0, a1 any)) reflectx.Func { return &f2x0{newCaller(method), call} }
+func (f *f2x0) Call(a []any) []any                         { f.fn(a[0], a[1]); return nil }
+func (f *f2x0) Call2x0(a0, a1 any)                         { f.fn(a0, a1) }
+
+type f2x1 struct {
+	caller
+	fn func(a0, a1 any) any
+}
+
+// F2x1 is a caller of a method with two arguments and one result.
+func F2x1(method any, call func(a0, a1 any) any) reflectx.Func { return &f2x1{newCaller(method), call} }
+func (f *f2x1) Call(a []any) []any                             { return []any{f.fn(a[0], a[1])} }
+func (f *f2x1) Call2x1(a0, a1 any) any                         { return f.fn(a0, a1) }
+
+type f3x0 struct {
+	caller
+	fn func(a0, a1, a2 any)
+}
+
+// F3x0 is a caller of a method with three arguments and no result.
+func F3x0(method any, call func(a0, a1, a2 any)) reflectx.Func { return &f3x0{newCaller(method), call} }
+func (f *f3x0) Call(a []any) []any                             { f.fn(a[0], a[1], a[2]); return nil }
+func (f *f3x0) Call3x0(a0, a1, a2 any)                         { f.fn(a0, a1, a2) }
+
+type f4x0 struct {
+	caller
+	fn func(a0, a1, a2, a3 any)
+}
+
+// F4x0 is a caller of a method with four arguments and no result.
+func F4x0(method any, call func(a0, a1, a2, a3 any)) reflectx.Func {
+	return &f4x0{newCaller(method), call}
+}
+func (f *f4x0) Call(a []any) []any         { f.fn(a[0], a[1], a[2], a[3]); return nil }
+func (f *f4x0) Call4x0(a0, a1, a2, a3 any) { f.fn(a0, a1, a2, a3) }
+
+type f4x1 struct {
+	caller
+	fn func(a0, a1, a2, a3 any) any
+}
+
+// F4x1 is a caller of a method with four arguments and one result.
+func F4x1(method any, call func(a0, a1, a2, a3 any) any) reflectx.Func {
+	return &f4x1{newCaller(method), call}
+}
+func (f *f4x1) Call(a []any) []any             { return []any{f.fn(a[0], a[1], a[2], a[3])} }
+func (f *f4x1) Call4x1(a0, a1, a2, a3 any) any { return f.fn(a0, a1, a2, a3) }
+
+type f5x1 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4 any) any
+}
+
+// F5x1 is a caller of a method with five arguments and one result.
+func F5x1(method any, call func(a0, a1, a2, a3, a4 any) any) reflectx.Func {
+	return &f5x1{newCaller(method), call}
+}
+func (f *f5x1) Call(a []any) []any                 { return []any{f.fn(a[0], a[1], a[2], a[3], a[4])} }
+func (f *f5x1) Call5x1(a0, a1, a2, a3, a4 any) any { return f.fn(a0, a1, a2, a3, a4) }
+
+type f6x0 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4, a5 any)
+}
+
+// F6x0 is a caller of a method with six arguments and no result.
+func F6x0(method any, call func(a0, a1, a2, a3, a4, a5 any)) reflectx.Func {
+	return &f6x0{newCaller(method), call}
+}
+func (f *f6x0) Call(a []any) []any                 { f.fn(a[0], a[1], a[2], a[3], a[4], a[5]); return nil }
+func (f *f6x0) Call6x0(a0, a1, a2, a3, a4, a5 any) { f.fn(a0, a1, a2, a3, a4, a5) }
+
+type f6x1 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4, a5 any) any
+}
+
+// F6x1 is a caller of a method with six arguments and one result.
+func F6x1(method any, call func(a0, a1, a2, a3, a4, a5 any) any) reflectx.Func {
+	return &f6x1{newCaller(method), call}
+}
+func (f *f6x1) Call(a []any) []any                     { return []any{f.fn(a[0], a[1], a[2], a[3], a[4], a[5])} }
+func (f *f6x1) Call6x1(a0, a1, a2, a3, a4, a5 any) any { return f.fn(a0, a1, a2, a3, a4, a5) }
+
+type f7x1 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4, a5, a6 any) any
+}
+
+// F7x1 is a caller of a method with seven arguments and one result.
+func F7x1(method any, call func(a0, a1, a2, a3, a4, a5, a6 any) any) reflectx.Func {
+	return &f7x1{newCaller(method), call}
+}
+func (f *f7x1) Call(a []any) []any {
+	return []any{f.fn(a[0], a[1], a[2], a[3], a[4], a[5], a[6])}
+}
+func (f *f7x1) Call7x1(a0, a1, a2, a3, a4, a5, a6 any) any { return f.fn(a0, a1, a2, a3, a4, a5, a6) }
+
+type f8x1 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4, a5, a6, a7 any) any
+}
+
+// F8x1 is a caller of a method with eight arguments and one result.
+func F8x1(method any, call func(a0, a1, a2, a3, a4, a5, a6, a7 any) any) reflectx.Func {
+	return &f8x1{newCaller(method), call}
+}
+func (f *f8x1) Call(a []any) []any {
+	return []any{f.fn(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7])}
+}
+func (f *f8x1) Call8x1(a0, a1, a2, a3, a4, a5, a6, a7 any) any {
+	return f.fn(a0, a1, a2, a3, a4, a5, a6, a7)
+}
+
+// f9x1 has no CallNxM: Beam's fast paths stop at eight arguments, so it is
+// called through Call, whose result slice is the caller's own (a DoFn
+// instance is called by one goroutine at a time, and Beam reads the result
+// before the next call): no allocation per element.
+type f9x1 struct {
+	caller
+	fn  func(a0, a1, a2, a3, a4, a5, a6, a7, a8 any) any
+	out [1]any
+}
+
+// F9x1 is a caller of a method with nine arguments and one result.
+func F9x1(method any, call func(a0, a1, a2, a3, a4, a5, a6, a7, a8 any) any) reflectx.Func {
+	return &f9x1{caller: newCaller(method), fn: call}
+}
+func (f *f9x1) Call(a []any) []any {
+	f.out[0] = f.fn(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8])
+	return f.out[:]
+}
+
+// lifecycle are the methods Beam calls on a DoFn per element or bundle,
+// which Register's callers must cover.
+var lifecycle = []string{"Setup", "StartBundle", "ProcessElement", "FinishBundle", "Teardown", "OnTimer"}
+
+// Verify reports how the registration of fn (a pointer to a registered
+// DoFn) falls short: a lifecycle method of its type without a caller, a
+// caller of another type than its method, a caller Beam would not call by
+// its arity's fast path (up to eight arguments), or a DoFn Beam rejects.
+func Verify(fn any) error {
+	methods, ok := reflectx.WrapMethods(fn)
+	if !ok {
+		return fmt.Errorf("%T: no struct wrapper registered", fn)
+	}
+	v := reflect.ValueOf(fn)
+	for _, name := range lifecycle {
+		m := v.MethodByName(name)
+		c, wrapped := methods[name]
+		switch {
+		case !m.IsValid() && wrapped:
+			return fmt.Errorf("%T.%s: a caller of a method the type lacks", fn, name)
+		case !m.IsValid():
+			continue
+		case !wrapped:
+			return fmt.Errorf("%T.%s has no caller: Beam would call it by reflection", fn, name)
+		case c.Type() != m.Type():
+			return fmt.Errorf("%T.%s: the caller has type %v, the method %v", fn, name, c.Type(), m.Type())
+		}
+		in, out := m.Type().NumIn(), m.Type().NumOut()
+		if in <= 8 && !reflect.ValueOf(c).MethodByName(fmt.Sprintf("Call%dx%d", in, out)).IsValid() {
+			return fmt.Errorf("%T.%s: the caller has no Call%dx%d, Beam's fast path", fn, name, in, out)
+		}
+	}
+	if _, err := graph.NewFn(fn); err != nil {
+		return fmt.Errorf("%T: Beam rejects it: %w", fn, err)
+	}
+	return nil
+}
