@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
@@ -34,32 +34,12 @@ func init() {
 	register.DoFn1x1[Message, error](&failFn{})
 }
 
-// runPipeline runs p on the test runner with a deadline, so a source that
-// never stops fails the test instead of hanging CI.
+// runPipeline runs p as a job on the test runner with a deadline
+// (pipelines/jobrun), so a source that never stops fails the test
+// instead of hanging CI, and returns the run's error.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
 	t.Helper()
-	runner := *ptest.Runner
-	if runner == "" {
-		runner = ptest.DefaultRunner()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	type res struct {
-		pr  beam.PipelineResult
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		pr, err := beam.Run(ctx, runner, p)
-		done <- res{pr, err}
-	}()
-	select {
-	case r := <-done:
-		return r.pr, r.err
-	case <-time.After(timeout + 5*time.Second):
-		t.Fatalf("pipeline did not finish within %v", timeout)
-		return nil, nil
-	}
+	return jobrun.Run(context.Background(), p, prismtest.Options(t, timeout))
 }
 
 // collected holds what collectFn saw, per collector name; DoFns run in this
