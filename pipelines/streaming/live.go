@@ -232,8 +232,15 @@ type liveWatch struct {
 	inProcess bool
 	service   string // the Pub/Sub service, for stall messages
 
-	mu   sync.Mutex
-	last LiveStatus // the last sample
+	mu      sync.Mutex
+	last    LiveStatus // the last sample
+	pulling bool       // at the last sample: a reader waited on a Pull Pub/Sub had not answered
+}
+
+func (w *liveWatch) pullingAtLastSample() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pulling
 }
 
 func (w *liveWatch) lastSeen() LiveStatus {
@@ -258,6 +265,7 @@ func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sampl
 	s := w.status(m)
 	w.mu.Lock()
 	w.last = s
+	w.pulling = w.stopper.Pulling() > 0 || w.stopper.Unanswered()
 	w.mu.Unlock()
 	claimed := w.stopper.Claimed()
 	pulls := sourcePulls{answered: w.stopper.Answered(), unanswered: w.stopper.Unanswered()}
@@ -311,6 +319,15 @@ func (s LiveStatus) stages(claimed int64, pulls sourcePulls) []jobrun.Stage {
 // with the service: the source pulls, the publish publishes and acks, and
 // KeepFirst's stage acks the duplicates it drops.
 func (w *liveWatch) explain(st *jobrun.Stall) {
+	if st.Stage.Always { // the source committed no bundle at all
+		switch {
+		case w.inProcess && w.pullingAtLastSample():
+			st.Hint = fmt.Sprintf("its reader waits on a Pull that Pub/Sub does not answer: check that the Pub/Sub service (%s) answers", w.service)
+		case !w.inProcess:
+			st.Hint += fmt.Sprintf("; or the Pub/Sub service (%s) does not answer", w.service)
+		}
+		return
+	}
 	switch st.Stage.Name {
 	case stageSource:
 		st.Hint = fmt.Sprintf("the source's bundle waits on Pub/Sub (%s) or on a step fused with it: check that the service answers, and that no step of yours blocks", w.service)

@@ -178,8 +178,12 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt
 		if stp != nil && stp.Requested() {
 			return stop()
 		}
+		if stp != nil {
+			stp.pullSince.Store(time.Now().UnixNano())
+		}
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
 		if stp != nil {
+			stp.pullSince.Store(0)
 			stp.unanswered.Store(errors.Is(err, errNoAnswer))
 			if err == nil {
 				stp.answered.Add(1)

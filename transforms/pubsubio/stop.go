@@ -30,6 +30,7 @@ type Stopper struct {
 	claimed    atomic.Int64
 	answered   atomic.Int64
 	unanswered atomic.Bool
+	pullSince  atomic.Int64 // Unix nanos when the Pull in flight was sent; 0: none
 }
 
 var (
@@ -68,6 +69,17 @@ func (s *Stopper) Answered() int64 { return s.answered.Load() }
 
 // Unanswered: see Answered.
 func (s *Stopper) Unanswered() bool { return s.unanswered.Load() }
+
+// Pulling is how long the Pull a reader is waiting on has been out (0 when
+// none is): a reader whose bundle commits nothing while it waits on Pub/Sub
+// is held up by the service, not by the runner.
+func (s *Stopper) Pulling() time.Duration {
+	since := s.pullSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
+}
 
 // Close unregisters the Stopper and ends its Read's leases in this
 // process: messages still held (the job failed or was cancelled with them
