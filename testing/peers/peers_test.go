@@ -1,0 +1,82 @@
+package peers_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
+	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/peers"
+)
+
+// keepLastPairs is what Flink SQL's keep-last on event time emits for
+// events in arrival order: a -U/+U pair for every later row of a key
+// whose ts is at least the key's latest so far (an identical resend
+// included); an older row emits nothing.
+func keepLastPairs(events []orderstatus.Event) int {
+	latest := map[string]time.Time{}
+	pairs := 0
+	for _, e := range events {
+		if l, ok := latest[e.OrderID]; !ok {
+			latest[e.OrderID] = e.TS
+		} else if !e.TS.Before(l) {
+			latest[e.OrderID] = e.TS
+			pairs++
+		}
+	}
+	return pairs
+}
+
+// Seed 003's table from Flink itself: 622 events for 240 orders give 240
+// +I and a -U/+U pair for every later row that is not older than its
+// order's latest, 382 when all are (622 − 240). With no status event late,
+// the generator still delivers one resend after its order's next status:
+// 381. With the sample's 12 late events Flink drops them too: 370.
+// Keep-first is insert-only: 240 +I. Our KeepLast emits 341 pairs (no
+// pair for the 41 identical resends; docs/performance.md, "Against the
+// peers").
+func TestFlinkSQL_ReproducesSeed003sChangelog(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		late  int
+		pairs int
+	}{
+		{"no late status", 0, 381},
+		{"12 late", orderstatus.DefaultGen.Late, 370},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := orderstatus.DefaultGen
+			cfg.Late = tc.late
+			events, err := orderstatus.Generate(cfg)
+			require.NoError(t, err)
+			require.Equal(t, tc.pairs, keepLastPairs(events), "the pairs Flink's rule gives these events")
+			path := filepath.Join(t.TempDir(), "events.jsonl")
+			require.NoError(t, peers.WriteOrderStatus(path, cfg))
+
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := peers.Run(ctx, peers.FlinkSQL, peers.FlinkSQLMain, "changelog", path)
+			if err != nil {
+				flinktest.SkipOrFail(t, err)
+			}
+			first, last := res["keep_first"], res["keep_last"]
+			require.NotNil(t, first, "keep_first result")
+			require.NotNil(t, last, "keep_last result")
+			assert.Equal(t, "240", first["+I"])
+			assert.Equal(t, "0", first["-U"])
+			assert.Equal(t, "0", first["+U"])
+			assert.Equal(t, "240", last["+I"])
+			assert.Equal(t, strconv.Itoa(tc.pairs), last["-U"])
+			assert.Equal(t, strconv.Itoa(tc.pairs), last["+U"])
+			assert.Equal(t, "0", last["-D"])
+			assert.Contains(t, first["plan"], "keep=[FirstRow]")
+			assert.Contains(t, last["plan"], "keep=[LastRow]")
+		})
+	}
+}
