@@ -264,6 +264,9 @@ func (s *Server) Output() string {
 	return string(b)
 }
 
+// LogFile is the path of the server's log file.
+func (s *Server) LogFile() string { return s.log }
+
 // Stop kills the server with its process group and removes its
 // directory.
 func (s *Server) Stop() {
