@@ -55,6 +55,12 @@ const FlinkVersion = "1.19"
 //go:embed jobserver/pom.xml
 var flinkPom []byte
 
+//go:embed sparkjobserver/pom.xml
+var sparkPom []byte
+
+// SparkVersion is the Spark release of the Spark job server.
+const SparkVersion = "3.2.2"
+
 // ErrNoJava reports that java or mvn is missing.
 var ErrNoJava = errors.New("flinktest: java or mvn not found")
 
@@ -233,6 +239,18 @@ var Flink = &JobServer{
 	Args:    []string{"--flink-master=[local]"},
 	// Flink's MiniCluster sizes its memory from the heap.
 	JVM: []string{"-Xmx2g"},
+}
+
+// Spark is Beam's Spark job server with a local Spark (two threads).
+var Spark = &JobServer{
+	Project: Project{Name: "spark-" + SparkVersion + "-beam-" + BeamVersion, Pom: sparkPom},
+	Main:    "org.apache.beam.runners.spark.SparkJobServerDriver",
+	Args:    []string{"--spark-master-url=local[2]"},
+	// Spark 3.2 reaches into the JDK's internals, which Java 17 closes.
+	JVM: []string{"-Xmx2g",
+		"--add-opens=java.base/java.lang=ALL-UNNAMED", "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+		"--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+		"--add-opens=java.base/java.util=ALL-UNNAMED"},
 }
 
 // ready is the driver's line once its services listen; slf4j-simple
