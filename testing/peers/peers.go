@@ -19,7 +19,9 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/beamdedup/beamdedup/testing/flinktest"
@@ -88,4 +90,42 @@ func tail(s string, n int) string {
 		return "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+//go:embed beampython/dedup_peer.py
+var pythonPeer []byte
+
+// PythonVersion is the apache-beam release of the Python peer.
+const PythonVersion = "2.77.0"
+
+// PythonDefault is the venv .ci/run makes for the Python peer:
+// <user cache>/beamdedup/venv-beam-2.77.0/bin/python.
+func PythonDefault() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "beamdedup", "venv-beam-"+PythonVersion, "bin", "python")
+}
+
+// RunPython runs the Python peer (beampython/dedup_peer.py) with python on
+// the prism binary over input and returns its result line.
+func RunPython(ctx context.Context, python, prism, input string, args ...string) (map[string]Fields, error) {
+	dir, err := os.MkdirTemp("", "pythonpeer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "dedup_peer.py")
+	if err := os.WriteFile(script, pythonPeer, 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, python, append([]string{script, "--prism=" + prism, "--input=" + input}, args...)...)
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("peers: %s: %v\n%s", script, err, tail(errOut.String(), 4000))
+	}
+	return ParseResults(out.String()), nil
 }
