@@ -44,6 +44,26 @@ func sub(f embed.FS, dir string) fs.FS {
 // FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
 var FlinkSQL = &flinktest.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: sub(flinkSQLSrc, "flinksql/src/main/java")}
 
+//go:embed beamjava/pom.xml
+var beamJavaPom []byte
+
+//go:embed beamjava-flink/pom.xml
+var beamJavaFlinkPom []byte
+
+//go:embed all:beamjava/src
+var beamJavaSrc embed.FS
+
+// BeamJava is the Beam Java peer (BeamJavaPeer.java) with Beam 2.73.0 and
+// its direct runner; BeamJavaFlink the same program with Beam 2.62.0 and
+// Flink's classic runner.
+var (
+	BeamJava      = &flinktest.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJavaFlink = &flinktest.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+)
+
+// BeamJavaMain is the Beam Java peer's class.
+const BeamJavaMain = "beamdedup.peers.BeamJavaPeer"
+
 // FlinkSQLMain is the Flink SQL peer's class.
 const FlinkSQLMain = "beamdedup.peers.FlinkSqlPeer"
 
