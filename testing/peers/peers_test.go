@@ -2,6 +2,8 @@ package peers_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -10,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 )
 
@@ -79,4 +83,34 @@ func TestFlinkSQL_ReproducesSeed003sChangelog(t *testing.T) {
 			assert.Contains(t, last["plan"], "keep=[LastRow]")
 		})
 	}
+}
+
+// Beam Python's DeduplicatePerKey on the Prism binary we build: every
+// order once, and the requests its stateful DoFn makes (a bag read for
+// every row, an append and, at the event-time timer, a clear for every new
+// key) as docs/performance.md reports them beside ours.
+func TestBeamPython_DeduplicatePerKeyOnOurPrismKeepsEachOrderOnce(t *testing.T) {
+	python := peers.PythonDefault()
+	if err := exec.Command(python, "-c", "import apache_beam").Run(); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no apache-beam at %s (.ci/run makes the venv): %v", python, err)
+		}
+		t.Fatalf("no apache-beam at %s (.ci/run makes the venv): %v", python, err)
+	}
+	prism, err := jobservertest.Binary()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "orders.jsonl")
+	require.NoError(t, peers.WriteOrders(path, 300, 1))
+	rows := len(orders.Generate(300, 1))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := peers.RunPython(ctx, python, prism, path)
+	require.NoError(t, err)
+	p := res["beam_python"]
+	require.NotNil(t, p)
+	assert.Equal(t, strconv.Itoa(rows), p["rows"])
+	assert.Equal(t, "300", p["emitted"])
+	assert.Equal(t, strconv.Itoa(rows), p["gets"], "a read of the bag for every row")
+	assert.Equal(t, "300", p["appends"], "an append for every new key")
+	assert.Equal(t, "300", p["clears"], "a clear at every key's timer")
 }

@@ -8,6 +8,7 @@
 //	go run ./testing/peers/cmd/jvmpeer flinksql nexmark /tmp/peers/bids.jsonl
 //	go run ./testing/peers/cmd/jvmpeer beamjava /tmp/peers/orders.jsonl
 //	go run ./testing/peers/cmd/jvmpeer beamjava-flink /tmp/peers/orders.jsonl --runner=FlinkRunner --flinkMaster=[local]
+//	go run ./testing/peers/cmd/jvmpeer resolve   # what the tests need: the Flink job server, the Flink SQL peer
 package main
 
 import (
@@ -22,6 +23,18 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "resolve" {
+		// .ci/run, before the tests: a fresh machine's downloads do not
+		// count against a test's deadline.
+		for _, p := range []*flinktest.Project{&flinktest.Flink.Project, peers.FlinkSQL} {
+			if _, err := p.Classpath(); err != nil {
+				fmt.Fprintln(os.Stderr, "jvmpeer:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("resolved %s\n", p.Name)
+		}
+		return
+	}
 	if len(os.Args) < 3 {
 		fmt.Fprintln(os.Stderr, "usage: jvmpeer flinksql|beamjava|beamjava-flink ARGS...")
 		os.Exit(2)
