@@ -1,6 +1,7 @@
 package flinktest_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,19 +11,22 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
 // The transforms' semantics on Flink as on Prism: each test builds the
 // same pipeline for both runners and holds both to the same outputs. Where
 // the runners differ (a key's delivery order, which counter a dropped row
 // lands in), the test says so. Every call of the library's API is in this
-// file.
+// file. (The sink's test needs PostgreSQL: testing/pgtest.)
 
 type event struct {
 	Key    string    `beam:"key" json:"key"`
@@ -327,5 +331,44 @@ func TestCountPerKey_AppliesAChangelogOnBothRunners(t *testing.T) {
 				assert.Contains(t, got[1], `"group":"paid","count":1,`)
 			})
 		}
+	}
+}
+
+// The sink on both runners: KeepLast's changelog of a stream, written into
+// a throwaway PostgreSQL table guarded by ts, leaves each key's last row,
+// whatever the bundles folded.
+func TestPgsink_WritesEachKeysLastRowOnBothRunners(t *testing.T) {
+	cluster := pgtest.Shared(t)
+	for _, r := range runners {
+		t.Run(string(r), func(t *testing.T) {
+			ctx := context.Background()
+			db := "sink_" + string(r)
+			dsn, err := cluster.CreateDatabase(ctx, db)
+			require.NoError(t, err)
+			conn, err := cluster.Connect(ctx, db)
+			require.NoError(t, err)
+			defer conn.Close(ctx)
+			_, err = conn.Exec(ctx, `CREATE TABLE status (key text PRIMARY KEY, val text, ts timestamptz, status text, deleted boolean NOT NULL DEFAULT false)`)
+			require.NoError(t, err)
+
+			p, s := beam.NewPipelineWithRoot()
+			ts := new(teststream.Config)
+			*ts = teststream.NewConfig()
+			addEach(t, ts,
+				event{Key: "o1", Status: "created", Ts: at(9, 0)}, event{Key: "o2", Status: "created", Ts: at(9, 1)},
+				event{Key: "o1", Status: "paid", Ts: at(9, 4)}, event{Key: "o1", Status: "paid", Ts: at(9, 4)},
+				event{Key: "o2", Status: "cancelled", Ts: at(9, 6)}, event{Key: "o1", Status: "shipped", Ts: at(9, 9)})
+			require.NoError(t, ts.AdvanceWatermarkToInfinity())
+			changes := dedup.KeepLast(s, teststream.Create(s, *ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.OutputKind("op"))
+			dead := collect(s, pgsink.Write(s, changes, pgsink.DSN(dsn), pgsink.Table("status"),
+				pgsink.PartitionBy("key"), pgsink.OutputKind("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")), false)
+			runOn(t, r, p, 2*time.Minute)
+			assert.Empty(t, rowsOf(dead))
+			rows, err := conn.Query(ctx, `SELECT key || ' ' || status FROM status WHERE NOT deleted ORDER BY key`)
+			require.NoError(t, err)
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			assert.Equal(t, []string{"o1 shipped", "o2 cancelled"}, got)
+		})
 	}
 }
