@@ -16,8 +16,9 @@ import org.apache.flink.util.CloseableIterator;
  * (streaming mode, parallelism 1, so that rows arrive in file order).
  *
  * <pre>
- * FlinkSqlPeer changelog FILE   keep-first and keep-last by order_id on ts (event time),
- *                               the changelog's rows by kind (order-status events)
+ * FlinkSqlPeer changelog FILE...  keep-first and keep-last by order_id on ts (event time),
+ *                               the changelog's rows by kind (order-status events); for
+ *                               the second and later files the names end in _2, _3, ...
  * FlinkSqlPeer orders FILE      keep-first by order_id on processing time, rows/s
  * FlinkSqlPeer nexmark FILE     Nexmark q0 and q18 on the bids, rows/s and q18/q0
  * </pre>
@@ -28,10 +29,9 @@ public final class FlinkSqlPeer {
   private FlinkSqlPeer() {}
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 2) {
-      throw new IllegalArgumentException("usage: FlinkSqlPeer changelog|orders|nexmark FILE");
+    if (args.length < 2) {
+      throw new IllegalArgumentException("usage: FlinkSqlPeer changelog|orders|nexmark FILE...");
     }
-    String path = new File(args[1]).getAbsolutePath();
     Configuration conf = new Configuration();
     conf.setString("parallelism.default", "1");
     // Each row through the operators as it comes (no mini-batch), as our
@@ -41,23 +41,28 @@ public final class FlinkSqlPeer {
         TableEnvironment.create(
             EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(conf).build());
     env.executeSql("CREATE TABLE blackhole_sink (n BIGINT) WITH ('connector' = 'blackhole')");
-    switch (args[0]) {
-      case "changelog" -> changelog(env, path);
-      case "orders" -> orders(env, path);
-      case "nexmark" -> nexmark(env, path);
-      default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+    for (int i = 1; i < args.length; i++) {
+      String path = new File(args[i]).getAbsolutePath();
+      String suffix = i == 1 ? "" : "_" + i;
+      switch (args[0]) {
+        case "changelog" -> changelog(env, path, suffix);
+        case "orders" -> orders(env, path);
+        case "nexmark" -> nexmark(env, path);
+        default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+      }
     }
   }
 
   /** The keep-first and keep-last queries' changelogs on order-status events. */
-  static void changelog(TableEnvironment env, String path) throws Exception {
+  static void changelog(TableEnvironment env, String path, String suffix) throws Exception {
+    env.executeSql("DROP TABLE IF EXISTS events");
     env.executeSql(
         "CREATE TABLE events (order_id STRING, status STRING, ts TIMESTAMP_LTZ(3),"
             + " WATERMARK FOR ts AS ts - INTERVAL '5' MINUTE) WITH ('connector' = 'filesystem',"
             + " 'path' = '" + path + "', 'format' = 'json', 'json.ignore-parse-errors' = 'true',"
             + " 'json.timestamp-format.standard' = 'ISO-8601')");
     for (String order : new String[] {"ASC", "DESC"}) {
-      String name = order.equals("ASC") ? "keep_first" : "keep_last";
+      String name = (order.equals("ASC") ? "keep_first" : "keep_last") + suffix;
       String sql =
           "SELECT order_id, status, ts FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id"
               + " ORDER BY ts " + order + ") AS rn FROM events WHERE order_id IS NOT NULL"
