@@ -112,7 +112,11 @@ func (fn *readFn) Setup(ctx context.Context) error {
 	return nil
 }
 
-func (fn *readFn) CreateInitialRestriction(_ int) Restriction { return Restriction{} }
+// CreateInitialRestriction returns an empty restriction. AckIDs is never
+// nil: the Go SDK encodes a nil slice of a schema row as a null field,
+// which Beam Java's row coder cannot read back, and a Java runner (Flink)
+// decodes the restriction between stages (docs/runners.md).
+func (fn *readFn) CreateInitialRestriction(_ int) Restriction { return Restriction{AckIDs: []string{}} }
 
 func (fn *readFn) SplitRestriction(_ int, r Restriction) []Restriction { return []Restriction{r} }
 

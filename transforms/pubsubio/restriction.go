@@ -71,8 +71,8 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 		return t.rest, nil, nil
 	}
 	t.done = true
-	res := Restriction{AckIDs: append([]string(nil), t.claimed...), LastActivityMs: t.lastActivity}
-	return Restriction{}, res, nil
+	res := Restriction{AckIDs: append([]string{}, t.claimed...), LastActivityMs: t.lastActivity}
+	return Restriction{AckIDs: []string{}}, res, nil
 }
 
 func (t *tracker) GetProgress() (done, remaining float64) {
