@@ -111,12 +111,12 @@ func Check(ctx context.Context, p Phase, step string) bool {
 	if Disabled() || (runner != "" && !MayBePrism(runner)) {
 		return false
 	}
-	warned[p].Do(func() { log.Warn(ctx, Warning(p, step, runner)) })
+	warned[p].Do(func() { log.Warn(ctx, warning(p, step, runner)) })
 	return true
 }
 
-// Warning is Check's message.
-func Warning(p Phase, step, runner string) string {
+// warning is Check's message.
+func warning(p Phase, step, runner string) string {
 	on := "--runner is not set, so beamx.Run and ptest run it on Prism"
 	if runner != "" {
 		on = "--runner=" + runner + " may be Prism"
