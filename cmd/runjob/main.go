@@ -218,6 +218,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
+	if jobrun.MayBePrism(runner) {
+		// Before construction, where the stateful transforms check it
+		// (jobrun.Start adds it to the submission anyway).
+		defer jobrun.DisableSplits()()
+	}
 	if err := pl.checkRunner(o); err != nil {
 		return fail("%v", err)
 	}
