@@ -69,12 +69,12 @@ type State struct {
 	// CandTime is the event time of the pending candidate, or of the
 	// emitted row in event-time mode.
 	CandTime int64
-	// CleanupAt is the event time at which the self-re-arming cleanup
-	// timer is set (event-time mode with StateTTL only).
+	// CleanupAt and Rearms were the schedule of a self-re-arming cleanup
+	// timer (event-time mode with StateTTL) that earlier builds wrote. The
+	// rules now derive their one expiry check from ExpireAt and no longer
+	// write them; they still decode, and are ignored.
 	CleanupAt int64
-	// Rearms counts how often that cleanup timer re-armed itself; each
-	// re-arm doubles its step so an end-of-input watermark ends it fast.
-	Rearms uint8
+	Rearms    uint8
 	// Cand is the pending candidate row (KeepFirst) or the stored last row
 	// (KeepLast), encoded by the adapter. The core never looks inside.
 	Cand []byte

@@ -18,6 +18,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -273,6 +274,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 		totals := beam.CombinePerKey(s.Scope("Sum"), mergeDeltas, keyed)
 		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
 	} else {
+		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("changelog.CountPerKey (UID %s)", c.uid))
 		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
 	}
 	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
@@ -421,6 +423,10 @@ type countFn struct {
 	Count state.Value[counter]
 
 	m *countMetrics
+}
+
+func (f *countFn) Setup() {
+	prismsplit.Check(context.Background(), prismsplit.Run, "a changelog.CountPerKey step")
 }
 
 func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {

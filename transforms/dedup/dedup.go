@@ -22,6 +22,14 @@
 // its column names), and with OutputDropped the rows dropped. Every input
 // row is counted (ReadCounters, CountersOf).
 //
+// On Prism (Beam Go v2.77.0; the default runner of beamx.Run and ptest)
+// run the job with --experiments=prism_disable_sdf_split, or call
+// prismsplit.Disable after flag.Parse, as in a test's TestMain: under load
+// Prism splits a stateful step's bundle in the middle of a key and can emit
+// the key twice. A stateful expansion warns, once per process, when it is
+// built or runs without it. docs/testing.md has a TestMain, TestStream
+// patterns, and the order in which Prism hands a key its rows.
+//
 // How a row travels: the keying step (keyfn.go) counts and validates it and
 // keys it by its encoded PARTITION BY columns (coders/keycoder). What
 // follows is chosen once by the plan (plan.go) from the options and the
@@ -36,6 +44,7 @@
 package dedup
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -45,6 +54,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -133,6 +143,7 @@ func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Resu
 	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid, metrics: metricsNamespace(t, uid)}
 	var r Result
 	if p.expansion == statefulExpansion {
+		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("dedup.%v (UID %s)", t, uid))
 		r = b.stateful(col)
 	} else {
 		r = b.merge(col)

@@ -246,10 +246,13 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
 // idle state (default true). Expiry is checked when a row arrives either
 // way, so the results are the same; without them the state of keys never
-// seen again stays until its window ends. Turn them off for a finite
-// streaming run on Prism (which keeps a job alive until its processing-time
-// timers fire) or on a runner without processing-time timers (Flink, for Go
-// pipelines) when using StateTTL in watermarkless mode.
+// seen again stays until its window ends. Turn them off on a runner
+// without processing-time timers (Flink, for Go pipelines) when using
+// StateTTL in watermarkless mode, and for a finite run of an unbounded
+// source on Prism, which keeps the job alive until its processing-time
+// timers fire (pipelines/streaming). A TestStream is different: its end
+// does not wait for them, they fire only if the stream advances processing
+// time past them (AdvanceProcessingTime). Bounded input sets none.
 func CleanupTimers(on bool) Option {
 	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -78,6 +79,7 @@ type step struct {
 }
 
 func (s *step) setup(p *params, st store) error {
+	prismsplit.Check(context.Background(), prismsplit.Run, "a dedup step")
 	s.store = st
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last

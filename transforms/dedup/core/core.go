@@ -315,13 +315,24 @@ func (c Config) cleanupAfterEmit(st *State) Timer {
 		if c.EventTTL > 0 {
 			return Timer{Kind: Cleanup, At: st.MaxEvent + c.EventTTL + 1}
 		}
-		if c.StateTTL > 0 { // event-time mode: re-arming check of the processing-time expiry
-			st.CleanupAt = st.CandTime + c.StateTTL
-			st.Rearms = 0
-			return Timer{Kind: Cleanup, At: st.CleanupAt}
+		if c.StateTTL > 0 { // event-time mode: the one check of the processing-time expiry
+			return Timer{Kind: Cleanup, At: c.expiryCheck(st)}
 		}
 	}
 	return Timer{}
+}
+
+// expiryCheck is the event time at which event-time mode checks an
+// emitted key's processing-time expiry (StateTTL; its one timer family is
+// event time): one TTL past the expiry, or past the candidate's time if
+// that is later. The watermark reaches it only after the wall clock has
+// passed the expiry, unless the watermark runs more than a TTL ahead of the
+// wall clock: at the end of a finite input, when it jumps to the end of
+// time, or with event times from the future. So one firing per key
+// suffices, and the end of a finite input costs each key at most two: its
+// finalization and this check.
+func (c Config) expiryCheck(st *State) int64 {
+	return max(st.CandTime, st.ExpireAt) + c.StateTTL
 }
 
 // refresh is what a duplicate does to an emitted key's retention.
