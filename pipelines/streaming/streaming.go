@@ -364,7 +364,7 @@ func (*encodeFn[T]) ProcessElement(_ []byte, m pubsubio.Message) pubsubio.Messag
 			data = b
 		}
 	}
-	return pubsubio.Message{Data: data, MessageID: m.MessageID, AckID: m.AckID}
+	return pubsubio.Message{Data: data, Attributes: map[string]string{}, MessageID: m.MessageID, AckID: m.AckID}
 }
 
 // Run builds the pipeline for the orders rows and runs it as a job until it

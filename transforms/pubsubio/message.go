@@ -42,8 +42,8 @@ func fromReceived(rm *pubsubpb.ReceivedMessage, idAttr string) Message {
 	m := Message{
 		ID:          pm.GetMessageId(),
 		MessageID:   pm.GetMessageId(),
-		Data:        pm.GetData(),
-		Attributes:  pm.GetAttributes(),
+		Data:        nonNil(pm.GetData()),
+		Attributes:  nonNilMap(pm.GetAttributes()),
 		OrderingKey: pm.GetOrderingKey(),
 		AckID:       rm.GetAckId(),
 	}
@@ -54,6 +54,24 @@ func fromReceived(rm *pubsubpb.ReceivedMessage, idAttr string) Message {
 		if v, ok := m.Attributes[idAttr]; ok && v != "" {
 			m.ID = v
 		}
+	}
+	return m
+}
+
+// nonNil and nonNilMap keep a Message's slice and map fields non-nil:
+// the Go SDK writes a nil one as a null field of a schema row whose field
+// is not nullable, which a Java runner (Flink) cannot decode where it
+// decodes rows between steps (docs/runners.md).
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func nonNilMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
 	}
 	return m
 }

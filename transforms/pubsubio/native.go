@@ -60,8 +60,8 @@ func (f *fromNativeFn) ProcessElement(m *pb.PubsubMessage) Message {
 	out := Message{
 		ID:          m.GetMessageId(),
 		MessageID:   m.GetMessageId(),
-		Data:        m.GetData(),
-		Attributes:  m.GetAttributes(),
+		Data:        nonNil(m.GetData()),
+		Attributes:  nonNilMap(m.GetAttributes()),
 		OrderingKey: m.GetOrderingKey(),
 	}
 	if pt := m.GetPublishTime(); pt != nil {
