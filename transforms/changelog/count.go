@@ -186,7 +186,7 @@ func init() {
 	})
 	dofn.Register(&countFn{}, func(fn any) dofn.Methods {
 		f := fn.(*countFn)
-		return dofn.Methods{"ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
+		return dofn.Methods{"Setup": dofn.F0x0(f.Setup, f.Setup), "ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
 			return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
 		})}
 	})
