@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // order is an insert-only row (KeepFirst's output).
@@ -332,4 +334,43 @@ func TestConnectionsDroppedMidRunAreRetriedAndTheTableIsComplete(t *testing.T) {
 	var n int
 	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM orders").Scan(&n))
 	assert.Equal(t, 20000, n)
+}
+
+// Two versions of each of 20 keys in the same millisecond, the later one
+// (by microseconds) arriving first, through a stream: KeepLast drops the
+// older one as out of order, and the table, whose guard compares the same
+// microseconds, holds what KeepLast's changelog says, key for key.
+func TestKeepLastAndTheTableAgreeOnTwoVersionsInTheSameMillisecond(t *testing.T) {
+	dsn, conn := newDB(t, eventDDL)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	ts := teststream.NewConfig()
+	var paid, created []any
+	want := map[string]string{}
+	for i := range 20 {
+		id := fmt.Sprintf("o%02d", i)
+		paid = append(paid, event{OrderID: ptr(id), Status: "paid", TS: at.Add(700 * time.Microsecond)})
+		created = append(created, event{OrderID: ptr(id), Status: "created", TS: at.Add(200 * time.Microsecond)})
+		want[id] = "paid"
+	}
+	require.NoError(t, ts.AddElements(at.UnixMilli(), paid...))
+	require.NoError(t, ts.AdvanceWatermark(at.UnixMilli()))
+	require.NoError(t, ts.AddElements(at.UnixMilli(), created...))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+
+	p, s := beam.NewPipelineWithRoot()
+	res := dedup.KeepLast(s, teststream.Create(s, ts), dedup.Spec(rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}))
+	passert.Empty(s, pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
+	pr := prismtest.Run(t, p, 3*time.Minute)
+	lc := dedup.ReadLastCounters(pr)
+	assert.Equal(t, int64(20), lc.Inserts)
+	assert.Equal(t, int64(20), lc.OutOfOrderDropped, "the older version of each key, arriving second")
+	assert.Equal(t, int64(20), lc.Emitted(), "KeepLast's changelog: one +I per key, paid")
+	assert.Zero(t, lc.Unaccounted())
+
+	got := map[string]string{}
+	for _, row := range snapshot(t, conn, "SELECT order_id, status FROM order_status WHERE NOT deleted") {
+		f := strings.Fields(row)
+		got[f[0]] = f[1]
+	}
+	assert.Equal(t, want, got, "the table holds each key's row as KeepLast's changelog leaves it")
 }
