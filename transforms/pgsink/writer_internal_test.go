@@ -429,7 +429,7 @@ func TestUnreadableRowsAreDeadLetteredBeforeTheDatabase(t *testing.T) {
 	assert.Equal(t, Counters{RowsIn: 3, Written: 1, DeadLettered: 2}, c)
 	require.Len(t, dead, 2)
 	assert.Contains(t, dead[0].Reason, `unknown row kind "+X"`)
-	assert.Equal(t, "NULL ordering value in column seq", dead[1].Reason)
+	assert.Equal(t, `SequenceBy column "seq" is NULL`, dead[1].Reason)
 }
 
 func closedPort(t *testing.T) int {
