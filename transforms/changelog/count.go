@@ -472,7 +472,8 @@ func mergeDeltas(a, b delta) delta {
 // matchFn applies a key's changes of a group, summed, on bounded input: its
 // retractions retract its +I/+U rows, and those it has more of than +I/+U
 // rows retract rows the input never added, so they are ignored; it passes
-// the key's part of the group's total on, keyed by the group.
+// the key's part of the group's total on, keyed by the group, unless it
+// applied nothing.
 type matchFn struct {
 	UID string
 
@@ -490,7 +491,9 @@ func (f *matchFn) ProcessElement(ctx context.Context, _ string, d delta, emit fu
 	}
 	f.m.added.Inc(ctx, adds)
 	f.m.subtracted.Inc(ctx, rets)
-	emit(d.GroupKey, delta{Group: d.Group, GroupKey: d.GroupKey, N: adds - rets, Rows: adds + rets})
+	if adds > 0 { // a key whose rows were all ignored gives its group nothing
+		emit(d.GroupKey, delta{Group: d.Group, GroupKey: d.GroupKey, N: adds - rets, Rows: adds + rets})
+	}
 }
 
 // countFn keeps a group's count in value state (stream expansion).

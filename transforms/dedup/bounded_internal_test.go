@@ -36,8 +36,8 @@ func TestCandidateCoder_RoundTrips(t *testing.T) {
 
 // A runner may hold a streaming window's accumulators across an update, so
 // every layout of the candidate ever written decodes: these bytes are the
-// layouts before the microseconds (flags 1, 2, 4) and with them (8). Never
-// edit them.
+// layouts before the microseconds (flags 1, 2, 4), with them (8) and with
+// a timestamp for time (16). Never edit them.
 func TestCandidateCoder_GoldenBytesDecode(t *testing.T) {
 	for _, g := range []struct {
 		hex  string
@@ -46,6 +46,7 @@ func TestCandidateCoder_GoldenBytesDecode(t *testing.T) {
 		{"030a04000103" + "09", candidate{Has: true, TS: 5, Rows: 2, Seq: []byte{3}, Row: []byte{9}}},
 		{"050a0002" + "09", candidate{Has: true, Retract: true, TS: 5, Retractions: 1, Row: []byte{9}}},
 		{"090a0400e707" + "09", candidate{Has: true, TS: 5, Rows: 2, Micros: 999, Row: []byte{9}}},
+		{"150a0002" + "09", candidate{Has: true, Retract: true, Stamped: true, TS: 5, Retractions: 1, Row: []byte{9}}},
 	} {
 		b, err := hex.DecodeString(g.hex)
 		require.NoError(t, err)
@@ -54,7 +55,7 @@ func TestCandidateCoder_GoldenBytesDecode(t *testing.T) {
 		assert.Equal(t, g.want, got, g.hex)
 		assert.Equal(t, g.hex, hex.EncodeToString(encodeCandidate(g.want)), "and is what the coder writes")
 	}
-	_, err := decodeCandidate([]byte{0x10, 0, 0, 0})
+	_, err := decodeCandidate([]byte{0x20, 0, 0, 0})
 	assert.Error(t, err, "an unknown flag")
 }
 

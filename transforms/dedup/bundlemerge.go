@@ -103,7 +103,7 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	if m.Dropped && b.c.Has {
 		drop(mtime.Time(b.c.TS), b.row)
 	}
-	b.c.Has, b.c.Retract, b.c.TS, b.c.Micros, b.row, b.ts = true, retraction, int64(c.ts), c.micros, row, ts
+	b.c.Has, b.c.Retract, b.c.TS, b.c.Micros, b.c.Stamped, b.row, b.ts = true, retraction, int64(c.ts), c.micros, !c.onTime, row, ts
 	b.c.Seq = append(b.c.Seq[:0], c.seq...)
 	if c.seq == nil {
 		b.c.Seq = nil

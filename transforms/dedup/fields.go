@@ -38,13 +38,14 @@ func (c *columns) any() bool { return c.cols.Time != nil || c.cols.Kind != nil |
 type checked struct {
 	ts     beam.EventTime // the OnTime column's millisecond, else the element's timestamp
 	micros uint16         // the OnTime value's microseconds past ts
+	onTime bool           // ts is the OnTime column's, not the element's
 	kind   rowkind.Kind   // the kind column, else +I
 	seq    []byte         // the SequenceBy value (appended to check's seq), else nil
 }
 
 // row is the row as the rules see it (its Row encoding aside).
 func (c checked) row() core.Row {
-	return core.Row{Kind: c.kind, Time: int64(c.ts), Micros: c.micros, Seq: c.seq}
+	return core.Row{Kind: c.kind, Time: int64(c.ts), Micros: c.micros, Stamped: !c.onTime, Seq: c.seq}
 }
 
 // check reads the row's event time, kind and sequence value, appending the
@@ -59,7 +60,7 @@ func (c *columns) check(ts beam.EventTime, v reflect.Value, seq []byte) (checked
 	if vals.HasTime {
 		// Within Beam's timestamp range (rowspec.MinMillis, MaxMillis).
 		ms, us := rowspec.SplitMicros(vals.Order.Time)
-		r.ts, r.micros = mtime.Time(ms), us
+		r.ts, r.micros, r.onTime = mtime.Time(ms), us, true
 	}
 	return r, ""
 }

@@ -13,12 +13,16 @@ import (
 //
 // A row's order is its SequenceBy value, then its OnTime value (a time to
 // the microsecond, an int64 column to the millisecond; a transform without
-// OnTime orders by the row's event time instead, which the sink does not
+// OnTime orders by the row's timestamp instead, which the sink does not
 // see), then its kind: a retraction (-U, -D) ranks after a live row (+I,
 // +U) of the same value. A -U/-D carries the value of the row it retracts,
 // so at that value it is the row's end, in whatever order the two arrive:
 // a live row as old as a deletion does not bring its key back, in a stream
-// or in the table.
+// or in the table. Rows that have no value at all (no SequenceBy, and
+// their timestamps for time: KeepLast without an ordering column, on
+// bounded input) rank a retraction before a live row of the same
+// timestamp instead, as in a changelog the -U of an update comes before
+// its +U.
 //
 // Two rows of equal order (the same value, both live or both retractions)
 // are a tie, broken by one of three rules:
@@ -41,14 +45,18 @@ type Order struct {
 	// SequenceBy.
 	Seq []byte
 	// Time is the OnTime value in Unix microseconds (TimeColumn.Read); a
-	// transform without OnTime puts the row's event time there.
+	// transform without OnTime puts the row's timestamp there (Stamped).
 	Time int64
+	// Stamped: Time is the row's timestamp, not an OnTime value.
+	Stamped bool
 	// Retraction: the row is a -U or a -D.
 	Retraction bool
 }
 
-// Compare orders a and b by SequenceBy value, then time, then a live row
-// before a retraction; 0 is a tie.
+// Compare orders a and b by SequenceBy value, then time, then kind (a live
+// row before a retraction of its value; a retraction first where the rows
+// have no value, Stamped and without a SequenceBy value); 0 is a tie. a and
+// b are rows of one transform, so both Stamped or neither.
 func (a Order) Compare(b Order) int {
 	if c := bytes.Compare(a.Seq, b.Seq); c != 0 {
 		return c
@@ -56,13 +64,17 @@ func (a Order) Compare(b Order) int {
 	if c := cmp.Compare(a.Time, b.Time); c != 0 {
 		return c
 	}
-	switch {
-	case a.Retraction == b.Retraction:
+	if a.Retraction == b.Retraction {
 		return 0
-	case a.Retraction:
-		return 1
 	}
-	return -1
+	after := 1 // a retraction after a live row of its value
+	if a.Stamped && a.Seq == nil {
+		after = -1 // no value: the -U of an update before its +U
+	}
+	if a.Retraction {
+		return after
+	}
+	return -after
 }
 
 // Later reports whether a row arriving with order arriving replaces the

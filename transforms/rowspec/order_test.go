@@ -29,6 +29,8 @@ func TestOrder_SequenceThenTimeThenALiveRowBeforeARetraction(t *testing.T) {
 		{"a live row before a retraction of its value, whichever arrives later", o("", 1, false), o("", 1, true), -1, false, true},
 		{"the value before the kind", o("", 2, false), o("", 1, true), 1, true, false},
 		{"sequence before time", o("b", 1, false), o("a", 9, false), 1, true, false},
+		{"no value (a timestamp alone): a retraction before a live row", Order{Time: 1, Stamped: true, Retraction: true}, Order{Time: 1, Stamped: true}, -1, false, true},
+		{"a timestamp after a SequenceBy value: a retraction after", Order{Seq: []byte("a"), Time: 1, Stamped: true, Retraction: true}, Order{Seq: []byte("a"), Time: 1, Stamped: true}, 1, true, false},
 		{"no sequence ranks first", o("", 9, false), o("a", 1, false), -1, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

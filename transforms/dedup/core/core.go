@@ -71,7 +71,10 @@ type Row struct {
 	// millisecond (0 to 999; 0 for an int64 column or without OnTime): rows
 	// compare to the microsecond, timers and retention to the millisecond.
 	Micros uint16
-	Seq    []byte // its SequenceBy value (rowspec.SeqColumn); nil without SequenceBy
+	// Stamped: Time is the row's timestamp, not its OnTime value (no
+	// OnTime); it orders rows without a value (rowspec.Order).
+	Stamped bool
+	Seq     []byte // its SequenceBy value (rowspec.SeqColumn); nil without SequenceBy
 	// Row is the row's encoding, normalized to kind +I, which Last compares
 	// and stores but never reads. First never compares rows and takes nil:
 	// a decision that makes the row the key's candidate says so (Stored),
@@ -81,12 +84,13 @@ type Row struct {
 
 // Order is the row's place in its key's order.
 func (r Row) Order() rowspec.Order {
-	return rowspec.Order{Seq: r.Seq, Time: rowspec.Micros(r.Time, r.Micros), Retraction: r.Kind.IsRetraction()}
+	return rowspec.Order{Seq: r.Seq, Time: rowspec.Micros(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
 }
 
 // stored is the order of a key's stored row (First's candidate, Last's
 // row or tombstone): a tombstone, a retraction's value with no row, ranks
-// as the retraction it stands for.
+// as the retraction it stands for. (The state compares only where rows are
+// ordered by a value, so never Stamped without a SequenceBy value.)
 func stored(st *State) rowspec.Order {
 	return rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
 }

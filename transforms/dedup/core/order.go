@@ -51,6 +51,7 @@ type Candidate struct {
 	Retract bool   // the kept row is a -U/-D (KeepLast: the key ends deleted)
 	TS      int64  // its event time, Unix ms (its timestamp)
 	Micros  uint16 // the microseconds of its OnTime value past TS (0 to 999)
+	Stamped bool   // TS is its timestamp, not an OnTime value (Row.Stamped)
 	Seq     []byte // its SequenceBy value; nil without SequenceBy
 	Row     []byte // its encoding
 	// Rows and Retractions count the +I/+U and the -U/-D rows merged.
@@ -59,7 +60,7 @@ type Candidate struct {
 
 // Order is the kept row's place in its key's order.
 func (m Candidate) Order() rowspec.Order {
-	return rowspec.Order{Seq: m.Seq, Time: rowspec.Micros(m.TS, m.Micros), Retraction: m.Retract}
+	return rowspec.Order{Seq: m.Seq, Time: rowspec.Micros(m.TS, m.Micros), Stamped: m.Stamped, Retraction: m.Retract}
 }
 
 // CompareMerged orders the kept rows of a and b (both Has) where there is
@@ -77,9 +78,9 @@ func (d Direction) One(r Row) Candidate {
 	case retraction && d == KeepFirst:
 		return Candidate{Retractions: 1}
 	case retraction:
-		return Candidate{Has: true, Retract: true, TS: r.Time, Micros: r.Micros, Seq: r.Seq, Row: r.Row, Retractions: 1}
+		return Candidate{Has: true, Retract: true, TS: r.Time, Micros: r.Micros, Stamped: r.Stamped, Seq: r.Seq, Row: r.Row, Retractions: 1}
 	}
-	return Candidate{Has: true, TS: r.Time, Micros: r.Micros, Seq: r.Seq, Row: r.Row, Rows: 1}
+	return Candidate{Has: true, TS: r.Time, Micros: r.Micros, Stamped: r.Stamped, Seq: r.Seq, Row: r.Row, Rows: 1}
 }
 
 // Keeps reports whether Merge(a, b) keeps b's row rather than a's.

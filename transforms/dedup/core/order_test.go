@@ -322,3 +322,18 @@ func TestFirst_AnEarlierRowInTheCandidatesMillisecondReplacesIt(t *testing.T) {
 	assert.True(t, td.Emit)
 	assert.Equal(t, core.State{Phase: core.Emitted, CandTime: 7}, st)
 }
+
+// Without an ordering column, bounded KeepLast orders a key's rows by their
+// timestamps alone, where a changelog's -U comes before the +U of its
+// update: a live row wins over a retraction of its timestamp, as before the
+// comparator said otherwise for values.
+func TestMerge_KeepLastWithoutAValueKeepsALiveRowOverARetractionOfItsTimestamp(t *testing.T) {
+	ins := core.Candidate{Has: true, Stamped: true, TS: 5, Row: []byte("a"), Rows: 1}
+	ret := core.Candidate{Has: true, Stamped: true, Retract: true, TS: 5, Row: []byte("z"), Retractions: 1}
+	for _, m := range []core.Candidate{core.KeepLast.Merge(ins, ret), core.KeepLast.Merge(ret, ins)} {
+		assert.False(t, m.Retract)
+		assert.Equal(t, []byte("a"), m.Row)
+	}
+	later := core.Candidate{Has: true, Stamped: true, Retract: true, TS: 6, Row: []byte("0"), Retractions: 1}
+	assert.True(t, core.KeepLast.Merge(ins, later).Retract, "a later retraction still wins")
+}
