@@ -378,15 +378,21 @@ func armProc(ctx context.Context, m *metricSet, t timers.ProcessingTime, tp time
 // keyed, KV<key, row> of row type vt, and returns its kept and dropped
 // rows, KV<key, row> both.
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type, metrics string) (kept, dropped beam.PCollection) {
+	fn := newStatefulFn(c, p, keyed.Type().Components()[0].Type(), vt, metrics)
+	return beam.ParDo2(s.Scope("Dedup"), fn, keyed)
+}
+
+// newStatefulFn is the DoFn of the plan's layout and timer family for keys
+// of type kt and rows of type vt.
+func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any {
 	pr := params{
-		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
+		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: kt}, ValueType: beam.EncodedType{T: vt},
 		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, TimeCol: c.onTime, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
 	}
 	names := firstNames
 	if p.last {
 		names = lastNames
 	}
-	s = s.Scope("Dedup")
 	var fn any
 	switch {
 	case p.layout == marks && p.family == core.EventTimeFamily:
@@ -402,5 +408,5 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt r
 	default:
 		fn = &versionsFn{State: state.MakeBagState[[]byte](names.state), untimed: untimed{P: pr}}
 	}
-	return beam.ParDo2(s, fn, keyed)
+	return fn
 }
