@@ -94,8 +94,8 @@ var restoreT0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 func rr(op, id, v string, d time.Duration) restoreRow {
 	return restoreRow{Op: op, ID: id, V: v, TS: restoreT0.Add(d)}
 }
-func rows(r ...restoreRow) restoreEvent { return restoreEvent{rows: r} }
-func wmAt(d time.Duration) restoreEvent { return restoreEvent{wm: restoreT0.Add(d).UnixMilli()} }
+func rows(r ...restoreRow) restoreEvent   { return restoreEvent{rows: r} }
+func wmAt(d time.Duration) restoreEvent   { return restoreEvent{wm: restoreT0.Add(d).UnixMilli()} }
 func procBy(d time.Duration) restoreEvent { return restoreEvent{proc: d} }
 
 // Checks of a snapshot's pending timers and cells.
@@ -631,17 +631,17 @@ func (s *restoreState) ClearBagState(tx state.Transaction) error {
 func (s *restoreState) ReadValueState(string) (any, []state.Transaction, error) {
 	return nil, nil, errNotTheCell
 }
-func (s *restoreState) WriteValueState(state.Transaction) error         { return errNotTheCell }
-func (s *restoreState) ClearValueState(state.Transaction) error         { return errNotTheCell }
-func (s *restoreState) CreateAccumulatorFn(string) reflectx.Func        { return nil }
-func (s *restoreState) AddInputFn(string) reflectx.Func                 { return nil }
-func (s *restoreState) MergeAccumulatorsFn(string) reflectx.Func        { return nil }
-func (s *restoreState) ExtractOutputFn(string) reflectx.Func            { return nil }
-func (s *restoreState) WriteMapState(state.Transaction) error           { return errNotTheCell }
-func (s *restoreState) ClearMapStateKey(state.Transaction) error        { return errNotTheCell }
-func (s *restoreState) ClearMapState(state.Transaction) error           { return errNotTheCell }
-func (s *restoreState) WriteOrderedListState(state.Transaction) error   { return errNotTheCell }
-func (s *restoreState) ClearOrderedListState(state.Transaction) error   { return errNotTheCell }
+func (s *restoreState) WriteValueState(state.Transaction) error       { return errNotTheCell }
+func (s *restoreState) ClearValueState(state.Transaction) error       { return errNotTheCell }
+func (s *restoreState) CreateAccumulatorFn(string) reflectx.Func      { return nil }
+func (s *restoreState) AddInputFn(string) reflectx.Func               { return nil }
+func (s *restoreState) MergeAccumulatorsFn(string) reflectx.Func      { return nil }
+func (s *restoreState) ExtractOutputFn(string) reflectx.Func          { return nil }
+func (s *restoreState) WriteMapState(state.Transaction) error         { return errNotTheCell }
+func (s *restoreState) ClearMapStateKey(state.Transaction) error      { return errNotTheCell }
+func (s *restoreState) ClearMapState(state.Transaction) error         { return errNotTheCell }
+func (s *restoreState) WriteOrderedListState(state.Transaction) error { return errNotTheCell }
+func (s *restoreState) ClearOrderedListState(state.Transaction) error { return errNotTheCell }
 func (s *restoreState) ReadOrderedListState(string) ([]any, []state.Transaction, error) {
 	return nil, nil, errNotTheCell
 }
