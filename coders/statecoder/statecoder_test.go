@@ -22,19 +22,7 @@ var golden = []struct {
 	{"emitted with cleanup re-arm", State{Phase: Emitted, ExpireAt: 5, MaxEvent: -2, CandTime: 7, CleanupAt: 9, Rearms: 3}, "01021f0a030e1203"},
 }
 
-func TestGoldenBytesOfVersion1(t *testing.T) {
-	for _, g := range golden {
-		t.Run(g.name, func(t *testing.T) {
-			got := hex.EncodeToString(Encode(&g.st))
-			assert.Equal(t, g.hex, got)
-			b, err := hex.DecodeString(g.hex)
-			require.NoError(t, err)
-			var st State
-			require.NoError(t, Decode(b, &st))
-			assert.Equal(t, g.st, st)
-		})
-	}
-}
+func TestGoldenBytesOfVersion1(t *testing.T) { checkGolden(t, golden) }
 
 // Golden bytes of version 2 (KeepLast with SequenceBy): a stored row, its
 // SequenceBy value and its expiry. Never edit these either.
@@ -47,8 +35,16 @@ var goldenV2 = []struct {
 	{"last row with sequence and expiry", State{Phase: Emitted, ExpireAt: 5, MaxEvent: 1, CandTime: 1, Cand: []byte("r"), Seq: []byte("s")}, "0202670a020201720173"},
 }
 
-func TestGoldenBytesOfVersion2(t *testing.T) {
-	for _, g := range goldenV2 {
+func TestGoldenBytesOfVersion2(t *testing.T) { checkGolden(t, goldenV2) }
+
+// checkGolden checks that each state encodes to its golden bytes and they
+// decode to it.
+func checkGolden(t *testing.T, golden []struct {
+	name string
+	st   State
+	hex  string
+}) {
+	for _, g := range golden {
 		t.Run(g.name, func(t *testing.T) {
 			assert.Equal(t, g.hex, hex.EncodeToString(Encode(&g.st)))
 			b, err := hex.DecodeString(g.hex)
@@ -73,18 +69,7 @@ var goldenV4 = []struct {
 	{"tombstone at 1 µs past", State{Phase: Emitted, CandTime: -1, Micros: 1}, "0402840101"},
 }
 
-func TestGoldenBytesOfVersion4(t *testing.T) {
-	for _, g := range goldenV4 {
-		t.Run(g.name, func(t *testing.T) {
-			assert.Equal(t, g.hex, hex.EncodeToString(Encode(&g.st)))
-			b, err := hex.DecodeString(g.hex)
-			require.NoError(t, err)
-			var st State
-			require.NoError(t, Decode(b, &st))
-			assert.Equal(t, g.st, st)
-		})
-	}
-}
+func TestGoldenBytesOfVersion4(t *testing.T) { checkGolden(t, goldenV4) }
 
 // Version 4 is written only for a time with microseconds: every state of
 // the earlier versions (whose times are whole milliseconds) keeps its

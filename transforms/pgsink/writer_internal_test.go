@@ -209,11 +209,14 @@ func shuffledWithRepeats[T any](r *rand.Rand, rows []T) []T {
 	return out
 }
 
-// writeInBundles writes rows in random bundles, retrying some of them
-// (written again after later ones, as a runner retries a failed bundle).
-func writeInBundles(t *testing.T, r *rand.Rand, f *writeFn, rows []ev) {
+// writeInBundles writes rows in random bundles of random batch sizes,
+// retrying some of them (written again after later ones, as a runner
+// retries a failed bundle), and returns the rows in the order the sink
+// received them.
+func writeInBundles[T any](t *testing.T, r *rand.Rand, f *writeFn, rows []T) []T {
 	t.Helper()
-	var done [][]ev
+	var sent []T
+	var done [][]T
 	for len(rows) > 0 {
 		n := min(len(rows), 1+r.IntN(40))
 		b := rows[:n]
@@ -221,12 +224,15 @@ func writeInBundles(t *testing.T, r *rand.Rand, f *writeFn, rows []ev) {
 		f.w.batchSize = int64(1 + r.IntN(20))
 		_, _, err := bundle(f, b)
 		require.NoError(t, err)
-		done = append(done, b)
+		sent, done = append(sent, b...), append(done, b)
 		if r.IntN(5) == 0 {
-			_, _, err := bundle(f, done[r.IntN(len(done))])
+			retry := done[r.IntN(len(done))]
+			_, _, err := bundle(f, retry)
 			require.NoError(t, err)
+			sent = append(sent, retry...)
 		}
 	}
+	return sent
 }
 
 func TestGuardedChangelogShuffledRepeatedAndRetriedEndsInTheOrderedTable(t *testing.T) {
@@ -565,7 +571,7 @@ func TestTheGuardKeepsTheComparatorsWinnerOfEveryKey(t *testing.T) {
 						}
 					}
 				}
-				sent := writeVersions(t, r, f, shuffledWithRepeats(r, rows))
+				sent := writeInBundles(t, r, f, shuffledWithRepeats(r, rows))
 
 				want := map[string]evRow{}
 				kept := map[string]ver{}
@@ -588,29 +594,4 @@ func TestTheGuardKeepsTheComparatorsWinnerOfEveryKey(t *testing.T) {
 			}
 		})
 	}
-}
-
-// writeVersions writes rows as writeInBundles does, in random bundles and
-// batch sizes with some bundles retried later, and returns the rows in the
-// order the sink received them.
-func writeVersions(t *testing.T, r *rand.Rand, f *writeFn, rows []ver) []ver {
-	t.Helper()
-	var sent []ver
-	var done [][]ver
-	for len(rows) > 0 {
-		n := min(len(rows), 1+r.IntN(40))
-		b := rows[:n]
-		rows = rows[n:]
-		f.w.batchSize = int64(1 + r.IntN(20))
-		_, _, err := bundle(f, b)
-		require.NoError(t, err)
-		sent, done = append(sent, b...), append(done, b)
-		if r.IntN(5) == 0 {
-			retry := done[r.IntN(len(done))]
-			_, _, err := bundle(f, retry)
-			require.NoError(t, err)
-			sent = append(sent, retry...)
-		}
-	}
-	return sent
 }

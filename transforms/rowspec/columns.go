@@ -31,6 +31,15 @@ const (
 	MaxMillis = math.MaxInt64 / 1000 // excluded
 )
 
+// deref is the type a column of type t holds: t, or what it points to (a
+// nil pointer is NULL).
+func deref(t reflect.Type) (_ reflect.Type, ptr bool) {
+	if t.Kind() == reflect.Pointer {
+		return t.Elem(), true
+	}
+	return t, false
+}
+
 // TimeColumn reads an OnTime column of a struct row type: a time.Time or
 // an int64 of Unix milliseconds, or a pointer to one. Its value orders rows
 // at the column's own precision, to the microsecond: a time.Time's
@@ -50,10 +59,7 @@ func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
 	if err != nil {
 		return TimeColumn{}, err
 	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
+	ft, ptr := deref(c.Type)
 	switch ft {
 	case timeType:
 		return TimeColumn{Name: col, index: c.Index, ptr: ptr}, nil
@@ -183,10 +189,7 @@ func NewSeqColumn(t reflect.Type, col string) (SeqColumn, error) {
 	if err != nil {
 		return SeqColumn{}, err
 	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
+	ft, ptr := deref(c.Type)
 	f := SeqColumn{Name: col, index: c.Index, ptr: ptr}
 	switch ft.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
