@@ -191,7 +191,7 @@ func toSink(t *sinkRow, kind rowkind.Kind, r keyRow) {
 }
 
 // The one comparator, row for row, on random keys with tied rows in every
-// arrival order: the row the stateful rules keep (First's finalized
+// arrival order (every permutation of up to five rows): the row the stateful rules keep (First's finalized
 // candidate, Last's stored row or tombstone) is the comparator's winner for
 // that arrival, and so is the row of KeepLast's mini-batch fold and of
 // KeepFirst's pre-filter; pgsink, applying KeepLast's changelog by its
@@ -204,84 +204,106 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 	for iter := range 1500 {
 		seqs := rng.IntN(2) == 0
 		first, last := randomKey(rng, false, []rowkind.Kind{rowkind.Insert}), randomKey(rng, seqs, all)
-		for range 4 { // arrival orders
-			t.Run("KeepFirst", func(t *testing.T) {
-				arrival := slices.Clone(first)
-				rng.Shuffle(len(arrival), func(i, j int) { arrival[i], arrival[j] = arrival[j], arrival[i] })
-				want := winner(arrival, core.KeepFirst.Replaces)
-				rules := core.First{Config: core.Config{EventTime: true}}
-				var st core.State
-				var p core.Passed
-				for _, r := range arrival {
-					if drop, _ := rules.PreFilterFirstRow(&p, r.coreRow(), 0); drop {
-						continue // the pre-filter drops only what the state would
-					}
-					d := rules.OnRow(&st, core.Row{Kind: r.kind, Time: r.ms, Micros: r.us}, 0)
-					if d.Stored {
-						st.Cand = r.row
-					}
+		for _, arrival := range arrivalOrders(rng, first) {
+			want := winner(arrival, core.KeepFirst.Replaces)
+			rules := core.First{Config: core.Config{EventTime: true}}
+			var st core.State
+			var p core.Passed
+			for _, r := range arrival {
+				if drop, _ := rules.PreFilterFirstRow(&p, r.coreRow(), 0); drop {
+					continue // the pre-filter drops only what the state would
 				}
+				d := rules.OnRow(&st, core.Row{Kind: r.kind, Time: r.ms, Micros: r.us}, 0)
+				if d.Stored {
+					st.Cand = r.row
+				}
+			}
+			assert.Equal(t, string(want.row), string(st.Cand), "iteration %d: %v", iter, arrival)
+			assert.Equal(t, want.order(), rowspec.Order{Time: rowspec.Micros(st.CandTime, st.Micros)})
+
+			m := merged(rng, core.KeepFirst, arrival)
+			require.True(t, m.Has)
+			assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
+			smallest := slices.MinFunc(first, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
+			assert.Equal(t, string(smallest.row), string(m.Row), "the merge: the smallest encoding of that order")
+		}
+		for _, arrival := range arrivalOrders(rng, last) {
+			want := winner(arrival, core.KeepLast.Replaces)
+			rules := core.Last{Config: core.Config{Ordered: true}}
+			var st core.State
+			var table sinkRow
+			for _, r := range arrival {
+				was := st
+				d := rules.OnRow(&st, r.coreRow(), 0)
+				for _, e := range d.Emissions() {
+					emitted := r
+					if e.Old { // the stored row, with its own columns
+						emitted = keyRow{row: was.Cand, seq: was.Seq, ms: was.CandTime, us: was.Micros}
+					}
+					toSink(&table, e.Kind, emitted)
+				}
+			}
+			if want.kind.IsRetraction() {
+				assert.Empty(t, st.Cand, "iteration %d: the key ends deleted: %v", iter, arrival)
+				assert.True(t, !table.has || table.order.Retraction, "iteration %d: the table holds no live row: %v", iter, arrival)
+			} else {
 				assert.Equal(t, string(want.row), string(st.Cand), "iteration %d: %v", iter, arrival)
-				assert.Equal(t, want.order(), rowspec.Order{Time: rowspec.Micros(st.CandTime, st.Micros)})
+				assert.Equal(t, string(want.row), string(table.row), "iteration %d: the table holds KeepLast's row: %v", iter, arrival)
+				assert.False(t, table.order.Retraction)
+			}
+			assert.Equal(t, want.order(), rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
+				"iteration %d", iter)
 
-				m := merged(rng, core.KeepFirst, arrival)
-				require.True(t, m.Has)
-				assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
-				smallest := slices.MinFunc(first, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
-				assert.Equal(t, string(smallest.row), string(m.Row), "the merge: the smallest encoding of that order")
-			})
-
-			t.Run("KeepLast", func(t *testing.T) {
-				arrival := slices.Clone(last)
-				rng.Shuffle(len(arrival), func(i, j int) { arrival[i], arrival[j] = arrival[j], arrival[i] })
-				want := winner(arrival, core.KeepLast.Replaces)
-				rules := core.Last{Config: core.Config{Ordered: true}}
-				var st core.State
-				var table sinkRow
-				for _, r := range arrival {
-					was := st
-					d := rules.OnRow(&st, r.coreRow(), 0)
-					for _, e := range d.Emissions() {
-						emitted := r
-						if e.Old { // the stored row, with its own columns
-							emitted = keyRow{row: was.Cand, seq: was.Seq, ms: was.CandTime, us: was.Micros}
-						}
-						toSink(&table, e.Kind, emitted)
-					}
+			// The mini-batch fold passes on the winner alone, which leaves
+			// the same state.
+			var f core.Fold
+			held := -1
+			for i, r := range arrival {
+				switch rules.FoldLastRow(&f, r.coreRow(), 0) {
+				case core.FoldHold, core.FoldReplace:
+					held = i
 				}
-				if want.kind.IsRetraction() {
-					assert.Empty(t, st.Cand, "iteration %d: the key ends deleted: %v", iter, arrival)
-					assert.True(t, !table.has || table.order.Retraction, "iteration %d: the table holds no live row: %v", iter, arrival)
-				} else {
-					assert.Equal(t, string(want.row), string(st.Cand), "iteration %d: %v", iter, arrival)
-					assert.Equal(t, string(want.row), string(table.row), "iteration %d: the table holds KeepLast's row: %v", iter, arrival)
-					assert.False(t, table.order.Retraction)
-				}
-				assert.Equal(t, want.order(), rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
-					"iteration %d", iter)
+			}
+			var folded core.State
+			rules.OnRow(&folded, arrival[held].coreRow(), 0)
+			assert.True(t, st.Equal(&folded), "iteration %d: folded %v to %v", iter, arrival, arrival[held])
 
-				// The mini-batch fold passes on the winner alone, which leaves
-				// the same state.
-				var f core.Fold
-				held := -1
-				for i, r := range arrival {
-					switch rules.FoldLastRow(&f, r.coreRow(), 0) {
-					case core.FoldHold, core.FoldReplace:
-						held = i
-					}
-				}
-				var folded core.State
-				rules.OnRow(&folded, arrival[held].coreRow(), 0)
-				assert.True(t, st.Equal(&folded), "iteration %d: folded %v to %v", iter, arrival, arrival[held])
-
-				m := merged(rng, core.KeepLast, arrival)
-				require.True(t, m.Has)
-				assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
-				largest := slices.MaxFunc(last, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
-				assert.Equal(t, string(largest.row), string(m.Row), "the merge: the largest encoding of that order")
-			})
+			m := merged(rng, core.KeepLast, arrival)
+			require.True(t, m.Has)
+			assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
+			largest := slices.MaxFunc(last, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
+			assert.Equal(t, string(largest.row), string(m.Row), "the merge: the largest encoding of that order")
 		}
 	}
+}
+
+// arrivalOrders are the orders a key's rows are fed in: every one for up to
+// five rows, else eight at random.
+func arrivalOrders(rng *rand.Rand, rows []keyRow) [][]keyRow {
+	if len(rows) > 5 {
+		var out [][]keyRow
+		for range 8 {
+			a := slices.Clone(rows)
+			rng.Shuffle(len(a), func(i, j int) { a[i], a[j] = a[j], a[i] })
+			out = append(out, a)
+		}
+		return out
+	}
+	var out [][]keyRow
+	var permute func(a []keyRow, k int)
+	permute = func(a []keyRow, k int) {
+		if k == len(a) {
+			out = append(out, slices.Clone(a))
+			return
+		}
+		for i := k; i < len(a); i++ {
+			a[k], a[i] = a[i], a[k]
+			permute(a, k+1)
+			a[k], a[i] = a[i], a[k]
+		}
+	}
+	permute(slices.Clone(rows), 0)
+	return out
 }
 
 // A state written before times were kept to the microsecond (Micros 0:
