@@ -107,7 +107,7 @@ type shape struct {
 	rowType reflect.Type // the struct rows, or V
 	keyType reflect.Type // K, or []byte (the encoded key columns)
 	columns []string     // struct rows: the key columns
-	checks  rowChecks
+	checks  columns
 }
 
 // build is the one construction of every transform of the family: it reads
@@ -223,9 +223,9 @@ func keyTypeError(kt reflect.Type) error {
 	return fmt.Errorf("KV key type %v cannot be a deterministic key; use a string, []byte, bool, integer or float key (or struct rows with PartitionBy)", kt)
 }
 
-// rowChecks are the checks of the columns the options name.
-func (c *config) rowChecks() rowChecks {
-	return rowChecks{TimeCol: c.onTime, KindCol: c.kindCol, SeqCol: c.sequenceBy}
+// rowChecks are the reader of the columns the options name.
+func (c *config) rowChecks() columns {
+	return columns{TimeCol: c.onTime, KindCol: c.kindCol, SeqCol: c.sequenceBy}
 }
 
 // builder builds the expansion of a plan.
