@@ -13,7 +13,6 @@ import (
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
-	"github.com/beamdedup/beamdedup/transforms/pgsink/pgsinktest"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
@@ -63,8 +62,7 @@ func registerPostgres[T any]() {
 // batch committed, so that the publish and the ack that follow it in the
 // stage never run for a row that is not in the table. (pgsink.Write
 // returns no committed rows to ack after, so this step runs the sink's
-// writer itself, through pgsinktest: the same folding, batches, retries
-// and dead letters.)
+// Writer itself: the same folding, batches, retries and dead letters.)
 type postgresFn[T any] struct {
 	DSN     string
 	Table   string
@@ -72,7 +70,7 @@ type postgresFn[T any] struct {
 	// Subscription names the input in dead letters.
 	Subscription string
 
-	w       pgsinktest.Writer
+	w       *pgsink.Writer
 	enc     *keycoder.Encoder
 	all     []pubsubio.Message // the bundle's messages
 	keys    [][]byte           // their keys
@@ -89,7 +87,7 @@ func (f *postgresFn[T]) Setup(ctx context.Context) error {
 		return err
 	}
 	f.enc = enc
-	f.w, err = pgsinktest.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
+	f.w, err = pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
 	return err
 }
 

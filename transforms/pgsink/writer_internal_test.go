@@ -451,7 +451,7 @@ func closedPort(t *testing.T) int {
 func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	ctx := context.Background()
-	w, err := newStandalone(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
+	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
 	require.NoError(t, err)
 	defer w.Close()
 	var total Counters
