@@ -31,7 +31,8 @@ type GroupCount struct {
 	// text (NULL for a nil pointer), or a JSON array of the values of
 	// several; "" without GroupBy.
 	Group string `json:"group" beam:"group"`
-	Count int64  `json:"count" beam:"count"`
+	// Count is the group's +I/+U rows less its -U/-D rows.
+	Count int64 `json:"count" beam:"count"`
 	// Version is the number of changes applied to the group so far: an
 	// upsert sink keeps the row with the highest Version, so a reordered
 	// write cannot replace a newer count with an older one. A group's final
@@ -71,7 +72,8 @@ func newCountMetrics(uid string) *countMetrics {
 	}
 }
 
-// Counters are CountPerKey's metrics summed over a job's steps.
+// Counters are CountPerKey's metrics (one field per metric above), summed
+// over a job's steps.
 type Counters struct {
 	RowsIn, Added, Subtracted, RetractionsIgnored, DeadLettered, CountsEmitted, GroupsBelowZero int64
 }
