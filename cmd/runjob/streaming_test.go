@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -78,10 +77,8 @@ func TestRunHelpShowsPubsubFlagsAndExample(t *testing.T) {
 func pstestServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--port=0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
+	addr, err := launchPstest(cmd)
 	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -92,20 +89,7 @@ func pstestServer(t *testing.T, bin string, args ...string) string {
 			cmd.Process.Kill()
 		}
 	})
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST=")
-		require.True(t, ok, "pstestserver printed %q", l)
-		return addr
-	case <-time.After(30 * time.Second):
-		require.FailNow(t, "pstestserver did not start within 30s")
-	}
-	return ""
+	return addr
 }
 
 // drainSub pulls and acks everything subscription delivers until it has
