@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 )
 
@@ -63,10 +62,9 @@ type pstestProcess struct {
 	stdin io.WriteCloser // the server exits when it closes (or is collected)
 }
 
-// startPstest builds pstestserver (once per test binary) and starts one on
-// a free port, with a lease minimum of 1s; it runs until its stdin, a pipe
-// from this process, closes: at the latest when the test binary exits.
-func startPstest() (*pstestProcess, error) {
+// pstestBinary builds pstestserver once per test binary and returns its
+// path.
+func pstestBinary() (string, error) {
 	pstestBuild.once.Do(func() {
 		dir, err := os.MkdirTemp("", "pstestserver")
 		if err != nil {
@@ -80,11 +78,26 @@ func startPstest() (*pstestProcess, error) {
 			pstestBuild.err = fmt.Errorf("building pstestserver: %v\n%s", err, out)
 		}
 	})
-	if pstestBuild.err != nil {
-		return nil, pstestBuild.err
+	return pstestBuild.bin, pstestBuild.err
+}
+
+// pstestBin is pstestBinary for a test.
+func pstestBin(t *testing.T) string {
+	t.Helper()
+	bin, err := pstestBinary()
+	require.NoError(t, err)
+	return bin
+}
+
+// startPstest starts a pstestserver on a free port, with a lease minimum
+// of 1s; it runs until its stdin, a pipe from this process, closes: at the
+// latest when the test binary exits.
+func startPstest() (*pstestProcess, error) {
+	bin, err := pstestBinary()
+	if err != nil {
+		return nil, err
 	}
-	p := &pstestProcess{cmd: exec.Command(pstestBuild.bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")}
-	var err error
+	p := &pstestProcess{cmd: exec.Command(bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
@@ -453,10 +466,7 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 	sharedPubsub(t)
 	c := newClients(t)
 	n := c.setUp(t, "pool")
-	bin := runjobBinary(t)
-	endpoint := jobservertest.Start(t)
-	pool := jobservertest.StartWorkerPool(t)
-	jobservertest.RemoveBootCopies(t, bin)
+	bin, endpoint, pool := withAWorkerPool(t)
 	const orderCount = 10000
 	c.publishOrders(t, n.in, 0, orderCount)
 	out := &outputCount{}

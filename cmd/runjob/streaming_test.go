@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -148,17 +147,6 @@ func (s *safeBuffer) String() string {
 	return s.buf.String()
 }
 
-// goBuild builds the main package pkg into a temporary binary name.
-func goBuild(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a cold build on a loaded 2-core machine
-	defer cancel()
-	b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
-	require.NoError(t, err, "building %s: %s", pkg, b)
-	return bin
-}
-
 // startFunc starts runjob with args; stop does what Ctrl-C does, and wait
 // returns runjob's exit code and output once it exited (failing the test
 // after timeout).
@@ -214,7 +202,7 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	if testing.Short() {
 		t.Skip("builds and starts the pstestserver emulator and runjob, streams for tens of seconds")
 	}
-	server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+	server := pstestBin(t)
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) startFunc
