@@ -25,7 +25,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 )
 
@@ -63,10 +62,9 @@ type pstestProcess struct {
 	stdin io.WriteCloser // the server exits when it closes (or is collected)
 }
 
-// startPstest builds pstestserver (once per test binary) and starts one on
-// a free port, with a lease minimum of 1s; it runs until its stdin, a pipe
-// from this process, closes: at the latest when the test binary exits.
-func startPstest() (*pstestProcess, error) {
+// pstestBinary builds pstestserver once per test binary and returns its
+// path.
+func pstestBinary() (string, error) {
 	pstestBuild.once.Do(func() {
 		dir, err := os.MkdirTemp("", "pstestserver")
 		if err != nil {
@@ -80,20 +78,46 @@ func startPstest() (*pstestProcess, error) {
 			pstestBuild.err = fmt.Errorf("building pstestserver: %v\n%s", err, out)
 		}
 	})
-	if pstestBuild.err != nil {
-		return nil, pstestBuild.err
-	}
-	p := &pstestProcess{cmd: exec.Command(pstestBuild.bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")}
-	p.cmd.Stderr = os.Stderr
-	stdout, err := p.cmd.StdoutPipe()
+	return pstestBuild.bin, pstestBuild.err
+}
+
+// pstestBin is pstestBinary for a test.
+func pstestBin(t *testing.T) string {
+	t.Helper()
+	bin, err := pstestBinary()
+	require.NoError(t, err)
+	return bin
+}
+
+// startPstest starts a pstestserver on a free port, with a lease minimum
+// of 1s; it runs until its stdin, a pipe from this process, closes: at the
+// latest when the test binary exits.
+func startPstest() (*pstestProcess, error) {
+	bin, err := pstestBinary()
 	if err != nil {
 		return nil, err
 	}
+	p := &pstestProcess{cmd: exec.Command(bin, "--port=0", "--min_ack_deadline=1s", "--exit_on_stdin_eof")}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
+	if p.addr, err = launchPstest(p.cmd); err != nil {
 		return nil, err
+	}
+	return p, nil
+}
+
+// launchPstest starts cmd, a pstestserver on a free port, and returns the
+// address it prints once it serves; it kills a server that does not say
+// within 30s, or says something else.
+func launchPstest(cmd *exec.Cmd) (string, error) {
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
 	}
 	line := make(chan string, 1)
 	go func() {
@@ -102,15 +126,14 @@ func startPstest() (*pstestProcess, error) {
 	}()
 	select {
 	case l := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST=")
-		if !ok {
-			return nil, fmt.Errorf("pstestserver printed %q", l)
+		if addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST="); ok {
+			return addr, nil
 		}
-		p.addr = addr
-		return p, nil
+		cmd.Process.Kill()
+		return "", fmt.Errorf("pstestserver printed %q", l)
 	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		return nil, fmt.Errorf("pstestserver did not start within 30s")
+		cmd.Process.Kill()
+		return "", fmt.Errorf("pstestserver did not start within 30s")
 	}
 }
 
@@ -375,6 +398,33 @@ func finish(t *testing.T, p *runjobProcess, out *outputCount, n int) int {
 	return read
 }
 
+// startWithABacklogInFlight starts runjob and waits until it has read far
+// ahead of what it published (progress.inFlight), the moment to kill it.
+func startWithABacklogInFlight(t *testing.T, args ...string) (*runjobProcess, progress) {
+	t.Helper()
+	p := startRunjob(t, args...)
+	waitFor(t, 3*time.Minute, "a backlog in flight (read far ahead of published)", func() bool {
+		select {
+		case <-p.exited:
+			require.FailNow(t, "runjob exited before the kill", p.stderr.String())
+		default:
+		}
+		return p.progress().inFlight()
+	})
+	return p, p.progress()
+}
+
+// restartAndCheck runs runjob again on the same subscription after a
+// failure, lets it publish every order and drain (finish), and checks the
+// output (checkOutput): the messages it read again, and the orders output
+// twice.
+func restartAndCheck(t *testing.T, args []string, out *outputCount, n int) (second *runjobProcess, reread, doubled int) {
+	t.Helper()
+	second = startRunjob(t, args...)
+	reread = finish(t, second, out, n)
+	return second, reread, checkOutput(t, out, n, reread)
+}
+
 // checkOutput asserts that no order is lost and that the doubles are at
 // most what was unacked at the kill (which the restarted run read again),
 // and returns the numbers for the log.
@@ -400,23 +450,12 @@ func TestCrash_KillWithABacklogInFlightLosesNoOrder(t *testing.T) {
 	c.consume(t, n.outSub, out)
 	args := append(n.flags(), "--ack_deadline=5s", "--progress=250ms", "--drain_timeout=90s")
 
-	first := startRunjob(t, args...)
-	waitFor(t, 3*time.Minute, "a backlog in flight (read far ahead of published)", func() bool {
-		select {
-		case <-first.exited:
-			require.FailNow(t, "runjob exited before the kill", first.stderr.String())
-		default:
-		}
-		return first.progress().inFlight()
-	})
-	at := first.progress()
+	first, at := startWithABacklogInFlight(t, args...)
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	first.wait(t, 30*time.Second)
 	t.Logf("killed at: %+v (%d messages for %d orders)", at, msgs, crashOrders)
 
-	second := startRunjob(t, args...)
-	reread := finish(t, second, out, crashOrders)
-	doubled := checkOutput(t, out, crashOrders, reread)
+	_, reread, doubled := restartAndCheck(t, args, out, crashOrders)
 	t.Logf("restart read %d messages again; %d of %d orders output twice", reread, doubled, crashOrders)
 }
 
@@ -427,10 +466,7 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 	sharedPubsub(t)
 	c := newClients(t)
 	n := c.setUp(t, "pool")
-	bin := runjobBinary(t)
-	endpoint := jobservertest.Start(t)
-	pool := jobservertest.StartWorkerPool(t)
-	jobservertest.RemoveBootCopies(t, bin)
+	bin, endpoint, pool := withAWorkerPool(t)
 	const orderCount = 10000
 	c.publishOrders(t, n.in, 0, orderCount)
 	out := &outputCount{}
@@ -438,16 +474,7 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 	args := append(append(n.flags(), submitted(bin, endpoint, "EXTERNAL", pool.Addr)...),
 		"--ack_deadline=5s", "--progress=250ms", "--drain_timeout=90s")
 
-	first := startRunjob(t, args...)
-	waitFor(t, 3*time.Minute, "a backlog in flight (read far ahead of published)", func() bool {
-		select {
-		case <-first.exited:
-			require.FailNow(t, "runjob exited before the kill", first.stderr.String())
-		default:
-		}
-		return first.progress().inFlight()
-	})
-	at := first.progress()
+	first, at := startWithABacklogInFlight(t, args...)
 	workers := sdkWorkers(t)
 	require.NotEmpty(t, workers, "the pool's SDK worker process")
 	for _, pid := range workers {
@@ -458,9 +485,7 @@ func TestCrash_KillTheSDKWorkerOfAWorkerPoolLosesNoOrder(t *testing.T) {
 	t.Logf("killed the SDK worker at %+v; runjob exited %d: %s", at, code, stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:])
 	assert.Equal(t, 1, code, "runjob reports the job failed with its worker")
 
-	second := startRunjob(t, args...)
-	reread := finish(t, second, out, orderCount)
-	doubled := checkOutput(t, out, orderCount, reread)
+	_, reread, doubled := restartAndCheck(t, args, out, orderCount)
 	t.Logf("restart read %d messages again; %d of %d orders output twice", reread, doubled, orderCount)
 }
 
@@ -552,9 +577,7 @@ func TestCrash_OutputTopicDeletedMidRunFailsTheJobAndARerunLosesNothing(t *testi
 	time.Sleep(time.Second) // what the old subscription still had
 	out.stop()
 	c.consume(t, n.outSub+"-2", out)
-	second := startRunjob(t, args...)
-	reread := finish(t, second, out, orderCount)
-	doubled := checkOutput(t, out, orderCount, reread)
+	_, reread, doubled := restartAndCheck(t, args, out, orderCount)
 	t.Logf("rerun read %d messages again; %d of %d orders output twice", reread, doubled, orderCount)
 }
 
@@ -573,22 +596,11 @@ func TestCrash_KillWithABacklogWritingToPostgresLeavesEveryOrderInTheTableOnce(t
 	c.consume(t, n.outSub, out)
 	args := append(n.flags(), "--postgres="+dsn, "--ack_deadline=5s", "--progress=250ms", "--drain_timeout=90s")
 
-	first := startRunjob(t, args...)
-	waitFor(t, 3*time.Minute, "a backlog in flight (read far ahead of published)", func() bool {
-		select {
-		case <-first.exited:
-			require.FailNow(t, "runjob exited before the kill", first.stderr.String())
-		default:
-		}
-		return first.progress().inFlight()
-	})
-	at := first.progress()
+	first, at := startWithABacklogInFlight(t, args...)
 	require.NoError(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	first.wait(t, 30*time.Second)
 
-	second := startRunjob(t, args...)
-	reread := finish(t, second, out, orderCount)
-	doubled := checkOutput(t, out, orderCount, reread)
+	second, reread, doubled := restartAndCheck(t, args, out, orderCount)
 	t.Logf("killed at %+v; restart read %d messages again; %d of %d orders output twice", at, reread, doubled, orderCount)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

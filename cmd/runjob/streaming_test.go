@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -78,10 +76,8 @@ func TestRunHelpShowsPubsubFlagsAndExample(t *testing.T) {
 func pstestServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--port=0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
+	addr, err := launchPstest(cmd)
 	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -92,20 +88,7 @@ func pstestServer(t *testing.T, bin string, args ...string) string {
 			cmd.Process.Kill()
 		}
 	})
-	line := make(chan string, 1)
-	go func() {
-		l, _ := bufio.NewReader(stdout).ReadString('\n')
-		line <- l
-	}()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(l), "PUBSUB_EMULATOR_HOST=")
-		require.True(t, ok, "pstestserver printed %q", l)
-		return addr
-	case <-time.After(30 * time.Second):
-		require.FailNow(t, "pstestserver did not start within 30s")
-	}
-	return ""
+	return addr
 }
 
 // drainSub pulls and acks everything subscription delivers until it has
@@ -164,17 +147,6 @@ func (s *safeBuffer) String() string {
 	return s.buf.String()
 }
 
-// goBuild builds the main package pkg into a temporary binary name.
-func goBuild(t *testing.T, pkg, name string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), name)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute) // a cold build on a loaded 2-core machine
-	defer cancel()
-	b, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput()
-	require.NoError(t, err, "building %s: %s", pkg, b)
-	return bin
-}
-
 // startFunc starts runjob with args; stop does what Ctrl-C does, and wait
 // returns runjob's exit code and output once it exited (failing the test
 // after timeout).
@@ -230,7 +202,7 @@ func TestRunStreamingFromSubscriptionUntilStoppedAcksEverythingAndExitsCleanly(t
 	if testing.Short() {
 		t.Skip("builds and starts the pstestserver emulator and runjob, streams for tens of seconds")
 	}
-	server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+	server := pstestBin(t)
 	for _, tc := range []struct {
 		name  string
 		start func(t *testing.T) startFunc

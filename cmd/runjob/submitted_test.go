@@ -71,6 +71,18 @@ func runjobBinary(t *testing.T) string {
 	return runjobBuild.path
 }
 
+// withAWorkerPool builds runjob and starts a standalone Prism (its
+// endpoint) and a worker pool whose workers run runjob; the copies the
+// pool's boot loader makes of it are removed at the end.
+func withAWorkerPool(t *testing.T) (bin, endpoint string, pool *jobservertest.WorkerPool) {
+	t.Helper()
+	bin = runjobBinary(t)
+	endpoint = jobservertest.Start(t)
+	pool = jobservertest.StartWorkerPool(t)
+	jobservertest.RemoveBootCopies(t, bin)
+	return bin, endpoint, pool
+}
+
 // submitted returns runjob's flags to submit to the job server at
 // endpoint with the SDK workers in environment env (config: its
 // --environment_config) and runjob as the worker binary.
@@ -112,10 +124,7 @@ func TestRunSubmittedWithAWorkerPoolAsOnFlink(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds runjob, the boot loader and a worker pool; submits jobs to a standalone Prism")
 	}
-	bin := runjobBinary(t)
-	endpoint := jobservertest.Start(t)
-	pool := jobservertest.StartWorkerPool(t)
-	jobservertest.RemoveBootCopies(t, bin)
+	bin, endpoint, pool := withAWorkerPool(t)
 	submit := submitted(bin, endpoint, "EXTERNAL", pool.Addr)
 
 	t.Run("orders", func(t *testing.T) {
@@ -130,7 +139,7 @@ func TestRunSubmittedWithAWorkerPoolAsOnFlink(t *testing.T) {
 		assert.Equal(t, 200, distinct, "exactly one row per distinct order_id")
 	})
 	t.Run("streaming from a subscription until SIGINT", func(t *testing.T) {
-		server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+		server := pstestBin(t)
 		streamUntilStopped(t, server, asBinary(bin), submit...)
 	})
 }
@@ -244,11 +253,8 @@ func TestRunStreamingOnAWorkerPoolFailsWithinTheStallLimitWhenTheWorkerFreezes(t
 	if testing.Short() {
 		t.Skip("builds runjob, the boot loader, a worker pool and pstestserver; streams on a standalone Prism")
 	}
-	bin := runjobBinary(t)
-	endpoint := jobservertest.Start(t)
-	pool := jobservertest.StartWorkerPool(t)
-	jobservertest.RemoveBootCopies(t, bin)
-	server := goBuild(t, "../../testing/pubsubtest/cmd/pstestserver", "pstestserver")
+	bin, endpoint, pool := withAWorkerPool(t)
+	server := pstestBin(t)
 	addr := pstestServer(t, server, "--project=p", "--topics=orders,orders-deduped,orders-dlq",
 		"--subscriptions=orders-sub:orders,deduped-sub:orders-deduped")
 	t.Setenv("PUBSUB_EMULATOR_HOST", addr)

@@ -1,6 +1,6 @@
 // Package cdc turns a change log into an insert-only table of the first
 // version of each key: the spec's section 4.1.3.7 ("updating input, changes
-// swallowed") with dedup.Changelog.
+// swallowed") with dedup.KindColumn.
 //
 // Input is JSON Lines with an op column, one change a line, either flat
 //
@@ -144,7 +144,7 @@ type Config struct {
 	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
 	Errors string
 	// Dedup options are applied after the defaults PartitionBy("user_name"),
-	// Changelog("op") and UID(UID).
+	// KindColumn("op") and UID(UID).
 	Dedup []dedup.Option
 }
 

@@ -152,18 +152,21 @@ func CheckPath(path string) (err error) {
 type parseFn struct {
 	RowType beam.EncodedType `json:"row_type"`
 
-	counters map[string]beam.Counter // by kind and file
+	counters map[fileCounter]beam.Counter
 }
 
+// fileCounter is a per-file counter: its kind and the file.
+type fileCounter struct{ kind, file string }
+
 func (f *parseFn) count(ctx context.Context, kind, file string) {
-	name := kind + "/" + file
-	c, ok := f.counters[name]
+	k := fileCounter{kind, file}
+	c, ok := f.counters[k]
 	if !ok {
 		if f.counters == nil {
-			f.counters = map[string]beam.Counter{}
+			f.counters = map[fileCounter]beam.Counter{}
 		}
-		c = beam.NewCounter(Namespace, name)
-		f.counters[name] = c
+		c = beam.NewCounter(Namespace, kind+"/"+file)
+		f.counters[k] = c
 	}
 	c.Inc(ctx, 1)
 }

@@ -2,6 +2,9 @@ package flinktest_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +66,31 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsAFlinkJobAnEmptyOneDoesNot(t *test
 			assert.Equal(t, []string{`"k"`}, rowsOf(out))
 		})
 	}
+}
+
+// Beam's Java job servers (Flink's 2.62.0 here) ignore the name a job is
+// submitted under (the Job API's PrepareJobRequest.job_name) and list it
+// under one made from the application name, as Java's JobNameFactory does:
+// lowercased, each character outside [a-z0-9] a 0, then the user, the time
+// and a hex suffix. A client that follows its job by the submitted name
+// never finds it (pipelines/jobrun matches either). This test fails when
+// the job server keeps the name.
+func TestBeamDefect_TheFlinkJobServerRenamesASubmittedJob(t *testing.T) {
+	srv := flinktest.Shared(t)
+	name := fmt.Sprintf("Rename_Me-%d", time.Now().UnixNano())
+	p, s := beam.NewPipelineWithRoot()
+	beam.Create(s, "a")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := jobrun.Run(ctx, p, jobrun.Options{Runner: "flink", Endpoint: srv.Endpoint, EnvironmentType: "LOOPBACK", Name: name, StallLimit: time.Minute})
+	require.NoError(t, err)
+	jobs, err := jobrun.Jobs(ctx, srv.Endpoint)
+	require.NoError(t, err)
+	var listed []string
+	for _, j := range jobs {
+		listed = append(listed, j.GetJobName())
+	}
+	assert.NotContains(t, listed, name, "the submitted name")
+	assert.True(t, slices.ContainsFunc(listed, func(n string) bool { return strings.HasPrefix(n, "rename0me0"+name[len("Rename_Me-"):]+"-") }),
+		"a name made from the application name: %q", listed)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
@@ -21,26 +22,8 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/prismsplit"
-	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
-
-// apply is the rule of CountPerKey for one change of a group whose count
-// is n: +I and +U add one, -U and -D subtract one. A change that would take
-// the count below zero is refused with the reason (a retraction of a row
-// the count never saw); n is then returned unchanged.
-func apply(n int64, k rowkind.Kind) (int64, error) {
-	switch k {
-	case rowkind.Insert, rowkind.UpdateAfter:
-		return n + 1, nil
-	case rowkind.UpdateBefore, rowkind.Delete:
-		if n <= 0 {
-			return n, fmt.Errorf("%v would take the count below zero (it is %d): a retraction of a row this count never added", k, n)
-		}
-		return n - 1, nil
-	}
-	return n, fmt.Errorf("unknown row kind %v: want one of +I, -U, +U, -D", k)
-}
 
 // GroupCount is one output row of CountPerKey: a group and its count.
 type GroupCount struct {
@@ -48,12 +31,13 @@ type GroupCount struct {
 	// text (NULL for a nil pointer), or a JSON array of the values of
 	// several; "" without GroupBy.
 	Group string `json:"group" beam:"group"`
-	Count int64  `json:"count" beam:"count"`
+	// Count is the group's +I/+U rows less its -U/-D rows.
+	Count int64 `json:"count" beam:"count"`
 	// Version is the number of changes applied to the group so far: an
 	// upsert sink keeps the row with the highest Version, so a reordered
-	// write cannot replace a newer count with an older one. Unless a
-	// retraction was dead-lettered, a group's final row is the same in both
-	// expansions.
+	// write cannot replace a newer count with an older one. A group's final
+	// row is the same in both expansions, in whatever order its changes
+	// arrived (without Spec's key; with it, see Spec).
 	Version int64 `json:"version" beam:"version"`
 }
 
@@ -69,9 +53,9 @@ const (
 	Added              = "added"               // +I/+U rows applied
 	Subtracted         = "subtracted"          // -U/-D rows applied
 	RetractionsIgnored = "retractions_ignored" // bounded input with the key (Spec): -U/-D rows of a key whose +I/+U rows they outnumber
-	DeadLettered       = "dead_lettered"       // rows not applied: unknown kind, or below zero on a stream
+	DeadLettered       = "dead_lettered"       // rows not applied: an unknown kind
 	CountsEmitted      = "counts_emitted"      // GroupCount rows emitted
-	GroupsBelowZero    = "groups_below_zero"   // bounded input: groups whose total is negative (dead-lettered, not emitted)
+	GroupsBelowZero    = "groups_below_zero"   // groups whose count ends below zero (one dead letter each): at the end of the input, or of the window on a stream
 )
 
 // countMetrics are the counters of one CountPerKey.
@@ -88,7 +72,8 @@ func newCountMetrics(uid string) *countMetrics {
 	}
 }
 
-// Counters are CountPerKey's metrics summed over a job's steps.
+// Counters are CountPerKey's metrics (one field per metric above), summed
+// over a job's steps.
 type Counters struct {
 	RowsIn, Added, Subtracted, RetractionsIgnored, DeadLettered, CountsEmitted, GroupsBelowZero int64
 }
@@ -203,9 +188,15 @@ func init() {
 	})
 	dofn.Register(&countFn{}, func(fn any) dofn.Methods {
 		f := fn.(*countFn)
-		return dofn.Methods{"Setup": dofn.F0x0(f.Setup, f.Setup), "ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
-			return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
-		})}
+		return dofn.Methods{
+			"Setup": dofn.F0x0(f.Setup, f.Setup),
+			"ProcessElement": dofn.F8x1(f.ProcessElement, func(ctx, w, sp, tp, k, d, emit, dead any) any {
+				return f.ProcessElement(ctx.(context.Context), w.(beam.Window), sp.(state.Provider), tp.(timers.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+			}),
+			"OnTimer": dofn.F7x1(f.OnTimer, func(ctx, sp, tp, k, timer, emit, dead any) any {
+				return f.OnTimer(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), k.(string), timer.(timers.Context), emit.(func(GroupCount)), dead.(deadEmit))
+			}),
+		}
 	})
 	dofn.Register(&matchFn{}, func(fn any) dofn.Methods {
 		f := fn.(*matchFn)
@@ -235,9 +226,9 @@ type Result struct {
 	// Counts are GroupCount rows: on a stream the group's new count after
 	// every change, on bounded input one total per group.
 	Counts beam.PCollection
-	// DeadLetters are the rows not applied, as deadletter.DeadLetter with
-	// the reason: an unknown kind, a retraction that would take a count
-	// below zero (a stream), a group whose total is negative (bounded).
+	// DeadLetters are deadletter.DeadLetter rows with the reason: a row of
+	// an unknown kind (not applied), and a group whose count ends below
+	// zero (one for the group, its GroupCount as the row).
 	DeadLetters beam.PCollection
 }
 
@@ -245,15 +236,25 @@ type Result struct {
 // with a kind column) to a count per group: +I and +U add one to the row's
 // group, -U and -D subtract one.
 //
+// A count is a sum, so the result does not depend on the order in which
+// the changes arrive: a -U may reach its group before the +I it retracts
+// (after a shuffle, or on a runner that hands a key's rows over in no
+// particular order, such as Flink in batch mode) and the count still ends
+// right.
+//
 // On a stream (unbounded input) it keeps one count per group (and window)
-// in value state, no timers, and emits the group's new count after every
-// change: an upsert stream of GroupCount by Group, whose last row per group
-// is its current count (Latest reduces it to that). A -U/-D that would
-// take a count below zero is not applied and goes to the dead letters with
-// the reason. On bounded input it is a combine per group: one GroupCount
-// per group with its total, and a group whose total is negative is one
-// dead letter instead; given the rows' key (Spec), a retraction of a row
-// the input never added is ignored instead (see Spec).
+// in value state and emits the group's new count after every change: an
+// upsert stream of GroupCount by Group, whose last row per group is its
+// current count (Latest reduces it to that). The count may go below zero
+// on the way (a retraction that overtook its insertion); a count below
+// zero is not emitted, and the next change that takes it back to zero or
+// above emits it with a Version that counts every change applied. A group
+// still below zero when its window ends (for the global window, at the end
+// of the input) retracted rows the count never saw: it is one dead letter,
+// as on bounded input. On bounded input it is a combine per group: one
+// GroupCount per group with its total, and a group whose total is
+// negative is one dead letter instead; given the rows' key (Spec), a
+// retraction of a row the input never added is ignored instead (see Spec).
 //
 // Rows with an unknown kind are dead letters too. It panics on a
 // construction error (see TryCountPerKey).
@@ -306,7 +307,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
 	} else {
 		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("changelog.CountPerKey (UID %s)", c.uid))
-		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
+		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid, End: timers.InEventTime("end")}, keyed)
 	}
 	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
 }
@@ -397,24 +398,23 @@ func fieldValue(row reflect.Value, idx int) any {
 	return v.Interface()
 }
 
-// delta is one change of a group on its way to the count: Kind is the
-// row's, N is +1 or -1 and Rows 1 for a row, the sums for a combined group.
-// Row is the row as JSON, kept for retractions only (the rows that can be
-// dead-lettered on a stream). GroupKey is the group's encoded key, which
-// the count per key and group is keyed by again once matched (bounded
-// input with the key).
+// delta is one change of a group on its way to the count: N is +1 (+I,
+// +U) or -1 (-U, -D) and Rows 1 for a row, the sums for a combined group.
+// GroupKey is the group's encoded key, which the count per key and group
+// is keyed by again once matched (bounded input with the key).
 type delta struct {
 	Group    string
 	GroupKey string
-	Kind     rowkind.Kind
 	N        int64
 	Rows     int64
-	Row      string
 }
 
-// counter is a group's state on a stream.
+// counter is a group's state on a stream: its count, the number of
+// changes applied, and the group as GroupCount names it (for the dead
+// letter of a group that ends below zero).
 type counter struct {
 	Count, Version int64
+	Group          string
 }
 
 type keyChangeFn struct {
@@ -439,12 +439,10 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 		dead(deadletter.New(f.P.UID, row, reason))
 		return
 	}
-	d := delta{Group: f.c.group(v), Kind: k, N: 1, Rows: 1}
+	// The rule of the count: +I and +U add one, -U and -D subtract one.
+	d := delta{Group: f.c.group(v), N: 1, Rows: 1}
 	if k.IsRetraction() {
 		d.N = -1
-		if !f.P.Bounded {
-			d.Row = deadletter.RowJSON(row)
-		}
 	}
 	group := f.c.enc.Append(nil, v)
 	if f.c.keyEnc != nil {
@@ -498,10 +496,16 @@ func (f *matchFn) ProcessElement(ctx context.Context, _ string, d delta, emit fu
 	}
 }
 
-// countFn keeps a group's count in value state (stream expansion).
+// countFn keeps a group's count in value state (stream expansion), and an
+// event-time timer at the end of the group's window, set on its first
+// change, that dead-letters a group whose count ends below zero. (Prism
+// fires a timer as soon as the watermark reaches its time, ahead of a
+// change of that same time: a change at a window's last millisecond can
+// come after the judgement, and is applied but not judged again.)
 type countFn struct {
 	UID   string
 	Count state.Value[counter]
+	End   timers.EventTime
 
 	m *countMetrics
 }
@@ -510,7 +514,7 @@ func (f *countFn) Setup() {
 	prismsplit.Check(context.Background(), prismsplit.Run, "a changelog.CountPerKey step")
 }
 
-func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {
+func (f *countFn) ProcessElement(ctx context.Context, w beam.Window, sp state.Provider, tp timers.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {
 	if f.m == nil {
 		f.m = newCountMetrics(f.UID)
 	}
@@ -518,13 +522,10 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 	if err != nil {
 		return err
 	}
-	next, err := apply(c.Count, d.Kind)
-	if err != nil {
-		f.m.dead.Inc(ctx, 1)
-		dead(deadletter.DeadLetter{Row: d.Row, Reason: fmt.Sprintf("group %q: %v", d.Group, err), Transform: f.UID})
-		return nil
+	if c.Version == 0 {
+		f.End.Set(tp, w.MaxTimestamp().ToTime())
 	}
-	c = counter{Count: next, Version: c.Version + 1}
+	c = counter{Count: c.Count + d.N, Version: c.Version + 1, Group: d.Group}
 	if err := f.Count.Write(sp, c); err != nil {
 		return err
 	}
@@ -533,9 +534,33 @@ func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ strin
 	} else {
 		f.m.subtracted.Inc(ctx, 1)
 	}
+	if c.Count < 0 {
+		// A retraction ahead of its insertion: no count to show yet.
+		return nil
+	}
 	f.m.emitted.Inc(ctx, 1)
-	emit(GroupCount{Group: d.Group, Count: next, Version: c.Version})
+	emit(GroupCount{Group: d.Group, Count: c.Count, Version: c.Version})
 	return nil
+}
+
+// OnTimer fires at the end of a group's window: a count still below zero
+// is a dead letter, as a bounded group's negative total is.
+func (f *countFn) OnTimer(ctx context.Context, sp state.Provider, _ timers.Provider, _ string, _ timers.Context, _ func(GroupCount), dead func(deadletter.DeadLetter)) error {
+	if f.m == nil {
+		f.m = newCountMetrics(f.UID)
+	}
+	c, _, err := f.Count.Read(sp)
+	if err != nil || c.Count >= 0 {
+		return err
+	}
+	f.m.groupsBelow0.Inc(ctx, 1)
+	dead(belowZero(f.UID, GroupCount{Group: c.Group, Count: c.Count, Version: c.Version}))
+	return nil
+}
+
+// belowZero is the dead letter of a group whose count ends below zero.
+func belowZero(uid string, g GroupCount) deadletter.DeadLetter {
+	return deadletter.New(uid, g, fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", g.Group, g.Count, -g.Count))
 }
 
 // finalCountFn emits a bounded group's total (combine expansion).
@@ -551,8 +576,7 @@ func (f *finalCountFn) ProcessElement(ctx context.Context, _ string, d delta, em
 	}
 	if d.N < 0 {
 		f.m.groupsBelow0.Inc(ctx, 1)
-		dead(deadletter.New(f.UID, GroupCount{Group: d.Group, Count: d.N, Version: d.Rows},
-			fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", d.Group, d.N, -d.N)))
+		dead(belowZero(f.UID, GroupCount{Group: d.Group, Count: d.N, Version: d.Rows}))
 		return
 	}
 	f.m.emitted.Inc(ctx, 1)

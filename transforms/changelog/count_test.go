@@ -2,14 +2,18 @@ package changelog_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/filter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -100,18 +104,128 @@ func TestCountPerKeyOnAStreamEmitsEachGroupsNewCountAfterEveryChange(t *testing.
 	assert.Equal(t, changelog.Counters{RowsIn: 10, Added: 6, Subtracted: 4, CountsEmitted: 10}, c)
 }
 
-func TestCountPerKeyOnAStreamDeadLettersARetractionBelowZero(t *testing.T) {
+// A retraction can reach its group ahead of the insertion it retracts
+// (after a shuffle; Flink in batch mode). The count is a sum: it goes
+// below zero on the way, a count below zero is not emitted, and a group
+// still below zero at the end of the input is one dead letter, as a
+// negative total is on bounded input.
+func TestCountPerKeyOnAStreamAppliesARetractionAheadOfItsInsertion(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		in         []change
+		counts     []any
+		dead       string // the reason of the one dead letter, if any
+		c          changelog.Counters
+		boundedAll []any // the bounded expansion's counts of the same rows
+	}{
+		{"it meets its insertion",
+			[]change{{"-U", "o1", "created"}, {"+U", "o1", "paid"}, {"+I", "o2", "created"}, {"+I", "o1", "created"}},
+			[]any{"paid=1@1", "created=0@2", "created=1@3"}, "",
+			changelog.Counters{RowsIn: 4, Added: 3, Subtracted: 1, CountsEmitted: 3},
+			[]any{"paid=1@1", "created=1@3"}},
+		{"it never does",
+			[]change{{"-U", "o1", "created"}, {"+I", "o1", "created"}, {"-D", "o1", "created"}, {"-D", "o1", "created"}},
+			[]any{"created=0@2"},
+			`group "created" ends below zero (-2): 2 more -U/-D rows than +I/+U rows`,
+			changelog.Counters{RowsIn: 4, Added: 1, Subtracted: 3, CountsEmitted: 1, GroupsBelowZero: 1},
+			nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			r := changelog.CountPerKey(s, streamOf(t, s, tc.in), changelog.KindColumn("op"), changelog.GroupBy("status"))
+			passert.Equals(s, beam.ParDo(s, formatCount, r.Counts), tc.counts...)
+			dead := func(uid string) []any {
+				if tc.dead == "" {
+					return nil
+				}
+				return []any{uid + ": " + tc.dead}
+			}
+			passert.Equals(s, beam.ParDo(s, formatDead, r.DeadLetters), dead("CountPerKey")...)
+			// The bounded expansion of the same rows: the same counts at the end.
+			bounded := changelog.CountPerKey(s, beam.CreateList(s, tc.in), changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("bounded"))
+			passert.Equals(s, beam.ParDo(s, formatCount, bounded.Counts), tc.boundedAll...)
+			passert.Equals(s, beam.ParDo(s, formatDead, bounded.DeadLetters), dead("bounded")...)
+			c := changelog.CountersOf(prismtest.Run(t, p, 2*time.Minute), "CountPerKey")
+			assert.Equal(t, tc.c, c)
+			assert.Equal(t, c.RowsIn, c.Added+c.Subtracted+c.DeadLettered, "every row counted once")
+		})
+	}
+}
+
+// In windows, a count is kept per group and window, and judged when its
+// window ends: here the first window's ends below zero, the second's at 0.
+func TestCountPerKeyOnAStreamJudgesEachWindowsCountAtItsEnd(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	in := []change{{"-U", "o1", "created"}, {"+I", "o1", "created"}, {"-D", "o1", "created"}, {"-D", "o1", "created"}}
-	r3 := changelog.CountPerKey(s, streamOf(t, s, in), changelog.KindColumn("op"), changelog.GroupBy("status"))
-	counts, dead := r3.Counts, r3.DeadLetters
-	passert.Equals(s, beam.ParDo(s, formatCount, counts), "created=1@1", "created=0@2")
-	passert.Equals(s, beam.ParDo(s, formatDead, dead),
-		`CountPerKey: group "created": -U would take the count below zero (it is 0): a retraction of a row this count never added`,
-		`CountPerKey: group "created": -D would take the count below zero (it is 0): a retraction of a row this count never added`)
+	ts := teststream.NewConfig()
+	require.NoError(t, ts.AddElements(0, change{"-D", "o1", "created"}, change{"-D", "o2", "created"}))
+	require.NoError(t, ts.AdvanceWatermark(10))
+	require.NoError(t, ts.AddElements(10, change{"+I", "o3", "created"}))
+	require.NoError(t, ts.AddElements(11, change{"-U", "o3", "created"}))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	rows := beam.WindowInto(s, window.NewFixedWindows(10*time.Millisecond), teststream.Create(s, ts))
+	r := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	global := func(col beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), col) }
+	passert.Equals(s, beam.ParDo(s, formatCount, global(r.Counts)), "created=1@1", "created=0@2")
+	passert.Equals(s, beam.ParDo(s, formatDead, global(r.DeadLetters)), `CountPerKey: group "created" ends below zero (-2): 2 more -U/-D rows than +I/+U rows`)
 	c := run(t, p)
-	assert.Equal(t, changelog.Counters{RowsIn: 4, Added: 1, Subtracted: 1, DeadLettered: 2, CountsEmitted: 2}, c)
-	assert.Equal(t, c.RowsIn, c.Added+c.Subtracted+c.DeadLettered, "every row counted once")
+	assert.Equal(t, changelog.Counters{RowsIn: 4, Added: 1, Subtracted: 3, CountsEmitted: 2, GroupsBelowZero: 1}, c)
+}
+
+// orders is the changelog of n orders that each go created → paid →
+// shipped, with a deleted one every fifth, in KeepLast's order; finals are
+// its counts per status.
+func orders(n int) (rows []change, finals []any) {
+	final := map[string]int{}
+	for i := range n {
+		id := fmt.Sprintf("o%03d", i)
+		steps := []string{"created", "paid", "shipped"}[:1+i%3]
+		rows = append(rows, change{"+I", id, steps[0]})
+		for j := 1; j < len(steps); j++ {
+			rows = append(rows, change{"-U", id, steps[j-1]}, change{"+U", id, steps[j]})
+		}
+		last := steps[len(steps)-1]
+		if i%5 == 4 {
+			rows = append(rows, change{"-D", id, last})
+		} else {
+			final[last]++
+		}
+	}
+	for _, st := range []string{"created", "paid", "shipped"} {
+		finals = append(finals, fmt.Sprintf("%s=%d", st, final[st]))
+	}
+	return rows, finals
+}
+
+func formatTotal(c changelog.GroupCount) string { return fmt.Sprintf("%s=%d", c.Group, c.Count) }
+func negativeCount(c changelog.GroupCount) bool { return c.Count < 0 }
+
+func init() {
+	register.Function1x1(formatTotal)
+	register.Function1x1(negativeCount)
+}
+
+// The same changelog in shuffled orders, one row at a time on a stream (so
+// that Prism delivers it in that order): each group's latest count is the
+// one of the changelog in order, no count emitted is below zero, and no
+// row is dead-lettered.
+func TestCountPerKeyOnAStreamEndsWithTheSameCountsInAnyOrder(t *testing.T) {
+	rows, finals := orders(60)
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			shuffled := slices.Clone(rows)
+			rand.New(rand.NewPCG(seed, 0)).Shuffle(len(shuffled), reflect.Swapper(shuffled))
+			p, s := beam.NewPipelineWithRoot()
+			r := changelog.CountPerKey(s, streamOf(t, s, shuffled), changelog.KindColumn("op"), changelog.GroupBy("status"))
+			passert.Equals(s, beam.ParDo(s, formatTotal, changelog.Latest(s, r.Counts)), finals...)
+			passert.Empty(s, filter.Include(s, r.Counts, negativeCount))
+			passert.Empty(s, r.DeadLetters)
+			c := run(t, p)
+			assert.Equal(t, int64(len(rows)), c.RowsIn)
+			assert.Equal(t, c.RowsIn, c.Added+c.Subtracted, "every row applied")
+			assert.Zero(t, c.GroupsBelowZero)
+			assert.LessOrEqual(t, c.CountsEmitted, c.RowsIn)
+		})
+	}
 }
 
 func TestCountPerKeyOnBoundedInputDeadLettersAGroupEndingBelowZero(t *testing.T) {

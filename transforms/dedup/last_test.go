@@ -392,7 +392,7 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 }
 
 // KV input: the key is K; V carries the kind column.
-func TestKeepLastPerKey_KeepsTheLastValuePerKey(t *testing.T) {
+func TestKeepLast_KVInput_KeepsTheLastValuePerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2))
 	kvs := beam.ParDo(s, keyByOrder, in)

@@ -127,7 +127,7 @@ func TestWindows_FirstRowPerKeyPerFixedWindow(t *testing.T) {
 	assert.Equal(t, dedup.Counters{RowsIn: 5, Emitted: 3, DuplicatesDropped: 2}, deduptest.WithoutExpiry(deduptest.RowCounts(c)))
 }
 
-func TestKeepFirstPerKey_FirstValuePerKey(t *testing.T) {
+func TestKeepFirst_KVInput_FirstValuePerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1", "a=2", "b=3", "a=4"))
 	out := dedup.KeepFirst(s, kvs).Rows
@@ -136,10 +136,10 @@ func TestKeepFirstPerKey_FirstValuePerKey(t *testing.T) {
 	assert.Equal(t, dedup.Counters{RowsIn: 4, Emitted: 2, DuplicatesDropped: 2}, deduptest.RowCounts(c))
 }
 
-// On bounded input KeepFirstPerKey merges each key's values within the
+// On bounded input KeepFirst of KV<K,V> rows merges each key's values within the
 // bundle (MiniBatch) and gives the same pairs and counts as without; the
 // values of a key tie on time, so the encoding tie-break decides.
-func TestKeepFirstPerKey_BoundedSameWithAndWithoutInBundleMerge(t *testing.T) {
+func TestKeepFirst_KVInput_BoundedSameWithAndWithoutInBundleMerge(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	var pairs []any
 	for range 300 {
@@ -169,7 +169,7 @@ func pairString(k string, v int64) string { return fmt.Sprint(k, "=", v) }
 // GroupByKey (default on bounded input), and the stateful one, which float
 // keys get instead of the lifted combine (MiniBatch(false)), which cannot
 // hash them (notes/beam-defects.md #7).
-func TestKeepFirstPerKey_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.T) {
+func TestKeepFirst_KVInput_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []dedup.Option

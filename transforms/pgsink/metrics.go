@@ -18,7 +18,7 @@ const Namespace = "beamdedup/pgsink"
 // Deleted and DeadLettered once its batch is committed (Counters.Unaccounted
 // is 0 after a run).
 const (
-	MetricRowsIn       = "rows_in"
+	MetricRowsIn       = "rows_in"       // rows entering the sink
 	MetricWritten      = "written"       // rows inserted or updated
 	MetricSkipped      = "skipped"       // rows that changed nothing: -U rows, rows folded away in their batch, keys already present (insert-only), rows equal to or older than the stored one
 	MetricDeleted      = "deleted"       // -D rows that deleted a row or wrote a tombstone
@@ -26,7 +26,9 @@ const (
 	MetricRetries      = "retries"       // batch (or setup) attempts repeated after a lost connection or transient error
 )
 
-// Counters are the totals of the sink's counters over a pipeline run.
+// Counters are the sink's counts, one field per counter above: over a
+// pipeline run (ReadCounters, CountersOf), or of the batch a Writer's Add
+// or Flush wrote.
 type Counters struct {
 	RowsIn, Written, Skipped, Deleted, DeadLettered, Retries int64
 }
