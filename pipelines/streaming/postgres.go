@@ -2,7 +2,6 @@ package streaming
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
@@ -75,10 +73,6 @@ type postgresFn[T any] struct {
 	all     []pubsubio.Message // the bundle's messages
 	keys    [][]byte           // their keys
 	reasons map[string]string  // key of a refused row -> the table's reason
-	// unmatched is the reason of a refused row whose key could not be read
-	// back: then every message of the bundle is dead-lettered with it,
-	// rather than one acked with its row not in the table.
-	unmatched string
 }
 
 func (f *postgresFn[T]) Setup(ctx context.Context) error {
@@ -92,7 +86,7 @@ func (f *postgresFn[T]) Setup(ctx context.Context) error {
 }
 
 func (f *postgresFn[T]) StartBundle(context.Context, func([]byte, pubsubio.Message), func(pubsubio.Message)) {
-	f.all, f.keys, f.reasons, f.unmatched = f.all[:0], f.keys[:0], map[string]string{}, ""
+	f.all, f.keys, f.reasons = f.all[:0], f.keys[:0], map[string]string{}
 }
 
 func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, m pubsubio.Message, _ func([]byte, pubsubio.Message), _ func(pubsubio.Message)) error {
@@ -117,11 +111,7 @@ func (f *postgresFn[T]) FinishBundle(ctx context.Context, written func([]byte, p
 	}
 	f.count(ctx, c.Written+c.Skipped, dead)
 	for i, m := range f.all {
-		reason, ok := f.reasons[string(f.keys[i])]
-		if f.unmatched != "" {
-			reason, ok = "a row of its bundle (which could not be told apart): "+f.unmatched, true
-		}
-		if ok {
+		if reason, ok := f.reasons[string(f.keys[i])]; ok {
 			refused(deadLetter(m, fmt.Errorf("refused by PostgreSQL table %s: %s", f.Table, reason), f.Subscription))
 			continue
 		}
@@ -137,15 +127,10 @@ func (f *postgresFn[T]) Teardown() {
 }
 
 // count counts a written batch and notes the keys of its refused rows.
-func (f *postgresFn[T]) count(ctx context.Context, written int64, dead []deadletter.DeadLetter) {
+func (f *postgresFn[T]) count(ctx context.Context, written int64, refused []pgsink.Refused) {
 	pgWritten.Inc(ctx, written)
-	pgRefused.Inc(ctx, int64(len(dead)))
-	for _, d := range dead {
-		var row T
-		if err := json.Unmarshal([]byte(d.Row), &row); err != nil {
-			f.unmatched = d.Reason
-			continue
-		}
-		f.reasons[string(f.enc.Append(nil, reflect.ValueOf(row)))] = d.Reason
+	pgRefused.Inc(ctx, int64(len(refused)))
+	for _, r := range refused {
+		f.reasons[string(f.enc.Append(nil, reflect.ValueOf(r.Row)))] = r.DeadLetter.Reason
 	}
 }

@@ -325,7 +325,7 @@ func (f *writeFn) report(ctx context.Context, r result, err error, dead func(dea
 		return err
 	}
 	for _, d := range r.dead {
-		dead(d)
+		dead(d.DeadLetter)
 	}
 	f.m.count(ctx, r)
 	return nil

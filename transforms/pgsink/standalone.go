@@ -34,9 +34,9 @@ func NewWriter(ctx context.Context, rowType reflect.Type, opts ...Option) (*Writ
 }
 
 // Add adds row (a value of the Writer's row type) to the batch, writing
-// the batch when it is full; the counters and dead letters are those of
+// the batch when it is full; the counters and refused rows are those of
 // the batch written, if any.
-func (w *Writer) Add(ctx context.Context, row any) (Counters, []deadletter.DeadLetter, error) {
+func (w *Writer) Add(ctx context.Context, row any) (Counters, []Refused, error) {
 	if !w.w.add(row) {
 		return Counters{}, nil, nil
 	}
@@ -44,7 +44,7 @@ func (w *Writer) Add(ctx context.Context, row any) (Counters, []deadletter.DeadL
 }
 
 // Flush writes the rows added since the last write.
-func (w *Writer) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, error) {
+func (w *Writer) Flush(ctx context.Context) (Counters, []Refused, error) {
 	r, err := w.w.flush(ctx)
 	c := Counters{Retries: r.retries}
 	if err != nil {
@@ -52,6 +52,13 @@ func (w *Writer) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, 
 	}
 	c.RowsIn, c.Written, c.Skipped, c.Deleted, c.DeadLettered = r.in, r.written, r.skipped, r.deleted, int64(len(r.dead))
 	return c, r.dead, nil
+}
+
+// Refused is a row the table refused, with its dead letter: the row as
+// it was added, so that a caller can tell which of its inputs it was.
+type Refused struct {
+	Row        any
+	DeadLetter deadletter.DeadLetter
 }
 
 // Close releases the writer's connections. Rows not flushed are dropped.

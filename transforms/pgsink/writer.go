@@ -28,13 +28,13 @@ type entry struct {
 // len(dead).
 type result struct {
 	in, written, skipped, deleted, retries int64
-	dead                                   []deadletter.DeadLetter
+	dead                                   []Refused
 }
 
 // stats is what one set of statements did.
 type stats struct {
 	written, skipped, deleted int64
-	dead                      []deadletter.DeadLetter
+	dead                      []Refused
 }
 
 func (s *stats) add(o stats) {
@@ -68,7 +68,7 @@ type batch struct {
 	index   map[string]int
 	in      int64 // rows added
 	skipped int64 // rows that will change nothing: -U rows, rows folded away
-	dead    []deadletter.DeadLetter
+	dead    []Refused
 }
 
 func newBatch() *batch { return &batch{index: map[string]int{}} }
@@ -108,7 +108,7 @@ func (w *writer) fold(b *batch, row any) {
 	v := reflect.ValueOf(row)
 	vals, reason := p.roles.Read(v, nil) // its SequenceBy value a fresh slice: the entry keeps it
 	if reason != "" {
-		b.dead = append(b.dead, deadletter.New(w.uid, row, reason))
+		b.dead = append(b.dead, Refused{Row: row, DeadLetter: deadletter.New(w.uid, row, reason)})
 		return
 	}
 	if vals.Kind == rowkind.UpdateBefore {
@@ -289,7 +289,7 @@ func (w *writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) er
 		return err
 	}
 	if len(es) == 1 {
-		s.dead = append(s.dead, deadletter.New(w.uid, es[0].row, w.target.scrub(dbMessage(err))))
+		s.dead = append(s.dead, Refused{Row: es[0].row, DeadLetter: deadletter.New(w.uid, es[0].row, w.target.scrub(dbMessage(err)))})
 		return nil
 	}
 	mid := len(es) / 2

@@ -448,14 +448,14 @@ func closedPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
+func TestTheStandaloneWriterWritesAsTheDoFnDoesAndReturnsTheRowsItRefused(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	ctx := context.Background()
 	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
 	require.NoError(t, err)
 	defer w.Close()
 	var total Counters
-	var dead []deadletter.DeadLetter
+	var dead []Refused
 	for _, r := range []ev{
 		{Op: "+I", ID: ptr("a"), Status: "created", TS: t0},
 		{Op: "-U", ID: ptr("a"), Status: "created", TS: t0},
@@ -469,7 +469,10 @@ func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
 	c, d, err := w.Flush(ctx)
 	require.NoError(t, err)
 	total, dead = add(total, c), append(dead, d...)
-	assert.Len(t, dead, 1)
+	if assert.Len(t, dead, 1) {
+		assert.Equal(t, ev{Op: "?", ID: ptr("b"), Status: "paid", TS: t0}, dead[0].Row, "the row as added")
+		assert.Contains(t, dead[0].DeadLetter.Reason, `unknown row kind "?"`)
+	}
 	assert.Equal(t, Counters{RowsIn: 4, Written: 2, Skipped: 1, DeadLettered: 1}, total, "batches of 2: +I a, then -U skipped and +U a")
 	assert.Equal(t, map[string]evRow{"a": {Status: "paid", TS: t0.Add(time.Second)}}, fx.evTable("ev"))
 }
