@@ -29,7 +29,10 @@ import (
 type GroupCount struct {
 	// Group is the group's values: the value of a single GroupBy column as
 	// text (NULL for a nil pointer), or a JSON array of the values of
-	// several; "" without GroupBy.
+	// several; "" without GroupBy. The groups are counted apart, but a nil
+	// *string and the string "NULL" give the same text: where a column
+	// holds both, group by it and another column (a JSON array tells null
+	// from "NULL") before keying a sink or Latest by Group.
 	Group string `json:"group" beam:"group"`
 	// Count is the group's +I/+U rows less its -U/-D rows.
 	Count int64 `json:"count" beam:"count"`
