@@ -93,8 +93,8 @@ func surfaceModes() []surfaceMode {
 		first("changelog input, StateTTL", dedup.KindColumn("op"), dedup.StateTTL(hour)),
 		{name: "KeepFirst, the default UID", transform: "KeepFirst", opts: []dedup.Option{key}},
 		{name: "KeepFirst, fixed windows", transform: "KeepFirst", windowed: true, opts: []dedup.Option{key, uid}},
-		{name: "KeepFirstPerKey", transform: "KeepFirstPerKey", opts: []dedup.Option{uid}},
-		{name: "KeepFirstPerKey, event time", transform: "KeepFirstPerKey", opts: []dedup.Option{uid, dedup.OnTime("ts")}},
+		{name: "KeepFirst, KV input", transform: "KeepFirst, KV input", opts: []dedup.Option{uid}},
+		{name: "KeepFirst, KV input, event time", transform: "KeepFirst, KV input", opts: []dedup.Option{uid, dedup.OnTime("ts")}},
 
 		last("arrival order", kind),
 		last("OnTime", kind, dedup.OnTime("ts")),
@@ -109,7 +109,7 @@ func surfaceModes() []surfaceMode {
 		last("EventTimeTTL, RetractOnExpiry", kind, dedup.EventTimeTTL(hour), dedup.RetractOnExpiry(true)),
 		last("no mini-batch", kind, dedup.MiniBatch(false)),
 		{name: "KeepLast, fixed windows", transform: "KeepLast", windowed: true, opts: []dedup.Option{key, uid, kind}},
-		{name: "KeepLastPerKey", transform: "KeepLastPerKey", opts: []dedup.Option{uid, kind, dedup.OnTime("ts")}},
+		{name: "KeepLast, KV input", transform: "KeepLast, KV input", opts: []dedup.Option{uid, kind, dedup.OnTime("ts")}},
 
 		{name: "WindowFirst", transform: "WindowFirst", windowed: true, opts: []dedup.Option{key, uid}},
 		{name: "WindowLast, SequenceBy", transform: "WindowLast", windowed: true, opts: []dedup.Option{key, uid, dedup.SequenceBy("seq")}},
@@ -126,9 +126,9 @@ func applySurface(s beam.Scope, in beam.PCollection, m surfaceMode) error {
 		_, err = dedup.TryKeepFirst(s, in, m.opts...)
 	case "KeepLast":
 		_, err = dedup.TryKeepLast(s, in, m.opts...)
-	case "KeepFirstPerKey":
+	case "KeepFirst, KV input":
 		_, err = dedup.TryKeepFirst(s, beam.ParDo(s, surfaceKV, in), m.opts...)
-	case "KeepLastPerKey":
+	case "KeepLast, KV input":
 		_, err = dedup.TryKeepLast(s, beam.ParDo(s, surfaceKV, in), m.opts...)
 	case "WindowFirst":
 		_, err = dedup.TryWindowFirst(s, in, m.opts...)
