@@ -405,11 +405,11 @@ func ClampToWindow(t Timer, windowEnd int64) Timer {
 	return t
 }
 
-// SameMiniBatchGroup reports whether a row arriving at processing time now
+// sameMiniBatchGroup reports whether a row arriving at processing time now
 // may be folded with (KeepLast) or dropped after (KeepFirst) a key's row of
 // the same bundle that arrived at since: always without StateTTL, else
 // within TTL/RefreshFraction, so that no expiry decision moves by more than
 // the refresh throttle already allows.
-func (c Config) SameMiniBatchGroup(since, now int64) bool {
+func (c Config) sameMiniBatchGroup(since, now int64) bool {
 	return c.StateTTL == 0 || now-since < max(c.StateTTL/RefreshFraction, 1)
 }

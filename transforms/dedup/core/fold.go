@@ -86,7 +86,7 @@ func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 		hold()
 		p.Since = now
 		return FoldHold
-	case !c.SameMiniBatchGroup(p.Since, now):
+	case !c.sameMiniBatchGroup(p.Since, now):
 		hold()
 		p.Since = now
 		return FoldFlush
@@ -112,11 +112,11 @@ type Passed struct {
 // unless it is earlier than every row passed on: it may still become the
 // candidate), and a -U/-D of it can only be swallowed; a retraction of a
 // key not passed on must reach the state. With StateTTL a row is dropped
-// only within the key's mini-batch group (SameMiniBatchGroup), so no row
+// only within the key's mini-batch group (sameMiniBatchGroup), so no row
 // that could start a new period, or refresh retention by more than the
 // documented precision, is dropped.
 func (c Config) PreFilterFirstRow(p *Passed, r Row, now int64) (drop bool, o Outcome) {
-	recent := p.Has && c.SameMiniBatchGroup(p.Since, now)
+	recent := p.Has && c.sameMiniBatchGroup(p.Since, now)
 	switch {
 	case r.Kind.IsRetraction():
 		return recent, Swallow
