@@ -51,6 +51,8 @@ type params struct {
 	Clock               string
 	Dropped             bool   // emit the rows dropped (OutputDropped)
 	Metrics             string // the namespace of the transform's counters
+	// Overlap is how the step issues its state requests (overlap.go).
+	Overlap overlapMode
 }
 
 // rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
@@ -75,6 +77,7 @@ type step struct {
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder
 	buf      bytes.Buffer
+	ov       overlap
 }
 
 func (s *step) setup(p *params, st store) error {
@@ -103,6 +106,7 @@ func (s *step) setup(p *params, st store) error {
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
 	s.dec = beam.NewElementDecoder(p.ValueType.T)
+	s.setupOverlap(context.Background(), p.Overlap)
 	return nil
 }
 
@@ -160,13 +164,16 @@ func (s *step) insertForm(a *arrival) any {
 	return a.asInsert
 }
 
-// startBundle forgets what the last bundle cached: a failed bundle may have
-// written nothing of it.
-func (s *step) startBundle() { s.cache.reset() }
+// startBundle forgets what the last bundle cached, and what it had in
+// flight: a failed bundle may have written nothing of it.
+func (s *step) startBundle() {
+	s.cache.reset()
+	s.abort(nil)
+}
 
-// process decides on one row of key in window w and returns the timer to
-// set.
-func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
+// process decides on one row of key in window w, arriving at processing
+// time at, and returns the timer to set.
+func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at time.Time, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
 	a, err := s.arrive(ts, row)
 	if err != nil {
 		return arming{}, err
@@ -175,12 +182,12 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	if err != nil {
 		return arming{}, err
 	}
-	was, err := s.cache.read(ctx, sp, s.store, s.m, id)
+	was, err := s.read(ctx, sp, id)
 	if err != nil {
 		return arming{}, err
 	}
 	st := was.st
-	now := s.now(ts.ToTime()).UnixMilli()
+	now := at.UnixMilli()
 	// a.Row and a.Seq are scratch buffers: st may keep them only until the
 	// write below encodes it.
 	d := s.rules.OnRow(&st, a.Row, now)
@@ -206,10 +213,9 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	after := was
 	if d.Write {
-		if after, err = s.store.write(ctx, sp, s.m, &was, &st); err != nil {
+		if after, err = s.write(ctx, sp, id, &was, &st); err != nil {
 			return arming{}, err
 		}
-		s.cache.put(id, after)
 	}
 	t := arming{Timer: d.Timer, now: now}
 	if d.Timer.Kind == core.Finalize {
@@ -247,7 +253,7 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	var was stored
 	if tag == "" {
-		if was, err = s.cache.read(ctx, sp, s.store, s.m, id); err != nil {
+		if was, err = s.read(ctx, sp, id); err != nil {
 			return arming{}, err
 		}
 	} else {
@@ -284,11 +290,9 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 		}
 	}
 	if d.Write {
-		after, err := s.store.write(ctx, sp, s.m, &was, &st)
-		if err != nil {
+		if _, err := s.write(ctx, sp, id, &was, &st); err != nil {
 			return arming{}, err
 		}
-		s.cache.put(id, after)
 	}
 	return arming{Timer: d.Timer, now: now}, nil
 }
@@ -377,6 +381,7 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt r
 	pr := params{
 		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
 		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
+		Overlap: p.overlap,
 	}
 	names := firstNames
 	if p.last {
