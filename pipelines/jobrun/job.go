@@ -105,19 +105,23 @@ func Followed(runner string) bool {
 
 var jobSeq atomic.Int64
 
-// withDefaults fills in the fields the flags or defaults give.
+// withDefaults fills in the fields the flags or defaults give. The flags
+// are read in turn with submissions, which set and restore them.
 func (o Options) withDefaults() Options {
+	flagsMu.Lock()
+	endpoint, envType, envConfig, name := *jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.EnvironmentConfig, *jobopts.JobName
+	flagsMu.Unlock()
 	if o.Endpoint == "" {
-		o.Endpoint = *jobopts.Endpoint
+		o.Endpoint = endpoint
 	}
 	if o.EnvironmentType == "" {
-		o.EnvironmentType = *jobopts.EnvironmentType
+		o.EnvironmentType = envType
 	}
 	if o.EnvironmentConfig == "" {
-		o.EnvironmentConfig = *jobopts.EnvironmentConfig
+		o.EnvironmentConfig = envConfig
 	}
 	if o.Name == "" {
-		o.Name = *jobopts.JobName
+		o.Name = name
 	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("beamdedup-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
@@ -272,12 +276,16 @@ func (j *Job) awaitSubmission() {
 }
 
 // setFlags sets Beam's flag variables and returns a function restoring
-// them.
+// them. A flag that already has its value is not written, so that code
+// reading it outside flagsMu (a test's own check of --endpoint) does not
+// race with a submission that leaves it as it was.
 func setFlags(vals map[*string]string) func() {
 	old := map[*string]string{}
 	for p, v := range vals {
-		old[p] = *p
-		*p = v
+		if *p != v {
+			old[p] = *p
+			*p = v
+		}
 	}
 	return func() {
 		for p, v := range old {
