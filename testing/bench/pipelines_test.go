@@ -261,6 +261,8 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var last dedup.LastCounters // KeepLast's
 	var peak float64
 	var requests int64 // Fn API state requests, all steps
+	var flight fnapitest.Flights
+	var cpu time.Duration // the process's: Prism's, the harness's and the test's
 	w.InsertOnly = c.insertOnly
 	for i := 0; i < b.N; i++ {
 		p, s := beam.NewPipelineWithRoot()
@@ -270,12 +272,15 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		}
 		rsstest.ResetPeak()
 		fnapitest.Reset()
+		cpu0 := rsstest.CPUTime()
 		pr, d := runOnPrism(b, p, 45*time.Minute)
+		cpu += rsstest.CPUTime() - cpu0
 		peak = max(peak, rsstest.PeakMB())
 		total += d
 		for _, r := range fnapitest.All() {
 			requests += r.Total()
 		}
+		flight = fnapitest.Flight()
 		counters, last = dedup.ReadCounters(pr), dedup.ReadLastCounters(pr)
 		checkOut(b, w, c, bench.OutCount(pr), last)
 	}
@@ -283,8 +288,19 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	rate := 1 / perRow
 	b.ReportMetric(rate, "rows/s")
 	b.ReportMetric(perRow*1e6, "µs/row")
+	if cpu > 0 {
+		// CPU per row (runner and SDK together), steadier than wall time
+		// on a shared machine: what sizing a job starts from.
+		b.ReportMetric(cpu.Seconds()*1e6/float64(b.N*w.Rows), "cpu_µs/row")
+	}
 	b.ReportMetric(float64(requests)/float64(b.N*w.Rows), "requests/row")
 	b.ReportMetric(load1(), "load1")
+	if flight.Bundles > 0 {
+		// How the step's requests went: over how many bundles, and how
+		// many were in flight at once (1: each waited for in turn).
+		b.ReportMetric(float64(flight.Bundles), "state_bundles")
+		b.ReportMetric(float64(flight.MaxInFlight), "max_in_flight")
+	}
 	if peak > 0 {
 		b.ReportMetric(peak, "peakRSS_MB")
 	}

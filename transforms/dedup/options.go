@@ -247,10 +247,10 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // OverlapState sets whether the stateful step keeps several state requests
 // in flight within a bundle (default true), rather than waiting for each
 // in turn: without timers, on globally windowed input, it decides a bundle's
-// rows in batches of up to 64 whose reads go out together; otherwise it
+// rows in batches of up to 128 whose reads go out together; otherwise it
 // waits for a row's read but not for its writes. Decisions and requests are
 // the same either way, and every request is answered before the bundle
-// finishes. A row's output may leave up to 63 rows later, or at its
+// finishes. A row's output may leave up to 127 rows later, or at its
 // bundle's end, which is when the runner passes a bundle's output on
 // anyway. KeepFirst and KeepLast only (docs/state.md).
 func OverlapState(on bool) Option {

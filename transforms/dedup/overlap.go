@@ -61,10 +61,10 @@ func (o overlapMode) String() string { return overlapNames[o] }
 const (
 	// batchRows is how many rows a batch holds before its reads go out: a
 	// row waits at most this many rows or its bundle's end.
-	batchRows = 64
+	batchRows = 128
 	// maxInFlight bounds the requests a step has issued and not yet seen
 	// answered; the DoFn waits for a slot beyond it.
-	maxInFlight = 256
+	maxInFlight = 128
 )
 
 // vettedSDKs are the Beam Go SDK versions the reliance was checked on
