@@ -37,10 +37,34 @@ func prepareFiles(o *options, input func(o *options) error) error {
 			}
 		}
 	}
-	if o.input != "" {
-		return nil
+	if o.input == "" {
+		if err := input(o); err != nil {
+			return err
+		}
 	}
-	return input(o)
+	// The workers may run in another directory (a worker pool, Flink's
+	// task managers): a relative path would name another file there, or
+	// none.
+	// An input that matches nothing stays as given, for the error that
+	// names it.
+	if matches, _ := filepath.Glob(o.input); len(matches) == 0 {
+		return absolute(&o.output, &o.errors)
+	}
+	return absolute(&o.input, &o.output, &o.errors)
+}
+
+// absolute makes each local path absolute.
+func absolute(paths ...*string) error {
+	for _, p := range paths {
+		if isLocal(*p) {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return err
+			}
+			*p = abs
+		}
+	}
+	return nil
 }
 
 // generatedInput is where a pipeline's generated input goes: next to a

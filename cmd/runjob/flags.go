@@ -39,8 +39,9 @@ var appliesTo = map[string][]string{
 	"uid":                    dedupModes,
 	"on_time":                fileModes,
 	"force_stateful":         fileModes,
-	// The order-status sample's PostgreSQL table.
-	"postgres": {"orderstatus"},
+	// The PostgreSQL table of the order-status sample, or of the kept
+	// orders of a streaming run.
+	"postgres": {"orderstatus", streamingLive},
 	// A subscription, read until stopped.
 	"subscription":      {streamingLive},
 	"output_topic":      {streamingLive},

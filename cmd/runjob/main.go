@@ -172,13 +172,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return fail("%s", flagError(err, fs))
 	}
+	// Record Beam flags as set on flag.CommandLine too: runners export the
+	// set flags as pipeline options for remote workers. They are put back
+	// as found when run returns, so that a later run in the same process (a
+	// test) does not inherit them.
+	found := map[string]string{}
 	fs.Visit(func(f *flag.Flag) {
-		if flag.CommandLine.Lookup(f.Name) != nil {
-			// Record Beam flags as set on flag.CommandLine too: runners
-			// export the set flags as pipeline options for remote workers.
+		if g := flag.CommandLine.Lookup(f.Name); g != nil {
+			found[f.Name] = g.Value.String()
 			flag.CommandLine.Set(f.Name, f.Value.String())
 		}
 	})
+	defer func() {
+		for name, v := range found {
+			flag.CommandLine.Set(name, v)
+		}
+	}()
 	// beam.Init sets up slog at this level. Prism logs every job step at
 	// info, which would bury the summary; a Dataflow dry run prints its
 	// translation at info.
@@ -209,6 +218,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "runjob: "+notice)
 	}
 	o.runner = runner
+	if jobrun.MayBePrism(runner) {
+		// Before construction, where the stateful transforms check it
+		// (jobrun.Start adds it to the submission anyway).
+		defer jobrun.DisableSplits()()
+	}
 	if err := pl.checkRunner(o); err != nil {
 		return fail("%v", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"strings"
@@ -76,7 +77,13 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 		if err := probe(ctx, name); err != nil {
 			return "", "", err
 		}
-		return name, "", probeWorkerPool(ctx)
+		if (name == "flink" || name == "spark") && *jobopts.EnvironmentType == "" {
+			// Beam's default, DOCKER, needs a Docker engine beside the job
+			// server; a job server started for development has none.
+			flag.CommandLine.Set("environment_type", "LOOPBACK")
+			notice = fmt.Sprintf("--runner=%s: no --environment_type given: LOOPBACK (the SDK workers in this process; EXTERNAL with a worker pool, see docs/runners.md)", name)
+		}
+		return name, notice, probeWorkerPool(ctx)
 	case "dataflow", "dataflowrunner":
 		return "dataflow", "", nil
 	case "dot":
@@ -91,9 +98,9 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 func jobServerHint(runner string) string {
 	switch runner {
 	case "flink":
-		return " (start Flink's Beam job server, docker image apache/beam_flink<FLINK_VERSION>_job_server:2.77.0, which serves localhost:8099; see notes/runjob.md)"
+		return " (start Beam's Flink job server: go run ./testing/flinktest/cmd/jobserver prints its endpoint; see docs/runners.md)"
 	case "spark":
-		return " (start Spark's Beam job server, docker image apache/beam_spark3_job_server:2.77.0, which serves localhost:8099)"
+		return " (start Beam's Spark job server: go run ./testing/flinktest/cmd/jobserver --runner=spark prints its endpoint; see docs/runners.md)"
 	}
 	return " (e.g. a standalone Prism: go run github.com/apache/beam/sdks/v2/go/cmd/prism serves localhost:8073)"
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -35,8 +36,8 @@ func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
 	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T")
 	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T")
 	fs.IntVar(&l.readers, "readers", 1, "streaming: concurrent readers of the subscription")
-	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease the source keeps on each message it pulled until it acks it (1s to 600s)")
-	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published before giving up")
+	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease kept on each message pulled, renewed until the message is acked once its row is out (1s to 600s)")
+	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published and acked before giving up")
 	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming: print the job's counters this often")
 }
 
@@ -56,11 +57,11 @@ func checkStreaming(o *options) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("--pipeline=streaming against Pub/Sub needs --subscription, --output_topic and --dead_letter_topic; missing %s", strings.Join(missing, ", "))
 	}
-	if err := checkPubsubName("subscription", l.subscription, "subscriptions", "topics"); err != nil {
+	if err := checkPubsubName("subscription", l.subscription, "subscriptions"); err != nil {
 		return err
 	}
 	for _, f := range []struct{ flag, name string }{{"output_topic", l.outputTopic}, {"dead_letter_topic", l.deadLetterTopic}} {
-		if err := checkPubsubName(f.flag, f.name, "topics", "subscriptions"); err != nil {
+		if err := checkPubsubName(f.flag, f.name, "topics"); err != nil {
 			return err
 		}
 	}
@@ -79,24 +80,20 @@ func checkStreaming(o *options) error {
 	return nil
 }
 
-// checkPubsubName explains a name that is not projects/P/<kind>/N, and the
-// common slip of giving the other kind.
-func checkPubsubName(flag, name, kind, other string) error {
+// checkPubsubName explains a name that is not projects/P/<kind>/N (and
+// the common slip of giving the other kind), naming the flag.
+func checkPubsubName(flag, name, kind string) error {
 	if name == "" {
 		return fmt.Errorf("--%s is empty; want projects/PROJECT/%s/NAME", flag, kind)
 	}
-	err := pubsubio.CheckSubscriptionName(name)
+	check := pubsubio.CheckSubscriptionName
 	if kind == "topics" {
-		err = pubsubio.CheckTopicName(name)
+		check = pubsubio.CheckTopicName
 	}
-	if err == nil {
-		return nil
+	if err := check(name); err != nil {
+		return fmt.Errorf("--%s=%v", flag, err)
 	}
-	hint := ""
-	if strings.Contains(name, "/"+other+"/") {
-		hint = fmt.Sprintf(" (that names a %s)", other[:len(other)-1])
-	}
-	return fmt.Errorf("--%s=%q is not a full %s name%s; want projects/PROJECT/%s/NAME", flag, name, kind[:len(kind)-1], hint, kind)
+	return nil
 }
 
 // demoRun runs the Pub/Sub streaming demo (pipelines/streaming/demo): an
@@ -123,7 +120,15 @@ var demoRun = pipelineRun{
 // done (Ctrl-C, SIGTERM, or --timeout when given), then drains and exits.
 var liveRun = pipelineRun{
 	untilStopped: true,
-	describe:     func(o *options) string { return "streaming from " + o.live.subscription },
+	prepare: func(o *options) error {
+		if o.postgres == "" {
+			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return streaming.CreateTable(ctx, o.postgres, streaming.DefaultTable)
+	},
+	describe: func(o *options) string { return "streaming from " + o.live.subscription },
 	checkRunner: func(o *options) error {
 		if !jobrun.Followed(o.runner) {
 			return fmt.Errorf("--pipeline=streaming with --subscription runs on a Beam job server (prism, universal, flink, spark), which it stops itself on Ctrl-C; on Dataflow build the pipeline with pipelines/streaming and drain the job with Dataflow (see docs/streaming-pubsub.md)")
@@ -162,6 +167,10 @@ var liveRun = pipelineRun{
 			fmt.Fprintf(stdout, "duplicates dropped  %d\n", c.DuplicatesDropped)
 			fmt.Fprintf(stdout, "dead-lettered       %d\n", res.DeadLettered)
 			fmt.Fprintf(stdout, "published           %d (%s and %s)\n", res.Published, l.outputTopic, l.deadLetterTopic)
+			if o.postgres != "" {
+				fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
+					res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
+			}
 			fmt.Fprintf(stdout, "wall time           %v (stopped, drained)\n", res.Elapsed.Round(time.Millisecond))
 			return 0
 		}, nil
@@ -180,8 +189,10 @@ func liveConfig(o *options, progress io.Writer) streaming.LiveConfig {
 			OutputTopic:     l.outputTopic,
 			DeadLetterTopic: l.deadLetterTopic,
 			Endpoint:        os.Getenv("PUBSUB_EMULATOR_HOST"),
-			Read:            []pubsubio.ReadOption{pubsubio.AckDeadline(l.ackDeadline)},
-			Dedup:           dedupOptions(o), // after the pipeline's defaults (StateTTL 10m, order_id)
+			Read:            []pubsubio.Option{pubsubio.AckDeadline(l.ackDeadline)},
+			PartitionBy:     partitionBy(o),
+			Dedup:           dedupOptions(withoutPartitionBy(o)), // after the pipeline's default StateTTL (10m)
+			Postgres:        o.postgres,
 		},
 		Readers:       l.readers,
 		DrainTimeout:  l.drainTimeout,
@@ -191,6 +202,28 @@ func liveConfig(o *options, progress io.Writer) streaming.LiveConfig {
 		cfg.Progress = func(s streaming.LiveStatus) { fmt.Fprintf(progress, "runjob: %v\n", s) }
 	}
 	return cfg
+}
+
+// partitionBy is --partition_by's columns (the pipeline's default,
+// order_id, when not given).
+func partitionBy(o *options) []string {
+	var cols []string
+	for c := range strings.SplitSeq(o.partitionBy, ",") {
+		if c = strings.TrimSpace(c); c != "" && o.set["partition_by"] {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
+// withoutPartitionBy is o without --partition_by: the streaming pipeline
+// keys the messages itself (Config.PartitionBy), and KeepFirst takes the
+// rest of the dedup flags.
+func withoutPartitionBy(o *options) *options {
+	c := *o
+	c.set = maps.Clone(o.set)
+	delete(c.set, "partition_by")
+	return &c
 }
 
 type lockedWriter struct {

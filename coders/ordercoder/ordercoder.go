@@ -17,7 +17,9 @@
 //     equal to each other and larger than every number.
 //   - time.Time: Unix seconds as a sign-flipped int64 (8 bytes) then the
 //     nanoseconds within the second as uint32 (4 bytes), big-endian. Equal
-//     instants (t1.Equal(t2)) encode equally; location is ignored.
+//     instants (t1.Equal(t2)) encode equally; location is ignored. (A
+//     SequenceBy column's times are truncated to the microsecond before
+//     they are encoded, rowspec.SeqColumn.)
 //   - string: its bytes (Go's string order is byte order).
 //
 // The bytes are persisted in dedup state, so changing them changes which

@@ -23,7 +23,7 @@ func TestEqual_EveryFieldCounts(t *testing.T) {
 			f.Set(reflect.ValueOf([]byte{1}))
 		case reflect.Int64:
 			f.SetInt(1)
-		case reflect.Uint8:
+		case reflect.Uint8, reflect.Uint16:
 			f.SetUint(1)
 		default:
 			require.Failf(t, "unhandled field kind", "%s: %s", v.Type().Field(i).Name, f.Kind())

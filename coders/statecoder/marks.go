@@ -81,7 +81,7 @@ func Marks(st *State) ([]int64, error) {
 	switch {
 	case st.Phase == None:
 		return nil, nil
-	case st.Phase != Emitted || st.CandTime != 0 || st.CleanupAt != 0 || st.Rearms != 0 || len(st.Cand) != 0 || len(st.Seq) != 0:
+	case st.Phase != Emitted || st.CandTime != 0 || st.CleanupAt != 0 || st.Rearms != 0 || st.Micros != 0 || len(st.Cand) != 0 || len(st.Seq) != 0:
 		return nil, errNotMarks
 	}
 	var marks []int64

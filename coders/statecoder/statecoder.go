@@ -34,6 +34,18 @@
 //
 // Encode writes version 1 whenever Seq is empty, so KeepFirst's state and
 // KeepLast's without SequenceBy keep the version-1 bytes.
+//
+// Version 4 (a candidate's, or a stored row's, time to the microsecond) is
+// version 2 with one more flag:
+//
+//	flags   128 Micros
+//	uvarint Micros, if flagged (after Rearms, before Cand)
+//
+// Encode writes version 4 only when Micros is not 0, so a state whose time
+// is a whole millisecond (every state of an int64 OnTime column, every
+// state written before version 4) keeps the bytes of version 1 or 2, and a
+// state of those versions decodes with Micros 0. (Version 3 is the marks,
+// which are no byte format: marks.go.)
 package statecoder
 
 import (
@@ -69,12 +81,17 @@ type State struct {
 	// CandTime is the event time of the pending candidate, or of the
 	// emitted row in event-time mode.
 	CandTime int64
-	// CleanupAt is the event time at which the self-re-arming cleanup
-	// timer is set (event-time mode with StateTTL only).
+	// CleanupAt and Rearms were the schedule of a self-re-arming cleanup
+	// timer (event-time mode with StateTTL) that earlier builds wrote. The
+	// rules now derive their one expiry check from ExpireAt and no longer
+	// write them; they still decode, and are ignored.
 	CleanupAt int64
-	// Rearms counts how often that cleanup timer re-armed itself; each
-	// re-arm doubles its step so an end-of-input watermark ends it fast.
-	Rearms uint8
+	Rearms    uint8
+	// Micros are the microseconds past CandTime's millisecond (0 to 999)
+	// of the candidate's, or the stored row's, OnTime value: rows compare
+	// to the microsecond (rowspec.Order), while CandTime, a Beam timestamp,
+	// is whole milliseconds.
+	Micros uint16
 	// Cand is the pending candidate row (KeepFirst) or the stored last row
 	// (KeepLast), encoded by the adapter. The core never looks inside.
 	Cand []byte
@@ -87,13 +104,14 @@ type State struct {
 // same bytes). Keep it in step with the fields above.
 func (s *State) Equal(o *State) bool {
 	return s.Phase == o.Phase && s.ExpireAt == o.ExpireAt && s.MaxEvent == o.MaxEvent &&
-		s.CandTime == o.CandTime && s.CleanupAt == o.CleanupAt && s.Rearms == o.Rearms &&
+		s.CandTime == o.CandTime && s.CleanupAt == o.CleanupAt && s.Rearms == o.Rearms && s.Micros == o.Micros &&
 		bytes.Equal(s.Cand, o.Cand) && bytes.Equal(s.Seq, o.Seq)
 }
 
-// Version is the newest format Append and Encode write (they write
-// version 1 when the state has no Seq).
-const Version byte = 2
+// Version is the newest format Append and Encode write (they write the
+// oldest version that holds the state: 1 without Seq and Micros, 2 with a
+// Seq).
+const Version byte = 4
 
 const (
 	fExpireAt = 1 << iota
@@ -103,8 +121,10 @@ const (
 	fRearms
 	fCand
 	fSeq
+	fMicros
 	fAllV1 = fExpireAt | fMaxEvent | fCandTime | fCleanupAt | fRearms | fCand
 	fAllV2 = fAllV1 | fSeq
+	fAllV4 = fAllV2 | fMicros
 )
 
 // Append appends the encoding of st to dst.
@@ -131,7 +151,11 @@ func Append(dst []byte, st *State) []byte {
 	version := byte(1)
 	if len(st.Seq) != 0 {
 		flags |= fSeq
-		version = Version
+		version = 2
+	}
+	if st.Micros != 0 {
+		flags |= fMicros
+		version = 4
 	}
 	dst = append(dst, version, byte(st.Phase), flags)
 	for _, f := range [...]struct {
@@ -144,6 +168,9 @@ func Append(dst []byte, st *State) []byte {
 	}
 	if flags&fRearms != 0 {
 		dst = append(dst, st.Rearms)
+	}
+	if flags&fMicros != 0 {
+		dst = binary.AppendUvarint(dst, uint64(st.Micros))
 	}
 	if flags&fCand != 0 {
 		dst = binary.AppendUvarint(dst, uint64(len(st.Cand)))
@@ -174,6 +201,8 @@ func Decode(b []byte, st *State) error {
 		return decode(b[1:], fAllV1, st)
 	case 2:
 		return decode(b[1:], fAllV2, st)
+	case 4:
+		return decode(b[1:], fAllV4, st)
 	}
 	return fmt.Errorf("%w: unknown version %d (written by a newer beamdedup?)", ErrCorrupt, b[0])
 }
@@ -207,6 +236,13 @@ func decode(b []byte, allowed byte, st *State) error {
 			return fmt.Errorf("%w: missing rearms", ErrCorrupt)
 		}
 		st.Rearms, b = b[0], b[1:]
+	}
+	if flags&fMicros != 0 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > 999 {
+			return fmt.Errorf("%w: bad microseconds", ErrCorrupt)
+		}
+		st.Micros, b = uint16(v), b[n:]
 	}
 	for _, f := range [...]struct {
 		bit byte

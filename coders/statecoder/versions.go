@@ -16,7 +16,7 @@ import (
 // A version is
 //
 //	uvarint n        its position in the bag (0 after the bag was cleared)
-//	bytes            the state's encoding (Encode: version 1, or 2 with a SequenceBy value)
+//	bytes            the state's encoding (Encode: version 1, 2 with a SequenceBy value, 4 with a time's microseconds)
 //
 // The current state is the version with the largest n, so the bag says the
 // same in any order (Beam does not promise a bag's order).

@@ -34,6 +34,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
 // DefaultStallLimit is the stall limit of a job whose Options.StallLimit
@@ -207,7 +209,7 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		jobopts.EnvironmentConfig: o.EnvironmentConfig, jobopts.JobName: o.Name,
 	}
 	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
-		vals[jobopts.Experiments] = withExperiment(*jobopts.Experiments, NoSplitsExperiment)
+		vals[jobopts.Experiments] = prismsplit.WithExperiment(*jobopts.Experiments)
 	}
 	restore := setFlags(vals)
 	if err := j.beforeSubmit(p); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
@@ -57,13 +58,34 @@ func (r *Remote) ID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	java := javaJobName(r.Name)
 	for _, info := range resp.GetJobInfo() {
-		if info.GetJobName() == r.Name && !terminal(info.GetState()) {
+		name := info.GetJobName()
+		if (name == r.Name || strings.HasPrefix(name, java)) && !terminal(info.GetState()) {
 			r.id = info.GetJobId()
 			return r.id, nil
 		}
 	}
 	return "", fmt.Errorf("job %s is not on the job server at %s", r.Name, r.Endpoint)
+}
+
+// javaJobName is the start of the name Beam's Java job servers (Flink's,
+// Spark's) give a job submitted as name: they ignore the name and make one
+// from the application name (the Go SDK sends the job's name), as Java's
+// PipelineOptions.JobNameFactory does, "<app>-<user>-<MMddHHmmss>-<hex>",
+// with app lowercased, each character outside [a-z0-9] made a 0 and a
+// first character that is not a letter an a.
+func javaJobName(name string) string {
+	b := []byte(strings.ToLower(name))
+	for i, c := range b {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			b[i] = '0'
+		}
+	}
+	if len(b) > 0 && (b[0] < 'a' || b[0] > 'z') {
+		b[0] = 'a'
+	}
+	return string(b) + "-"
 }
 
 func terminal(s jobpb.JobState_Enum) bool {

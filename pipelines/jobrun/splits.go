@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
 // NoSplitsExperiment turns off Prism's dynamic splitting of running
@@ -21,17 +23,11 @@ import (
 // Start submits every job on a runner that may be Prism (MayBePrism) with
 // it; DisableSplits adds it to --experiments for what runs Beam directly
 // (ptest).
-const NoSplitsExperiment = "prism_disable_sdf_split"
+const NoSplitsExperiment = prismsplit.Experiment
 
 // MayBePrism reports whether runner submits to Prism: runner prism, or
 // universal (portable), whose job server is often a standalone Prism.
-func MayBePrism(runner string) bool {
-	switch strings.ToLower(runner) {
-	case "prism", "prismrunner", "universal", "portable", "portablerunner":
-		return true
-	}
-	return false
-}
+func MayBePrism(runner string) bool { return prismsplit.MayBePrism(runner) }
 
 // splitsAllowed: AllowSplits is in effect.
 var splitsAllowed atomic.Bool
@@ -41,16 +37,10 @@ var splitsAllowed atomic.Bool
 // (Start adds it to its submissions anyway). Call it after flag.Parse, so
 // that the command line does not replace it. It returns a function that
 // restores the previous experiments.
-func DisableSplits() (restore func()) {
-	old := *jobopts.Experiments
-	*jobopts.Experiments = withExperiment(old, NoSplitsExperiment)
-	return func() { *jobopts.Experiments = old }
-}
+func DisableSplits() (restore func()) { return prismsplit.Disable() }
 
 // SplitsDisabled reports whether NoSplitsExperiment is in --experiments.
-func SplitsDisabled() bool {
-	return slices.Contains(jobopts.GetExperiments(), NoSplitsExperiment)
-}
+func SplitsDisabled() bool { return prismsplit.Disabled() }
 
 // AllowSplits lets Prism split bundles again, for a reproduction of the
 // defect: it removes NoSplitsExperiment from --experiments, and Start
@@ -64,19 +54,4 @@ func AllowSplits() (restore func()) {
 		*jobopts.Experiments = old
 		splitsAllowed.Store(wasAllowed)
 	}
-}
-
-// withExperiment returns the comma-separated experiments exps with exp
-// added, unless exps has it.
-func withExperiment(exps, exp string) string {
-	var list []string
-	for e := range strings.SplitSeq(exps, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			list = append(list, e)
-		}
-	}
-	if !slices.Contains(list, exp) {
-		list = append(list, exp)
-	}
-	return strings.Join(list, ",")
 }

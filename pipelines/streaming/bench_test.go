@@ -100,7 +100,7 @@ func runBench(b *testing.B, p *beam.Pipeline) beam.PipelineResult {
 	return pr
 }
 
-var benchRead = []pubsubio.ReadOption{pubsubio.IdleStop(2 * time.Second)}
+var benchRead = []pubsubio.Option{pubsubio.IdleStop(2 * time.Second)}
 
 // runCounted runs iteration i of a benchmark: on a fresh fake with *benchN
 // orders published, a job that reads them, applies f to the messages (sub
@@ -135,8 +135,12 @@ func BenchmarkReadDedup(b *testing.B) {
 	var rate float64
 	for i := range b.N {
 		st := runCounted(b, i, func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection {
-			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub}, msgs)
-			return dedup.KeepFirst(s, rows, dedup.PartitionBy("order_id"), dedup.UID("bench")).Rows
+			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub, Columns: []string{"order_id"}}, msgs)
+			kept, _, _, err := keepFirst(s, rows, []dedup.Option{dedup.UID("bench")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return beam.DropKey(s, kept)
 		})
 		if got := st.n.Load(); got != int64(*benchN) {
 			b.Fatalf("kept %d of %d orders", got, *benchN)
@@ -175,7 +179,7 @@ func BenchmarkReadDedupPublish(b *testing.B) {
 		srv2, sub2 := benchSetup(b)
 		p2, s2 := beam.NewPipelineWithRoot()
 		if _, err := Build(s2, Config{Subscription: sub2, OutputTopic: srv2.TopicName("out"), Endpoint: srv2.Addr, Dedup: []dedup.Option{dedup.StateTTL(0)},
-			Read: []pubsubio.ReadOption{pubsubio.IdleStop(2 * time.Second), pubsubio.MaxBundleDuration(200 * time.Millisecond)}}); err != nil {
+			Read: []pubsubio.Option{pubsubio.IdleStop(2 * time.Second), pubsubio.MaxBundleDuration(200 * time.Millisecond)}}); err != nil {
 			b.Fatal(err)
 		}
 		go publishOrders(srv2, "in", 2500, 5*time.Second)

@@ -50,7 +50,7 @@ func TestBeamDefect_TerminalStatefulStageStallsTheStream(t *testing.T) {
 	_, err := Build(s, Config{
 		Subscription: sub, OutputTopic: out, Endpoint: srv.Addr, fusedSink: true,
 		Dedup: []dedup.Option{dedup.StateTTL(0)},
-		Read:  []pubsubio.ReadOption{pubsubio.IdleStop(5 * time.Second), pubsubio.MaxBundleDuration(500 * time.Millisecond)},
+		Read:  []pubsubio.Option{pubsubio.IdleStop(5 * time.Second), pubsubio.MaxBundleDuration(500 * time.Millisecond)},
 	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

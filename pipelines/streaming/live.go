@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -29,9 +30,9 @@ type LiveConfig struct {
 	// Readers is the number of concurrent readers (default 1).
 	Readers int
 	// DrainTimeout bounds the stop: from the stop request until everything
-	// read has been published (default 1 minute). Past it the job is
-	// cancelled and RunLive fails; nothing in flight was acked, so Pub/Sub
-	// redelivers it to the next run.
+	// read has been published and acked (default 1 minute). Past it the job
+	// is cancelled and RunLive fails; nothing that was not yet safe was
+	// acked, so Pub/Sub redelivers it to the next run.
 	DrainTimeout time.Duration
 	// Progress, when set, is called every ProgressEvery (default 10s) with
 	// the job's counters.
@@ -42,33 +43,40 @@ type LiveConfig struct {
 	build func(beam.Scope, Config) (Outputs, error)
 }
 
-// LiveStatus is what the job's metrics say. Read counts deliveries
-// (redeliveries included) and Acked the acked ones, so Acked == Read once
-// the readers have ended.
+// LiveStatus is what the job's metrics say. Read counts the deliveries
+// the source emitted (redeliveries of acked messages included; those of a
+// message in flight are absorbed and not emitted), and every one of them
+// ends in one ack attempt once it is safe: Acked + AckFailed == Read once
+// nothing is in flight.
 type LiveStatus struct {
-	Read         int64 // messages the source emitted (pubsubio/messages_read)
-	Acked        int64 // of those, acked (pubsubio/messages_acked)
+	Read         int64 // deliveries the source emitted
+	Acked        int64 // of those, acked once safe
+	AckFailed    int64 // acks Pub/Sub refused; those messages come back
 	DeadLettered int64 // undecodable, sent to the dead-letter topic
 	Published    int64 // messages published to the output and dead-letter topics
-	Dedup        dedup.Counters
-	ReadersEnded int
-	Elapsed      time.Duration
+	// With Config.Postgres: rows written into the table (or there
+	// already), and refused by it (dead-lettered).
+	PostgresWritten, PostgresRefused int64
+	Dedup                            dedup.Counters
+	ReadersEnded                     int
+	Elapsed                          time.Duration
 }
 
 // String is one line for a progress report.
 func (s LiveStatus) String() string {
 	return fmt.Sprintf("read %d, acked %d; dedup: %d in, %d emitted, %d duplicates dropped; %d dead-lettered; %d published (%v)",
-		s.Read, s.Acked, s.Dedup.RowsIn, s.Dedup.Emitted, s.Dedup.DuplicatesDropped, s.DeadLettered, s.Published,
+		s.Read, s.Acked+s.AckFailed, s.Dedup.RowsIn, s.Dedup.Emitted, s.Dedup.DuplicatesDropped, s.DeadLettered, s.Published,
 		s.Elapsed.Round(time.Second))
 }
 
 // Drained reports whether the job has nothing left in flight after a stop:
-// all readers ended with every emitted message acked, every message read
-// reached KeepFirst or the dead-letter topic, and everything KeepFirst
-// emitted and every dead letter was published.
+// all readers ended, every message read reached KeepFirst or the
+// dead-letter topic, everything KeepFirst emitted and every dead letter
+// was published, and every message read was acked (each only once its row
+// was safe).
 func (s LiveStatus) Drained(readers int) bool {
 	return s.ReadersEnded >= readers &&
-		s.Acked == s.Read &&
+		s.Acked+s.AckFailed == s.Read &&
 		s.Read == s.Dedup.RowsIn+s.DeadLettered &&
 		s.Dedup.Pending() == 0 &&
 		s.Published == s.Dedup.Emitted+s.DeadLettered
@@ -88,12 +96,12 @@ type LiveResult struct {
 // returns its counters. beam.Init must have been called.
 //
 // The stop drains: when the SDK workers run in this process (LOOPBACK)
-// the readers stop pulling, ack what they emitted once its bundle
-// committed, and end; elsewhere (a worker pool, PROCESS, DOCKER) the
-// readers cannot be reached and keep pulling, and RunLive waits until
-// what the job read has been acked and published. Either way, at most
-// DrainTimeout, then the job is cancelled. Messages pulled and not acked
-// are never lost: Pub/Sub redelivers them when their lease expires.
+// the readers stop pulling and end; elsewhere (a worker pool, PROCESS,
+// DOCKER) the readers cannot be reached and keep pulling. Either way
+// RunLive waits until what the job read has been published and acked, at
+// most DrainTimeout, then cancels the job. A message is acked only once
+// its row is safe, so whatever the job had not finished, after a stop, a
+// failure or a crash, is redelivered by Pub/Sub to the next run.
 //
 // A watchdog follows each step of the job (LiveStatus.stages): when one
 // holds work and finishes none of it for job.StallLimit, RunLive cancels
@@ -102,7 +110,8 @@ type LiveResult struct {
 // the readers run in this process.)
 //
 // Prism keeps KeepFirst's state in memory: a new run starts with no keys
-// seen, so a key published again across a restart is emitted again.
+// seen, so a key published again across a restart is emitted again (at
+// most the keys with a message unacked at the restart: docs/streaming.md).
 func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResult, error) {
 	if err := cfg.check(); err != nil {
 		return LiveResult{}, err
@@ -117,7 +126,7 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 	st := pubsubio.NewStopper()
 	defer st.Close()
 	pc := cfg.Config
-	pc.Read = append(append([]pubsubio.ReadOption{}, pc.Read...), pubsubio.Readers(cfg.Readers), pubsubio.StopWith(st))
+	pc.Read = append(append([]pubsubio.Option{}, pc.Read...), pubsubio.Readers(cfg.Readers), pubsubio.StopWith(st))
 	p, s := beam.NewPipelineWithRoot()
 	build := Build
 	if cfg.build != nil {
@@ -127,7 +136,7 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 		return LiveResult{}, err
 	}
 
-	w := &liveWatch{stopper: st, inProcess: job.Loopback()}
+	w := &liveWatch{stopper: st, inProcess: job.Loopback(), service: pubsubio.Target(cfg.Endpoint)}
 	job.What, job.Hint, job.Progress = "streaming job", stallHint, w.progress
 	// The job outlives ctx: ctx's end is the stop request, which drains.
 	j, err := jobrun.Start(context.WithoutCancel(ctx), p, job)
@@ -152,6 +161,9 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 			if cfg.Progress != nil {
 				if m, err := j.Metrics(ctx); err == nil {
 					st := w.status(m)
+					w.mu.Lock()
+					w.last = st
+					w.mu.Unlock()
 					st.Elapsed = j.Elapsed()
 					cfg.Progress(st)
 				}
@@ -162,17 +174,21 @@ func RunLive(ctx context.Context, job jobrun.Options, cfg LiveConfig) (LiveResul
 	res := LiveResult{Cancelled: drained}
 	if pr != nil {
 		res.LiveStatus = w.status(pr.Metrics())
+	} else {
+		// A failed job reports no metrics: the watchdog's last sample.
+		res.LiveStatus = w.lastSeen()
 	}
 	res.Elapsed = j.Elapsed()
 	var stall *jobrun.Stall
 	if errors.As(err, &stall) {
-		return res, fmt.Errorf("streaming: %w; the job was cancelled, and what it had not acked will be redelivered", err)
+		w.explain(stall)
+		return res, fmt.Errorf("streaming: %w; the job was cancelled, and Pub/Sub redelivers what it had not acked (%v)", err, res.LiveStatus)
 	}
 	if err != nil {
-		return res, fmt.Errorf("streaming: %w", err)
+		return res, fmt.Errorf("streaming: %w; nothing the job had not published was acked, so Pub/Sub redelivers it to the next run (last seen: %v)", err, res.LiveStatus)
 	}
 	if stopped && !drained && !w.drained(res.LiveStatus, cfg.Readers) {
-		return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and what it had not acked will be redelivered", cfg.DrainTimeout, res.LiveStatus)
+		return res, fmt.Errorf("streaming: not drained within %v of the stop (%v); the job was cancelled, and Pub/Sub redelivers what it had not acked", cfg.DrainTimeout, res.LiveStatus)
 	}
 	return res, nil
 }
@@ -214,6 +230,23 @@ func (c *LiveConfig) check() error {
 type liveWatch struct {
 	stopper   *pubsubio.Stopper
 	inProcess bool
+	service   string // the Pub/Sub service, for stall messages
+
+	mu      sync.Mutex
+	last    LiveStatus // the last sample
+	pulling bool       // at the last sample: a reader waited on a Pull Pub/Sub had not answered
+}
+
+func (w *liveWatch) pullingAtLastSample() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pulling
+}
+
+func (w *liveWatch) lastSeen() LiveStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 // drained is LiveStatus.Drained, without the readers' end when they run
@@ -230,8 +263,13 @@ func (w *liveWatch) drained(s LiveStatus, readers int) bool {
 // holds work and finishes none is not.
 func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
 	s := w.status(m)
-	claimed, acked := w.stopper.Claimed(), w.stopper.Acked()
-	sample := jobrun.Sample{Counters: s.counters(claimed, acked), Stages: s.stages(claimed, acked)}
+	w.mu.Lock()
+	w.last = s
+	w.pulling = w.stopper.Pulling() > 0 || w.stopper.Unanswered()
+	w.mu.Unlock()
+	claimed := w.stopper.Claimed()
+	pulls := sourcePulls{answered: w.stopper.Answered(), unanswered: w.stopper.Unanswered()}
+	sample := jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed, pulls)}
 	if !w.stopper.Requested() {
 		// Its bundles commit every MaxBundleDuration, messages or not: a
 		// frozen worker in another process shows as nothing committed.
@@ -240,50 +278,102 @@ func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sampl
 	return sample, nil
 }
 
-// stages is the work each step of the job holds. The source's counts are
-// the readers' own, live (claimed, acked): a bundle that never ends commits
-// no metrics. The other steps' come from the committed metrics, so a
-// crawling step whose bundles do not finish makes no progress.
-func (s LiveStatus) stages(claimed, acked int64) []jobrun.Stage {
+// Names of the steps the watchdog follows.
+const (
+	stageSource  = "source: messages pulled and not yet committed, or a Pull not answered"
+	stageDedup   = "KeepFirst: rows read and not yet deduplicated"
+	stagePublish = "publish: kept rows and dead letters not yet published"
+)
+
+// sourcePulls is what the readers' Pull requests got, live: a service
+// that stops answering holds the source's work as much as a bundle that
+// never ends.
+type sourcePulls struct {
+	answered   int64
+	unanswered bool
+}
+
+// stages is the work each step of the job holds. The source's is the
+// readers' own live count of what they emitted (claimed) against the
+// committed count (a bundle that never ends commits no metrics), and one
+// more while its Pull goes unanswered; answered Pulls count as done, so an
+// idle subscription is no stall. The other
+// steps' come from the committed metrics, so a crawling step whose bundles
+// do not finish makes no progress. The acks run in the bundles of the
+// steps they follow, so an ack that hangs shows as its step's.
+func (s LiveStatus) stages(claimed int64, pulls sourcePulls) []jobrun.Stage {
 	d := s.Dedup
+	source := jobrun.Stage{Name: stageSource, Waiting: claimed - s.Read, Done: s.Read + pulls.answered}
+	if pulls.unanswered {
+		source.Waiting++
+	}
 	return []jobrun.Stage{
-		{Name: "source: messages pulled and not yet acked", Waiting: claimed - acked, Done: acked},
+		source,
 		// Rows enter KeepFirst (RowsIn) and settle (RowsIn - Pending).
-		{Name: "KeepFirst: rows read and not yet deduplicated", Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(),
-			Done: 2*d.RowsIn - d.Pending()},
-		{Name: "publish: kept rows and dead letters not yet published", Waiting: d.Emitted + s.DeadLettered - s.Published, Done: s.Published},
+		{Name: stageDedup, Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(), Done: 2*d.RowsIn - d.Pending()},
+		{Name: stagePublish, Waiting: d.Emitted + s.DeadLettered - s.Published, Done: s.Published},
+	}
+}
+
+// explain ends the message of a stall of a step that waits on Pub/Sub
+// with the service: the source pulls, the publish publishes and acks, and
+// KeepFirst's stage acks the duplicates it drops.
+func (w *liveWatch) explain(st *jobrun.Stall) {
+	if st.Stage.Always { // the source committed no bundle at all
+		switch {
+		case w.inProcess && w.pullingAtLastSample():
+			st.Hint = fmt.Sprintf("its reader waits on a Pull that Pub/Sub does not answer: check that the Pub/Sub service (%s) answers", w.service)
+		case !w.inProcess:
+			st.Hint += fmt.Sprintf("; or the Pub/Sub service (%s) does not answer", w.service)
+		}
+		return
+	}
+	switch st.Stage.Name {
+	case stageSource:
+		st.Hint = fmt.Sprintf("the source's bundle waits on Pub/Sub (%s) or on a step fused with it: check that the service answers, and that no step of yours blocks", w.service)
+	case stagePublish:
+		st.Hint = fmt.Sprintf("the publish and its acks wait on Pub/Sub (%s): check that the service answers", w.service)
+	case stageDedup:
+		st.Hint = fmt.Sprintf("KeepFirst's bundles ack the duplicates they drop on Pub/Sub (%s): check that the service answers; if it does, %s", w.service, stallHint)
 	}
 }
 
 // counters are the numbers a stall message shows.
-func (s LiveStatus) counters(claimed, acked int64) map[string]int64 {
+func (s LiveStatus) counters(claimed int64) map[string]int64 {
+	ns := pubsubio.Namespace + "/"
 	return map[string]int64{
-		"source/claimed": claimed, "source/acked": acked,
-		"pubsubio/messages_read": s.Read, "pubsubio/messages_acked": s.Acked, "pubsubio/messages_published": s.Published,
-		"streaming/dead_lettered": s.DeadLettered,
-		"beamdedup/rows_in":       s.Dedup.RowsIn, "beamdedup/emitted": s.Dedup.Emitted,
-		"beamdedup/duplicates_dropped": s.Dedup.DuplicatesDropped,
+		"source/claimed":                                      claimed,
+		ns + pubsubio.MetricRead:                              s.Read,
+		ns + pubsubio.MetricAcked:                             s.Acked,
+		ns + pubsubio.MetricAckFailed:                         s.AckFailed,
+		ns + pubsubio.MetricPublished:                         s.Published,
+		Namespace + "/" + MetricDeadLettered:                  s.DeadLettered,
+		dedup.Namespace + "/" + dedup.MetricRowsIn:            s.Dedup.RowsIn,
+		dedup.Namespace + "/" + dedup.MetricEmitted:           s.Dedup.Emitted,
+		dedup.Namespace + "/" + dedup.MetricDuplicatesDropped: s.Dedup.DuplicatesDropped,
 	}
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {
-	s := LiveStatus{Dedup: dedup.ReadCounters(result{m}), ReadersEnded: w.stopper.Ended()}
-	for _, c := range m.AllMetrics().Counters() {
-		switch c.Namespace() + "/" + c.Name() {
-		case "pubsubio/messages_read":
-			s.Read += c.Result()
-		case "pubsubio/messages_acked":
-			s.Acked += c.Result()
-		case "pubsubio/messages_published":
-			s.Published += c.Result()
-		case "streaming/dead_lettered":
-			s.DeadLettered += c.Result()
+	return statusOf(result{m}, w.stopper.Ended())
+}
+
+// statusOf reads a job's status from its metrics.
+func statusOf(pr beam.PipelineResult, readersEnded int) LiveStatus {
+	p := pubsubio.ReadCounters(pr)
+	s := LiveStatus{Read: p.Read, Acked: p.Acked, AckFailed: p.AckFailed, Published: p.Published,
+		Dedup: dedup.ReadCounters(pr), ReadersEnded: readersEnded}
+	own := map[string]*int64{MetricDeadLettered: &s.DeadLettered,
+		MetricPostgresWritten: &s.PostgresWritten, MetricPostgresRefused: &s.PostgresRefused}
+	for _, c := range pr.Metrics().AllMetrics().Counters() {
+		if p := own[c.Name()]; p != nil && c.Namespace() == Namespace {
+			*p += c.Result()
 		}
 	}
 	return s
 }
 
-// result adapts live metrics to beam.PipelineResult for dedup.ReadCounters.
+// result adapts live metrics to beam.PipelineResult for the ReadCounters.
 type result struct{ m metrics.Results }
 
 func (r result) Metrics() metrics.Results { return r.m }

@@ -110,7 +110,7 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 		defer close(done)
 		res, err = RunLive(stopCtx, pipelinetest.Job(t), LiveConfig{
 			Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
-				Read: []pubsubio.ReadOption{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
+				Read: []pubsubio.Option{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
 			Readers:      2,
 			DrainTimeout: time.Minute,
 		})
@@ -232,9 +232,9 @@ func TestRunLiveReportsAStepThatHoldsWorkAndFinishesNone(t *testing.T) {
 	var stall *jobrun.Stall
 	require.ErrorAs(t, err, &stall, "got %v", err)
 	t.Log(err, " after ", time.Since(start))
-	assert.Equal(t, "source: messages pulled and not yet acked", stall.Stage.Name)
+	assert.Equal(t, stageSource, stall.Stage.Name)
 	assert.Positive(t, stall.Stage.Waiting)
-	assert.ErrorContains(t, err, "notes/beam-defects.md (entry 8")
+	assert.ErrorContains(t, err, "waits on Pub/Sub (emulator at "+srv.Addr+") or on a step fused with it")
 	assert.NoError(t, ctx.Err(), "reported before the test's deadline")
 }
 

@@ -52,7 +52,7 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			counters, err := Run(ctx, pipelinetest.Job(t), Config{
 				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
 				ByMessageID: tt.byMessageID, Dedup: []dedup.Option{dedup.StateTTL(0)},
-				Read: []pubsubio.ReadOption{pubsubio.IdleStop(time.Second)},
+				Read: []pubsubio.Option{pubsubio.IdleStop(time.Second)},
 			})
 			require.NoError(t, err)
 

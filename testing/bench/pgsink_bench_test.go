@@ -16,7 +16,6 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
-	"github.com/beamdedup/beamdedup/transforms/pgsink/pgsinktest"
 )
 
 // pgRow is an order row as the sink benchmarks write it; pgChange the same
@@ -160,7 +159,7 @@ func pgValuesInsert(b *testing.B, conn *pgx.Conn, table string, rows []pgRow, ba
 func pgSinkWrite(b *testing.B, dsn, table string, rows []any, rowType reflect.Type, opts []pgsink.Option) pgsink.Counters {
 	b.Helper()
 	ctx := context.Background()
-	w, err := pgsinktest.NewWriter(ctx, rowType, append([]pgsink.Option{pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy("order_id")}, opts...)...)
+	w, err := pgsink.NewWriter(ctx, rowType, append([]pgsink.Option{pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy("order_id")}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -336,15 +336,22 @@ var shared struct {
 // is set. The watcher stops the cluster when the process exits.
 func Shared(tb testing.TB) *Cluster {
 	tb.Helper()
+	c, err := SharedCluster()
+	if err != nil {
+		SkipOrFail(tb, err)
+	}
+	return c
+}
+
+// SharedCluster is Shared outside a test, for a TestMain: the package's
+// shared cluster, started on first use, or the error that stopped it.
+func SharedCluster() (*Cluster, error) {
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		shared.c, shared.err = Start(ctx, Options{})
 	})
-	if shared.err != nil {
-		SkipOrFail(tb, shared.err)
-	}
-	return shared.c
+	return shared.c, shared.err
 }
 
 // SkipOrFail ends tb for a cluster that could not start: a skip when the

@@ -2,6 +2,7 @@ package changelog
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +14,13 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/coders/ordercoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -57,35 +60,37 @@ type GroupCount struct {
 // Beam metrics of CountPerKey, in namespace Namespace/<UID> (for example
 // beamdedup/changelog/status-counts), so that each instance is read apart
 // (CountersOf). Every input row is
-// counted once in rows_in and once in exactly one of added, subtracted and
-// dead_lettered.
+// counted once in rows_in and once in exactly one of added, subtracted,
+// retractions_ignored and dead_lettered.
 const (
 	Namespace = "beamdedup/changelog"
 
-	RowsIn          = "rows_in"           // rows entering CountPerKey
-	Added           = "added"             // +I/+U rows applied
-	Subtracted      = "subtracted"        // -U/-D rows applied
-	DeadLettered    = "dead_lettered"     // rows not applied: unknown kind, or below zero on a stream
-	CountsEmitted   = "counts_emitted"    // GroupCount rows emitted
-	GroupsBelowZero = "groups_below_zero" // bounded input: groups whose total is negative (dead-lettered, not emitted)
+	RowsIn             = "rows_in"             // rows entering CountPerKey
+	Added              = "added"               // +I/+U rows applied
+	Subtracted         = "subtracted"          // -U/-D rows applied
+	RetractionsIgnored = "retractions_ignored" // bounded input with the key (Spec): -U/-D rows of a key whose +I/+U rows they outnumber
+	DeadLettered       = "dead_lettered"       // rows not applied: unknown kind, or below zero on a stream
+	CountsEmitted      = "counts_emitted"      // GroupCount rows emitted
+	GroupsBelowZero    = "groups_below_zero"   // bounded input: groups whose total is negative (dead-lettered, not emitted)
 )
 
 // countMetrics are the counters of one CountPerKey.
 type countMetrics struct {
-	rowsIn, added, subtracted, dead, emitted, groupsBelow0 beam.Counter
+	rowsIn, added, subtracted, ignored, dead, emitted, groupsBelow0 beam.Counter
 }
 
 func newCountMetrics(uid string) *countMetrics {
 	ns := Namespace + "/" + uid
 	return &countMetrics{
 		rowsIn: beam.NewCounter(ns, RowsIn), added: beam.NewCounter(ns, Added), subtracted: beam.NewCounter(ns, Subtracted),
-		dead: beam.NewCounter(ns, DeadLettered), emitted: beam.NewCounter(ns, CountsEmitted), groupsBelow0: beam.NewCounter(ns, GroupsBelowZero),
+		ignored: beam.NewCounter(ns, RetractionsIgnored),
+		dead:    beam.NewCounter(ns, DeadLettered), emitted: beam.NewCounter(ns, CountsEmitted), groupsBelow0: beam.NewCounter(ns, GroupsBelowZero),
 	}
 }
 
 // Counters are CountPerKey's metrics summed over a job's steps.
 type Counters struct {
-	RowsIn, Added, Subtracted, DeadLettered, CountsEmitted, GroupsBelowZero int64
+	RowsIn, Added, Subtracted, RetractionsIgnored, DeadLettered, CountsEmitted, GroupsBelowZero int64
 }
 
 // ReadCounters sums the counters of every CountPerKey of a pipeline run.
@@ -96,7 +101,7 @@ func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
 func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
 	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
-		DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero})
+		RetractionsIgnored: &c.RetractionsIgnored, DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero})
 	return c
 }
 
@@ -106,6 +111,7 @@ type Option func(*countConfig)
 
 type countConfig struct {
 	kindCol string
+	key     []string // the rows' key (Spec.Key): bounded input matches a key's retractions with its rows
 	groupBy []string
 	uid     string
 	hooks   testhook.Count
@@ -128,12 +134,24 @@ func KindColumn(col string) Option {
 	}
 }
 
-// Spec takes the kind column from the roles of the rows' columns
-// (dedup.Result.Spec.Kind), as KindColumn; the group is GroupBy's.
+// Spec takes the roles of the rows' columns from the deduplication that
+// produced them (dedup.Result.Spec): the kind column, as KindColumn, and
+// the key. With the key, bounded input matches each key's retractions with
+// the key's own +I/+U rows: a -U/-D that outnumbers them retracts a row the
+// input never added (the -D with which bounded KeepLast ends a key that
+// ends deleted, the start of a history cut mid-way) and is ignored
+// (retractions_ignored) instead of taking its group's count down. The
+// group is GroupBy's.
 func Spec(spec rowspec.Spec) Option {
 	return func(c *countConfig) {
+		if err := spec.Err(); err != nil {
+			c.fail("Spec: %w", err)
+		}
 		if spec.Kind != "" {
 			c.kindCol = spec.Kind
+		}
+		if len(spec.Key) > 0 {
+			c.key = spec.Key
 		}
 	}
 }
@@ -185,8 +203,14 @@ func init() {
 	})
 	dofn.Register(&countFn{}, func(fn any) dofn.Methods {
 		f := fn.(*countFn)
-		return dofn.Methods{"ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
+		return dofn.Methods{"Setup": dofn.F0x0(f.Setup, f.Setup), "ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, k, d, emit, dead any) any {
 			return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), k.(string), d.(delta), emit.(func(GroupCount)), dead.(deadEmit))
+		})}
+	})
+	dofn.Register(&matchFn{}, func(fn any) dofn.Methods {
+		f := fn.(*matchFn)
+		return dofn.Methods{"ProcessElement": dofn.F4x0(f.ProcessElement, func(ctx, k, d, emit any) {
+			f.ProcessElement(ctx.(context.Context), k.(string), d.(delta), emit.(func(string, delta)))
 		})}
 	})
 	dofn.Register(&finalCountFn{}, func(fn any) dofn.Methods {
@@ -228,7 +252,8 @@ type Result struct {
 // take a count below zero is not applied and goes to the dead letters with
 // the reason. On bounded input it is a combine per group: one GroupCount
 // per group with its total, and a group whose total is negative is one
-// dead letter instead.
+// dead letter instead; given the rows' key (Spec), a retraction of a row
+// the input never added is ignored instead (see Spec).
 //
 // Rows with an unknown kind are dead letters too. It panics on a
 // construction error (see TryCountPerKey).
@@ -260,19 +285,27 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 		return fail(errors.New("input PCollection is invalid"))
 	}
 	t := rows.Type().Type()
-	if _, err := newCountParams(t, c.kindCol, c.groupBy); err != nil {
+	if _, err := newCountParams(t, c.kindCol, c.groupBy, c.key); err != nil {
 		return fail(err)
 	}
 	s = s.Scope(c.uid)
 	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
 	bounded := pcol.IsBounded(rows) && !c.hooks.ForceStateful
 	p.Bounded = bounded
+	if bounded {
+		p.Key = c.key
+	}
 	keyed, bad := beam.ParDo2(s.Scope("Key"), &keyChangeFn{P: p}, rows)
 	var counts, late beam.PCollection
 	if bounded {
+		if len(p.Key) > 0 {
+			perKey := beam.CombinePerKey(s.Scope("SumPerKey"), mergeDeltas, keyed)
+			keyed = beam.ParDo(s.Scope("Match"), &matchFn{UID: c.uid}, perKey)
+		}
 		totals := beam.CombinePerKey(s.Scope("Sum"), mergeDeltas, keyed)
 		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
 	} else {
+		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("changelog.CountPerKey (UID %s)", c.uid))
 		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid}, keyed)
 	}
 	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
@@ -285,31 +318,40 @@ type countParams struct {
 	GroupBy []string
 	UID     string
 	Bounded bool
+	// Key is the rows' key, on bounded input: rows are summed per key and
+	// group first (matchFn).
+	Key []string
 }
 
-// columns reads a row's kind and group.
+// columns reads a row's kind, group and key.
 type columns struct {
-	kind   rowkind.Column
+	kind   rowspec.KindColumn
 	enc    *keycoder.Encoder
-	groups []int // field indexes of the GroupBy columns
+	keyEnc *keycoder.Encoder // nil without a key
+	groups []int             // field indexes of the GroupBy columns
 }
 
-func newCountParams(t reflect.Type, kindCol string, groupBy []string) (*columns, error) {
+func newCountParams(t reflect.Type, kindCol string, groupBy, key []string) (*columns, error) {
 	if kindCol == "" {
 		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
 	}
 	if t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("input must be a PCollection of a Go struct type, got %v", t)
 	}
-	kc, err := rowkind.NewColumn(t, kindCol)
+	kc, err := rowspec.NewKindColumn(t, kindCol)
 	if err != nil {
-		return nil, fmt.Errorf("KindColumn(%q): %w", kindCol, err)
+		return nil, err
 	}
 	enc, err := keycoder.New(t, groupBy)
 	if err != nil {
 		return nil, fmt.Errorf("GroupBy(%q): %w", groupBy, err)
 	}
 	c := &columns{kind: kc, enc: enc}
+	if len(key) > 0 {
+		if c.keyEnc, err = keycoder.New(t, key); err != nil {
+			return nil, fmt.Errorf("Spec: PartitionBy(%q): %w", key, err)
+		}
+	}
 	for _, g := range groupBy {
 		col, err := keycoder.Lookup(t, g)
 		if err != nil {
@@ -358,13 +400,16 @@ func fieldValue(row reflect.Value, idx int) any {
 // delta is one change of a group on its way to the count: Kind is the
 // row's, N is +1 or -1 and Rows 1 for a row, the sums for a combined group.
 // Row is the row as JSON, kept for retractions only (the rows that can be
-// dead-lettered on a stream).
+// dead-lettered on a stream). GroupKey is the group's encoded key, which
+// the count per key and group is keyed by again once matched (bounded
+// input with the key).
 type delta struct {
-	Group string
-	Kind  rowkind.Kind
-	N     int64
-	Rows  int64
-	Row   string
+	Group    string
+	GroupKey string
+	Kind     rowkind.Kind
+	N        int64
+	Rows     int64
+	Row      string
 }
 
 // counter is a group's state on a stream.
@@ -381,17 +426,17 @@ type keyChangeFn struct {
 func (f *keyChangeFn) Setup() error {
 	var err error
 	f.m = newCountMetrics(f.P.UID)
-	f.c, err = newCountParams(f.P.RowType.T, f.P.KindCol, f.P.GroupBy)
+	f.c, err = newCountParams(f.P.RowType.T, f.P.KindCol, f.P.GroupBy, f.P.Key)
 	return err
 }
 
 func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(string, delta), dead func(deadletter.DeadLetter)) {
 	f.m.rowsIn.Inc(ctx, 1)
 	v := reflect.ValueOf(row)
-	k, err := f.c.kind.Kind(v)
-	if err != nil {
+	k, reason := f.c.kind.Read(v)
+	if reason != "" {
 		f.m.dead.Inc(ctx, 1)
-		dead(deadletter.New(f.P.UID, row, fmt.Sprintf("KindColumn %q: %v", f.P.KindCol, err)))
+		dead(deadletter.New(f.P.UID, row, reason))
 		return
 	}
 	d := delta{Group: f.c.group(v), Kind: k, N: 1, Rows: 1}
@@ -400,6 +445,15 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 		if !f.P.Bounded {
 			d.Row = deadletter.RowJSON(row)
 		}
+	}
+	group := f.c.enc.Append(nil, v)
+	if f.c.keyEnc != nil {
+		// Summed per key and group first, and matched (matchFn), which
+		// counts the row.
+		d.GroupKey = string(group)
+		k := binary.AppendUvarint(nil, uint64(len(group)))
+		emit(string(f.c.keyEnc.Append(append(k, group...), v)), d)
+		return
 	}
 	if f.P.Bounded {
 		// A combine has no order: every row is applied, and a negative
@@ -410,10 +464,39 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 			f.m.subtracted.Inc(ctx, 1)
 		}
 	}
-	emit(string(f.c.enc.Append(nil, v)), d)
+	emit(string(group), d)
 }
 
-func mergeDeltas(a, b delta) delta { return delta{Group: a.Group, N: a.N + b.N, Rows: a.Rows + b.Rows} }
+func mergeDeltas(a, b delta) delta {
+	return delta{Group: a.Group, GroupKey: a.GroupKey, N: a.N + b.N, Rows: a.Rows + b.Rows}
+}
+
+// matchFn applies a key's changes of a group, summed, on bounded input: its
+// retractions retract its +I/+U rows, and those it has more of than +I/+U
+// rows retract rows the input never added, so they are ignored; it passes
+// the key's part of the group's total on, keyed by the group, unless it
+// applied nothing.
+type matchFn struct {
+	UID string
+
+	m *countMetrics
+}
+
+func (f *matchFn) ProcessElement(ctx context.Context, _ string, d delta, emit func(string, delta)) {
+	if f.m == nil {
+		f.m = newCountMetrics(f.UID)
+	}
+	adds, rets := (d.Rows+d.N)/2, (d.Rows-d.N)/2
+	if rets > adds {
+		f.m.ignored.Inc(ctx, rets-adds)
+		rets = adds
+	}
+	f.m.added.Inc(ctx, adds)
+	f.m.subtracted.Inc(ctx, rets)
+	if adds > 0 { // a key whose rows were all ignored gives its group nothing
+		emit(d.GroupKey, delta{Group: d.Group, GroupKey: d.GroupKey, N: adds - rets, Rows: adds + rets})
+	}
+}
 
 // countFn keeps a group's count in value state (stream expansion).
 type countFn struct {
@@ -421,6 +504,10 @@ type countFn struct {
 	Count state.Value[counter]
 
 	m *countMetrics
+}
+
+func (f *countFn) Setup() {
+	prismsplit.Check(context.Background(), prismsplit.Run, "a changelog.CountPerKey step")
 }
 
 func (f *countFn) ProcessElement(ctx context.Context, sp state.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {
@@ -484,8 +571,14 @@ func Latest(s beam.Scope, counts beam.PCollection) beam.PCollection {
 
 func groupOf(c GroupCount) (string, GroupCount) { return c.Group, c }
 
+// laterCount keeps the later of two counts of a group by the rows'
+// comparator (rowspec.Order, Version its SequenceBy value) where there is
+// no arrival order: the higher Version, or at an equal Version (counts of
+// one group from different runs) the larger count, so that it is
+// commutative, as a combine needs.
 func laterCount(a, b GroupCount) GroupCount {
-	if b.Version > a.Version {
+	stand := func(c GroupCount) []byte { return append(ordercoder.Int(nil, c.Count), c.Group...) }
+	if rowspec.CompareRows(rowspec.Order{Seq: ordercoder.Int(nil, b.Version)}, stand(b), rowspec.Order{Seq: ordercoder.Int(nil, a.Version)}, stand(a)) > 0 {
 		return b
 	}
 	return a

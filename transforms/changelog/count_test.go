@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -124,6 +125,42 @@ func TestCountPerKeyOnBoundedInputDeadLettersAGroupEndingBelowZero(t *testing.T)
 	assert.Equal(t, changelog.Counters{RowsIn: 3, Added: 1, Subtracted: 2, CountsEmitted: 1, GroupsBelowZero: 1}, c)
 }
 
+// With the rows' key (Spec, as dedup.Result.Spec carries it), bounded
+// input matches each key's retractions with its own rows: the -D of a key
+// the input never inserted (bounded KeepLast's final -D of a key that ends
+// deleted) retracts nothing here, where without the key it takes another
+// key's row off its group.
+func TestCountPerKeyOnBoundedInputWithTheKeyIgnoresARetractionOfARowItNeverAdded(t *testing.T) {
+	rows := []change{
+		{"+I", "o1", "paid"}, {"+I", "o2", "paid"}, // live
+		{"-D", "o3", "paid"},                                                                         // deleted: a row from before the input
+		{"+I", "o4", "created"}, {"-U", "o4", "created"}, {"+U", "o4", "paid"}, {"-D", "o4", "paid"}, // inserted and deleted in it
+		{"-U", "o5", "created"}, {"+U", "o5", "shipped"}, // a history cut mid-way
+	}
+	for _, tc := range []struct {
+		name string
+		opts []changelog.Option
+		want []any
+		c    changelog.Counters
+	}{
+		{"with the key", []changelog.Option{changelog.Spec(rowspec.Spec{Key: []string{"order_id"}, Kind: "op"})},
+			[]any{"paid=2@4", "created=0@2", "shipped=1@1"},
+			changelog.Counters{RowsIn: 9, Added: 5, Subtracted: 2, RetractionsIgnored: 2, CountsEmitted: 3}},
+		{"without it", []changelog.Option{changelog.KindColumn("op")},
+			[]any{"paid=1@5", "shipped=1@1"},
+			changelog.Counters{RowsIn: 9, Added: 5, Subtracted: 4, CountsEmitted: 2, GroupsBelowZero: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, s := beam.NewPipelineWithRoot()
+			r := changelog.CountPerKey(s, beam.CreateList(s, rows), append(tc.opts, changelog.GroupBy("status"))...)
+			passert.Equals(s, beam.ParDo(s, formatCount, r.Counts), tc.want...)
+			c := run(t, p)
+			assert.Equal(t, tc.c, c)
+			assert.Equal(t, c.RowsIn, c.Added+c.Subtracted+c.RetractionsIgnored+c.DeadLettered, "every row counted once")
+		})
+	}
+}
+
 // A group is the value of one column (NULL for a nil pointer), a JSON array
 // of several, or "" without GroupBy; a Kind column works as a string one.
 func TestCountPerKeyGroupsByOneSeveralOrNoColumns(t *testing.T) {
@@ -168,5 +205,5 @@ func TestTryCountPerKeyRejectsAKindColumnThatIsNeitherStringNorKind(t *testing.T
 	_, s := beam.NewPipelineWithRoot()
 	_, err := changelog.TryCountPerKey(s, beam.CreateList(s, []kindChange{{}}), changelog.KindColumn("tier"))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `kind column "tier" has type int64`)
+	assert.Contains(t, err.Error(), `KindColumn("tier"): the column has type int64; it must be a string`)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
-	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The merge expansion. On a bounded PCollection "first arrival" has no
@@ -40,7 +40,7 @@ func (m candidateMerge) MergeAccumulators(a, b candidate) candidate { return m.D
 type toCandidateFn struct {
 	ValueType beam.EncodedType
 	KeyType   beam.EncodedType
-	Checks    rowChecks // the kind and SequenceBy columns, validated upstream
+	Checks    columns // the row's columns, validated upstream
 	Local     bool
 	Merge     bundleMerge
 
@@ -122,15 +122,15 @@ func (r *rowEncoder) encode(row any) ([]byte, error) {
 // (core.Rules.Settle): the combine's last step.
 type fromCandidateFn struct {
 	ValueType beam.EncodedType
-	KindCol   string // the column the kept row's kind (+I) is written into
-	// Last accounts as KeepLast (the changelog's final row: inserted, the
-	// rest superseded) rather than as KeepFirst and window dedup (one kept
-	// row and its duplicates).
+	KindCol   string // the column the kept row's kind (+I, or KeepLast's -D) is written into
+	// Last accounts as KeepLast (the changelog's final row: inserted, or
+	// deleted, the rest superseded) rather than as KeepFirst and window
+	// dedup (one kept row and its duplicates).
 	Last    bool
 	Metrics string // the namespace of the transform's counters
 
 	rules core.Rules
-	kf    *kindField
+	kf    *rowspec.KindColumn
 	dec   beam.ElementDecoder
 	m     *metricSet
 }
@@ -143,7 +143,7 @@ func (f *fromCandidateFn) Setup() error {
 	f.dec = beam.NewElementDecoder(f.ValueType.T)
 	f.m = newMetricSet(f.Metrics)
 	var err error
-	f.kf, err = optionalKindField(f.ValueType.T, f.KindCol)
+	f.kf, err = optionalKind(f.ValueType.T, f.KindCol)
 	return err
 }
 
@@ -156,7 +156,7 @@ func (f *fromCandidateFn) ProcessElement(ctx context.Context, key beam.T, m cand
 }
 
 // kept settles a key's merged rows and decodes the kept row when it is
-// emitted (ok), as +I.
+// emitted (ok), as +I, or as -D where KeepLast's key ends deleted.
 func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, error) {
 	s := f.rules.Settle(m)
 	f.m.settlement(ctx, &s)
@@ -168,7 +168,7 @@ func (f *fromCandidateFn) kept(ctx context.Context, m candidate) (any, bool, err
 		return nil, false, err
 	}
 	if f.kf != nil {
-		row = f.kf.withKind(row, rowkind.Insert)
+		row = f.kf.With(row, s.Kind)
 	}
 	return row, true, nil
 }
@@ -301,7 +301,7 @@ func (b *builder) merge(col beam.PCollection) Result {
 	case b.sh.kv:
 		var keyed beam.PCollection
 		keyed, dead = beam.ParDo2(b.s.Scope("Key"), b.keyPairs(), col)
-		checks := rowChecks{KindCol: b.c.kindCol, SeqCol: b.c.sequenceBy}
+		checks := b.c.rowChecks()
 		cands, early = beam.ParDo2(b.s.Scope("Candidates"), &toCandidateFn{
 			ValueType: beam.EncodedType{T: vt}, KeyType: beam.EncodedType{T: b.sh.keyType}, Checks: checks, Local: p.localMerge, Merge: merge,
 		}, keyed)

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // bundleMerge does the combine's work within a bundle (MiniBatch on
@@ -48,17 +49,19 @@ func (m *bundleMerge) setup(rowType reflect.Type) {
 // sequence value is copied. A retraction KeepFirst only counts goes to
 // drop with Dropped; its candidate still carries its count.
 func (m *bundleMerge) single(c checked, row any, drop func(beam.EventTime, any)) (candidate, error) {
+	r := c.row()
 	if c.kind.IsRetraction() && m.Dir == core.KeepFirst {
 		if m.Dropped {
 			drop(c.ts, row)
 		}
-		return m.Dir.One(int64(c.ts), nil, true, nil), nil // only counted: no need to encode it
+		return m.Dir.One(r), nil // only counted: no need to encode it
 	}
 	enc, err := m.rows.encode(row)
 	if err != nil {
 		return candidate{}, err
 	}
-	return m.Dir.One(int64(c.ts), bytes.Clone(c.seq), c.kind.IsRetraction(), enc), nil
+	r.Seq, r.Row = bytes.Clone(c.seq), enc
+	return m.Dir.One(r), nil
 }
 
 // add merges a checked row of key (element time ts) into the key's entry;
@@ -87,8 +90,7 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	} else {
 		b.c.Rows++
 	}
-	rank := core.Rank{Order: core.Order{Seq: c.seq, Time: int64(c.ts)}, Retraction: retraction}
-	better, err := m.beats(b, rank, row)
+	better, err := m.beats(b, c.row().Order(), row)
 	if err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	if m.Dropped && b.c.Has {
 		drop(mtime.Time(b.c.TS), b.row)
 	}
-	b.c.Has, b.c.Retract, b.c.TS, b.row, b.ts = true, retraction, int64(c.ts), row, ts
+	b.c.Has, b.c.Retract, b.c.TS, b.c.Micros, b.c.Stamped, b.row, b.ts = true, retraction, int64(c.ts), c.micros, !c.onTime, row, ts
 	b.c.Seq = append(b.c.Seq[:0], c.seq...)
 	if c.seq == nil {
 		b.c.Seq = nil
@@ -114,15 +116,15 @@ func (m *bundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 	return nil
 }
 
-// beats reports whether a row of rank r is kept over b's, by
-// core.CompareMerged: the rank first, then the encoded rows, which are
+// beats reports whether a row of order o is kept over b's, by
+// core.CompareMerged: the order first, then the encoded rows, which are
 // encoded only on a tie, leaving the new row's encoding in m.tie.
-func (m *bundleMerge) beats(b *localBest, r core.Rank, row any) (bool, error) {
+func (m *bundleMerge) beats(b *localBest, o rowspec.Order, row any) (bool, error) {
 	m.tie.Reset()
 	if !b.c.Has {
 		return true, nil
 	}
-	if c := r.Compare(b.c.Rank()); c != 0 {
+	if c := o.Compare(b.c.Order()); c != 0 {
 		return m.Dir.Prefers(c), nil
 	}
 	if b.c.Row == nil {

@@ -12,15 +12,22 @@ const (
 	candHas = 1 << iota
 	candSeq
 	candRetract
+	candMicros
+	candStamped
 )
 
 // encodeCandidate and decodeCandidate are candidate's coder: the lifted
 // combine re-encodes accumulators, and Beam's reflective row coder cost 6%
 // of the bounded expansion's CPU (notes/performance.md). Layout: a flags
-// byte, varints TS, Rows, Retractions, then (if flagged) uvarint length and
-// Seq, then the Row to the end. Candidates are never persisted in state.
+// byte (Has, Seq, Retract, Micros, Stamped), varints TS, Rows,
+// Retractions, then (if flagged) uvarint Micros, then (if flagged) uvarint
+// length and Seq, then the Row to the end. Candidates are never in a
+// stateful step's state, but a runner keeps a streaming window's
+// accumulators in its own: so the layout only grows, a flag at a time
+// (Micros and Stamped came last; Micros is written only when not 0), and
+// every layout written stays readable.
 func encodeCandidate(c candidate) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
+	b := make([]byte, 0, 1+5*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
 	var flags byte
 	if c.Has {
 		flags |= candHas
@@ -31,10 +38,19 @@ func encodeCandidate(c candidate) []byte {
 	if c.Retract {
 		flags |= candRetract
 	}
+	if c.Micros != 0 {
+		flags |= candMicros
+	}
+	if c.Stamped {
+		flags |= candStamped
+	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, c.TS)
 	b = binary.AppendVarint(b, c.Rows)
 	b = binary.AppendVarint(b, c.Retractions)
+	if c.Micros != 0 {
+		b = binary.AppendUvarint(b, uint64(c.Micros))
+	}
 	if c.Seq != nil {
 		b = binary.AppendUvarint(b, uint64(len(c.Seq)))
 		b = append(b, c.Seq...)
@@ -43,11 +59,11 @@ func encodeCandidate(c candidate) []byte {
 }
 
 func decodeCandidate(b []byte) (candidate, error) {
-	if len(b) < 1 || b[0]&^(candHas|candSeq|candRetract) != 0 {
+	if len(b) < 1 || b[0]&^(candHas|candSeq|candRetract|candMicros|candStamped) != 0 {
 		return candidate{}, fmt.Errorf("dedup: corrupt candidate")
 	}
-	c := candidate{Has: b[0]&candHas != 0, Retract: b[0]&candRetract != 0}
-	seq := b[0]&candSeq != 0
+	c := candidate{Has: b[0]&candHas != 0, Retract: b[0]&candRetract != 0, Stamped: b[0]&candStamped != 0}
+	seq, micros := b[0]&candSeq != 0, b[0]&candMicros != 0
 	b = b[1:]
 	for _, p := range []*int64{&c.TS, &c.Rows, &c.Retractions} {
 		v, n := binary.Varint(b)
@@ -55,6 +71,13 @@ func decodeCandidate(b []byte) (candidate, error) {
 			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
 		}
 		*p, b = v, b[n:]
+	}
+	if micros {
+		v, n := binary.Uvarint(b)
+		if n <= 0 || v > 999 {
+			return candidate{}, fmt.Errorf("dedup: corrupt candidate")
+		}
+		c.Micros, b = uint16(v), b[n:]
 	}
 	if seq {
 		l, n := binary.Uvarint(b)

@@ -22,6 +22,14 @@
 // its column names), and with OutputDropped the rows dropped. Every input
 // row is counted (ReadCounters, CountersOf).
 //
+// On Prism (Beam Go v2.77.0; the default runner of beamx.Run and ptest)
+// run the job with --experiments=prism_disable_sdf_split, or call
+// prismsplit.Disable after flag.Parse, as in a test's TestMain: under load
+// Prism splits a stateful step's bundle in the middle of a key and can emit
+// the key twice. A stateful expansion warns, once per process, when it is
+// built or runs without it. docs/testing.md has a TestMain, TestStream
+// patterns, and the order in which Prism hands a key its rows.
+//
 // How a row travels: the keying step (keyfn.go) counts and validates it and
 // keys it by its encoded PARTITION BY columns (coders/keycoder). What
 // follows is chosen once by the plan (plan.go) from the options and the
@@ -36,6 +44,7 @@
 package dedup
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 
@@ -45,6 +54,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -97,7 +107,7 @@ type shape struct {
 	rowType reflect.Type // the struct rows, or V
 	keyType reflect.Type // K, or []byte (the encoded key columns)
 	columns []string     // struct rows: the key columns
-	checks  rowChecks
+	checks  columns
 }
 
 // build is the one construction of every transform of the family: it reads
@@ -133,6 +143,7 @@ func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Resu
 	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid, metrics: metricsNamespace(t, uid)}
 	var r Result
 	if p.expansion == statefulExpansion {
+		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("dedup.%v (UID %s)", t, uid))
 		r = b.stateful(col)
 	} else {
 		r = b.merge(col)
@@ -212,9 +223,9 @@ func keyTypeError(kt reflect.Type) error {
 	return fmt.Errorf("KV key type %v cannot be a deterministic key; use a string, []byte, bool, integer or float key (or struct rows with PartitionBy)", kt)
 }
 
-// rowChecks are the checks of the columns the options name.
-func (c *config) rowChecks() rowChecks {
-	return rowChecks{TimeCol: c.onTime, KindCol: c.kindCol, SeqCol: c.sequenceBy}
+// rowChecks are the reader of the columns the options name.
+func (c *config) rowChecks() columns {
+	return columns{TimeCol: c.onTime, KindCol: c.kindCol, SeqCol: c.sequenceBy}
 }
 
 // builder builds the expansion of a plan.

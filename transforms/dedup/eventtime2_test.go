@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
@@ -209,4 +210,50 @@ func padEvent(e timedEvent) timedEvent {
 func formatTimedShortID(ts beam.EventTime, e timedEvent) string {
 	e.Event, _, _ = strings.Cut(e.Event, "|")
 	return formatTimed(ts, e)
+}
+
+// Event time to the microsecond: a row 500 µs earlier than the candidate,
+// in the candidate's millisecond, arriving after it, replaces it, and the
+// replaced candidate's timer (set for the same millisecond) fires stale:
+// one row per key, the earliest.
+func TestEventTime_AnEarlierRowInTheCandidatesMillisecondReplacesItOnce(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	base := at(10, 5)
+	var later, earlier []any
+	var want []any
+	for i := range 5 {
+		u := fmt.Sprintf("u%d", i)
+		later = append(later, timedEvent{u, "later", base.Add(700 * time.Microsecond)})
+		earlier = append(earlier, timedEvent{u, "earlier", base.Add(200 * time.Microsecond)})
+		want = append(want, u+"/earlier@10:05")
+	}
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 0))))
+	require.NoError(t, ts.AddElements(ms(base), later...))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 1))))
+	require.NoError(t, ts.AddElements(ms(base), earlier...))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	passert.Equals(s, beam.ParDo(s, formatTimed, out), want...)
+	c := run(t, p)
+	assert.Equal(t, int64(5), c.Emitted)
+	assert.Equal(t, int64(5), c.CandidatesReplaced)
+}
+
+// The same in a fixed window's last millisecond: the replaced candidate's
+// timer moves past the window's end, where it never matters.
+func TestEventTime_AnEarlierRowInTheLastMillisecondOfAWindowReplacesItOnce(t *testing.T) {
+	p, s := beam.NewPipelineWithRoot()
+	ts := teststream.NewConfig()
+	last := at(10, 10).Add(-time.Millisecond) // the last millisecond of [10:00, 10:10)
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 0))))
+	require.NoError(t, ts.AddElements(ms(last), timedEvent{"u1", "later", last.Add(700 * time.Microsecond)}))
+	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 1))))
+	require.NoError(t, ts.AddElements(ms(last), timedEvent{"u1", "earlier", last.Add(200 * time.Microsecond)}))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), teststream.Create(s, ts))
+	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	passert.Equals(s, beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatTimed, out)), "u1/earlier@10:09")
+	c := run(t, p)
+	assert.Equal(t, int64(1), c.Emitted)
 }

@@ -1,107 +1,75 @@
 package dedup
 
 import (
-	"fmt"
 	"reflect"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
-	"github.com/beamdedup/beamdedup/coders/ordercoder"
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// timeField reads the OnTime column of a row as Unix milliseconds within
-// Beam's timestamp range (rowspec.TimeColumn reads the column).
-type timeField struct{ col rowspec.TimeColumn }
+// How the steps read a row's roles: the kind, OnTime and SequenceBy
+// columns through rowspec's readers (rowspec.Columns), which every
+// transform and the sink share.
 
-func newTimeField(t reflect.Type, col string) (timeField, error) {
-	c, err := rowspec.NewTimeColumn(t, col)
-	return timeField{c}, err
+// columns are the kind, OnTime and SequenceBy columns of a step's row
+// type: the one reader of a row's roles in dedup.
+type columns struct {
+	// TimeCol, KindCol and SeqCol name the OnTime, kind and SequenceBy
+	// columns ("" where the transform has none).
+	TimeCol, KindCol, SeqCol string
+
+	cols rowspec.Columns
 }
 
-// millis returns the event time of row, or a reason it has none.
-func (f timeField) millis(row reflect.Value) (int64, string) {
-	_, ms, reason := f.col.Read(row)
+func (c *columns) setup(t reflect.Type) error {
+	var err error
+	c.cols, err = rowspec.Spec{Kind: c.KindCol, OnTime: c.TimeCol, SequenceBy: c.SeqCol}.Resolve(t)
+	return err
+}
+
+// any reports whether there is a column to read.
+func (c *columns) any() bool { return c.cols.Time != nil || c.cols.Kind != nil || c.cols.Seq != nil }
+
+// checked is what columns.check reads of a row.
+type checked struct {
+	ts     beam.EventTime // the OnTime column's millisecond, else the element's timestamp
+	micros uint16         // the OnTime value's microseconds past ts
+	onTime bool           // ts is the OnTime column's, not the element's
+	kind   rowkind.Kind   // the kind column, else +I
+	seq    []byte         // the SequenceBy value (appended to check's seq), else nil
+}
+
+// row is the row as the rules see it (its Row encoding aside).
+func (c checked) row() core.Row {
+	return core.Row{Kind: c.kind, Time: int64(c.ts), Micros: c.micros, Stamped: !c.onTime, Seq: c.seq}
+}
+
+// check reads the row's event time, kind and sequence value, appending the
+// latter to seq, or returns a reason to reject it. ts is the element's
+// timestamp, the event time without OnTime.
+func (c *columns) check(ts beam.EventTime, v reflect.Value, seq []byte) (checked, string) {
+	vals, reason := c.cols.Read(v, seq)
 	if reason != "" {
-		return 0, reason
+		return checked{}, reason
 	}
-	if ms < int64(mtime.MinTimestamp) || ms >= int64(mtime.MaxTimestamp) {
-		return 0, fmt.Sprintf("OnTime column %q: event time %d ms is outside Beam's timestamp range", f.col.Name, ms)
+	r := checked{ts: ts, kind: vals.Kind, seq: vals.Order.Seq}
+	if vals.HasTime {
+		// Within Beam's timestamp range (rowspec.MinMillis, MaxMillis).
+		ms, us := rowspec.SplitMicros(vals.Order.Time)
+		r.ts, r.micros, r.onTime = mtime.Time(ms), us, true
 	}
-	return ms, ""
+	return r, ""
 }
 
-// kindField reads and rewrites the KindColumn of a row.
-type kindField struct {
-	col  rowkind.Column
-	name string
-}
-
-func newKindField(t reflect.Type, col string) (kindField, error) {
-	c, err := rowkind.NewColumn(t, col)
-	if err != nil {
-		return kindField{}, fmt.Errorf("KindColumn(%q): %w", col, err)
-	}
-	return kindField{col: c, name: col}, nil
-}
-
-// optionalKindField is newKindField for a column that may be unset ("").
-func optionalKindField(t reflect.Type, col string) (*kindField, error) {
-	return optionalField(t, col, newKindField)
-}
-
-// optionalField is a field accessor constructor for a column that may be
-// unset (""): nil then.
-func optionalField[F any](t reflect.Type, col string, newField func(reflect.Type, string) (F, error)) (*F, error) {
+// optionalKind is the kind column col of row type t, or nil for "".
+func optionalKind(t reflect.Type, col string) (*rowspec.KindColumn, error) {
 	if col == "" {
 		return nil, nil
 	}
-	f, err := newField(t, col)
-	if err != nil {
-		return nil, err
-	}
-	return &f, nil
-}
-
-// kind returns the row's kind, or a reason it has none.
-func (f kindField) kind(row reflect.Value) (rowkind.Kind, string) {
-	k, err := f.col.Kind(row)
-	if err != nil {
-		return 0, fmt.Sprintf("KindColumn %q: %v", f.name, err)
-	}
-	return k, ""
-}
-
-// withKind returns a copy of row with its kind set to k.
-func (f kindField) withKind(row any, k rowkind.Kind) any { return f.col.With(row, k) }
-
-// seqField reads the SequenceBy column of a row as order-preserving bytes
-// (coders/ordercoder).
-type seqField struct {
-	col        ordercoder.Column
-	nullReason string
-}
-
-func newSeqField(t reflect.Type, col string) (seqField, error) {
-	c, err := ordercoder.NewColumn(t, col)
-	if err != nil {
-		return seqField{}, fmt.Errorf("SequenceBy(%q): %w", col, err)
-	}
-	return seqField{col: c, nullReason: fmt.Sprintf("SequenceBy column %q is NULL", col)}, nil
-}
-
-// optionalSeqField is newSeqField for a column that may be unset ("").
-func optionalSeqField(t reflect.Type, col string) (*seqField, error) {
-	return optionalField(t, col, newSeqField)
-}
-
-// appendTo appends the row's ordering value to dst, or returns a reason it
-// has none.
-func (f seqField) appendTo(dst []byte, row reflect.Value) ([]byte, string) {
-	dst, ok := f.col.Append(dst, row)
-	if !ok {
-		return dst, f.nullReason
-	}
-	return dst, ""
+	c, err := rowspec.NewKindColumn(t, col)
+	return &c, err
 }

@@ -77,7 +77,7 @@ func (l *lastFold) add(ctx context.Context, a admitted, now int64, row any, emit
 		e = &foldEntry{key: a.key}
 		l.pending[string(a.key)] = e
 	}
-	switch l.cfg.FoldLastRow(&e.p, core.Row{Kind: a.kind, Time: int64(a.ts), Seq: a.seq}, now) {
+	switch l.cfg.FoldLastRow(&e.p, a.row(), now) {
 	case core.FoldDrop:
 		l.superseded(ctx, a.ts, row, drop)
 		return

@@ -6,78 +6,17 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
-	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // The keying step: every row enters a transform of the family here. It is
 // counted (rows_in), validated (a row that cannot be processed becomes a
 // dead letter with its reason), keyed by its encoded PARTITION BY columns
 // (coders/keycoder) and given its event time from the OnTime column.
-
-// rowChecks validates a row's time, kind and sequence columns; shared by
-// the keying DoFns.
-type rowChecks struct {
-	TimeCol string
-	KindCol string
-	SeqCol  string
-	tf      *timeField
-	kf      *kindField
-	sf      *seqField
-}
-
-func (c *rowChecks) setup(t reflect.Type) error {
-	var err error
-	if c.tf, err = optionalField(t, c.TimeCol, newTimeField); err != nil {
-		return err
-	}
-	if c.kf, err = optionalKindField(t, c.KindCol); err != nil {
-		return err
-	}
-	c.sf, err = optionalSeqField(t, c.SeqCol)
-	return err
-}
-
-// any reports whether there is a column to check.
-func (c *rowChecks) any() bool { return c.tf != nil || c.kf != nil || c.sf != nil }
-
-// checked is what rowChecks.check reads of a row.
-type checked struct {
-	ts   beam.EventTime // the OnTime column, else the element's timestamp
-	kind rowkind.Kind   // the Changelog column, else +I
-	seq  []byte         // the SequenceBy value (appended to check's seq), else nil
-}
-
-// check reads the row's event time, kind and sequence value, appending the
-// latter to seq, or returns a reason to reject it.
-func (c *rowChecks) check(ts beam.EventTime, v reflect.Value, seq []byte) (checked, string) {
-	r := checked{ts: ts, kind: rowkind.Insert}
-	if c.tf != nil {
-		ms, reason := c.tf.millis(v)
-		if reason != "" {
-			return checked{}, reason
-		}
-		r.ts = mtime.Time(ms)
-	}
-	if c.kf != nil {
-		var reason string
-		if r.kind, reason = c.kf.kind(v); reason != "" {
-			return checked{}, reason
-		}
-	}
-	if c.sf != nil {
-		var reason string
-		if r.seq, reason = c.sf.appendTo(seq, v); reason != "" {
-			return checked{}, reason
-		}
-	}
-	return r, ""
-}
 
 // keyRowsFn keys each row by its encoded PARTITION BY columns and sets its
 // timestamp from the OnTime column.
@@ -91,7 +30,7 @@ func (c *rowChecks) check(ts beam.EventTime, v reflect.Value, seq []byte) (check
 type keyRowsFn struct {
 	RowType   beam.EncodedType
 	Columns   []string
-	Checks    rowChecks
+	Checks    columns
 	UID       string
 	PreFilter bool
 	Rules     core.Config // the rules the pre-filter keeps to
@@ -192,7 +131,7 @@ func (f *keyRowsFn) preFilter(a admitted) (bool, core.Outcome) {
 		p = &core.Passed{}
 		f.passed[string(a.key)] = p
 	}
-	return f.Rules.PreFilterFirstRow(p, core.Row{Kind: a.kind, Time: int64(a.ts)}, f.now(a.ts.ToTime()).UnixMilli())
+	return f.Rules.PreFilterFirstRow(p, a.row(), f.now(a.ts.ToTime()).UnixMilli())
 }
 
 // keyPairsFn prepares a KV input: canonical float keys (so -0 and 0, and all NaNs, are one key) and
@@ -200,7 +139,7 @@ func (f *keyRowsFn) preFilter(a admitted) (bool, core.Outcome) {
 type keyPairsFn struct {
 	ValueType beam.EncodedType
 	KeyKind   int // reflect.Kind of the key
-	Checks    rowChecks
+	Checks    columns
 	UID       string
 	Metrics   string // the namespace of the transform's counters
 

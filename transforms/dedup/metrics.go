@@ -265,6 +265,9 @@ func (m *metricSet) settlement(ctx context.Context, s *core.Settlement) {
 			m.outcomeOf(ctx, core.Outcome(o), n)
 		}
 	}
+	if s.Emit && s.Kind != rowkind.Insert { // a +I is counted as its row's outcome
+		m.emittedKind[s.Kind].Inc(ctx, 1)
+	}
 }
 
 // read counts a read of a key's state.

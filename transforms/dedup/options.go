@@ -66,6 +66,12 @@ func init() {
 	}
 }
 
+// spec is the roles of the rows' columns the options name (the key as
+// PartitionBy lists it).
+func (c *config) spec() rowspec.Spec {
+	return rowspec.Spec{Key: c.partitionBy, Kind: c.kindCol, OnTime: c.onTime, SequenceBy: c.sequenceBy}
+}
+
 // ordered reports whether an OnTime or SequenceBy value orders a key's
 // rows (KeepLast: the largest wins), rather than arrival.
 func (c *config) ordered() bool { return c.onTime != "" || c.sequenceBy != "" }
@@ -119,12 +125,7 @@ func PartitionBy(columns ...string) Option {
 		if len(columns) == 0 {
 			c.fail("PartitionBy() needs at least one column; omit it for one global partition, or use PartitionByAll for every column")
 		}
-		for _, col := range columns {
-			if col == "" {
-				c.fail("PartitionBy(%q): a column name is empty", columns)
-				break
-			}
-		}
+		// An empty name, a name twice: the roles' check (validate).
 		c.partitionBy, c.partitionSet, c.partitionAll = columns, true, false
 	}
 }
@@ -135,9 +136,6 @@ func PartitionBy(columns ...string) Option {
 // set. Result.Spec hands the roles on to the sink (pgsink.Spec).
 func Spec(spec rowspec.Spec) Option {
 	return func(c *config) {
-		if err := spec.Err(); err != nil {
-			c.fail("Spec: %w", err)
-		}
 		if len(spec.Key) > 0 {
 			c.partitionBy, c.partitionSet, c.partitionAll = spec.Key, true, false
 		}
@@ -161,10 +159,13 @@ func PartitionByAll() Option {
 
 // OnTime turns on event-time mode: per key the row with the smallest event
 // time in column is kept and emitted once the watermark reaches it. The
-// column is a time.Time or int64 Unix milliseconds (or a pointer to one);
-// the row's Beam timestamp is set from it. A nil pointer or a zero
-// time.Time is no event time: the row is a dead letter. KeepLast and
-// window dedup only order their rows by it.
+// column is a time.Time or int64 Unix milliseconds (or a pointer to one).
+// Rows compare by its value at the column's precision: a time.Time to the
+// microsecond (what a PostgreSQL timestamp keeps, so pgsink's guard agrees;
+// nanoseconds within a microsecond tie), an int64 to the millisecond. The
+// row's Beam timestamp is set from its millisecond, as are watermarks and
+// timers. A nil pointer or a zero time.Time is no event time: the row is a
+// dead letter. KeepLast and window dedup only order their rows by it.
 func OnTime(column string) Option {
 	return func(c *config) { c.onTime = c.column("OnTime", column) }
 }
@@ -172,7 +173,8 @@ func OnTime(column string) Option {
 // SequenceBy orders a key's rows by column instead of arrival or event
 // time: the largest value is the last, the smallest the first. The column
 // is a signed or unsigned integer, a float (-0 equals 0; NaN is larger than
-// every number), a time.Time or a string (byte order), or a pointer to one;
+// every number), a time.Time (to the microsecond, as OnTime) or a string
+// (byte order), or a pointer to one;
 // a nil pointer is NULL, and such a row is dead-lettered with the reason
 // "NULL sequence value". Ties fall back to the event time, then to the
 // encoded row, so a rerun keeps the same rows. KeepFirst accepts it only
@@ -260,10 +262,13 @@ func OverlapState(on bool) Option {
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
 // idle state (default true). Expiry is checked when a row arrives either
 // way, so the results are the same; without them the state of keys never
-// seen again stays until its window ends. Turn them off for a finite
-// streaming run on Prism (which keeps a job alive until its processing-time
-// timers fire) or on a runner without processing-time timers (Flink, for Go
-// pipelines) when using StateTTL in watermarkless mode.
+// seen again stays until its window ends. Turn them off on a runner
+// without processing-time timers (Flink, for Go pipelines) when using
+// StateTTL in watermarkless mode, and for a finite run of an unbounded
+// source on Prism, which keeps the job alive until its processing-time
+// timers fire (pipelines/streaming). A TestStream is different: its end
+// does not wait for them, they fire only if the stream advances processing
+// time past them (AdvanceProcessingTime). Bounded input sets none.
 func CleanupTimers(on bool) Option {
 	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
 }
@@ -325,18 +330,8 @@ func (c *config) validate() error {
 	if c.onTime != "" && c.kindCol != "" && c.transform == keepFirst {
 		return fmt.Errorf("OnTime(%q) cannot be combined with KindColumn(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.kindCol)
 	}
-	if c.onTime != "" && c.onTime == c.sequenceBy {
-		return fmt.Errorf("OnTime(%q) and SequenceBy(%[1]q) name the same column; use one", c.onTime)
-	}
-	seen := map[string]bool{}
-	for _, col := range c.partitionBy {
-		if seen[col] {
-			return fmt.Errorf("PartitionBy names column %q twice; list each key column once", col)
-		}
-		seen[col] = true
-	}
-	if c.kindCol != "" && seen[c.kindCol] {
-		return fmt.Errorf("KindColumn(%q) is also a PartitionBy column: a row's kind is not part of its key", c.kindCol)
+	if err := c.spec().Err(); err != nil {
+		return err // a column in two roles, a key column twice or empty
 	}
 	if c.hooks.Clock != "" && !testhook.HasClock(c.hooks.Clock) {
 		return fmt.Errorf("UseClock(%q): no clock registered under that name; call RegisterClock first", c.hooks.Clock)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The stateful expansion: a DoFn per key that reads the key's state, asks
@@ -48,6 +50,7 @@ type params struct {
 	// Changelog, where KeepFirst writes +I).
 	KindCol, OutKindCol string
 	SeqCol              string // SequenceBy
+	TimeCol             string // OnTime: its microseconds order rows
 	Clock               string
 	Dropped             bool   // emit the rows dropped (OutputDropped)
 	Metrics             string // the namespace of the transform's counters
@@ -70,9 +73,8 @@ type step struct {
 	dropped  bool
 	m        *metricSet
 	now      func(time.Time) time.Time
-	inKind   *kindField
-	outKind  *kindField
-	seq      *seqField
+	in       columns             // the kind, OnTime and SequenceBy columns rows are read by
+	outKind  *rowspec.KindColumn // where an output row's kind is written
 	seqBuf   []byte
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder
@@ -81,6 +83,7 @@ type step struct {
 }
 
 func (s *step) setup(p *params, st store) error {
+	prismsplit.Check(context.Background(), prismsplit.Run, "a dedup step")
 	s.store = st
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last
@@ -95,13 +98,11 @@ func (s *step) setup(p *params, st store) error {
 	if s.now, err = testhook.ResolveClock(p.Clock); err != nil {
 		return err
 	}
-	if s.inKind, err = optionalKindField(p.ValueType.T, p.KindCol); err != nil {
+	s.in = columns{TimeCol: p.TimeCol, KindCol: p.KindCol, SeqCol: p.SeqCol}
+	if err = s.in.setup(p.ValueType.T); err != nil {
 		return err
 	}
-	if s.outKind, err = optionalKindField(p.ValueType.T, p.OutKindCol); err != nil {
-		return err
-	}
-	if s.seq, err = optionalSeqField(p.ValueType.T, p.SeqCol); err != nil {
+	if s.outKind, err = optionalKind(p.ValueType.T, p.OutKindCol); err != nil {
 		return err
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
@@ -115,8 +116,10 @@ type arming struct {
 	core.Timer
 	now int64 // the processing time it was decided at
 	// tag is an event-time candidate's timer tag (candidateTag); replaced
-	// the tag of the candidate it replaced, whose timer is moved.
+	// the tag of the candidate it replaced, whose timer is moved, and
+	// replacedAt that candidate's time.
 	tag, replaced string
+	replacedAt    int64
 }
 
 // arrival is a row arriving at the step, as the rules see it (its kind,
@@ -128,24 +131,20 @@ type arrival struct {
 	asInsert any
 }
 
-// arrive reads a row's kind and sequence value (the keying step validated
-// them) and encodes it when the rules read rows.
+// arrive reads a row's kind, sequence value and the microseconds of its
+// OnTime value (the keying step validated them, and set ts from that
+// value's millisecond) and encodes it when the rules read rows.
 func (s *step) arrive(ts beam.EventTime, row any) (arrival, error) {
 	a := arrival{Row: core.Row{Kind: rowkind.Insert, Time: int64(ts)}, row: row}
-	v := reflect.ValueOf(row)
-	if s.inKind != nil {
-		k, reason := s.inKind.kind(v)
+	if s.in.any() {
+		c, reason := s.in.check(ts, reflect.ValueOf(row), s.seqBuf[:0])
 		if reason != "" { // validated upstream; never panic on data
 			return arrival{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
 		}
-		a.Kind = k
-	}
-	if s.seq != nil {
-		var reason string
-		if s.seqBuf, reason = s.seq.appendTo(s.seqBuf[:0], v); reason != "" {
-			return arrival{}, fmt.Errorf("dedup: row reached the stateful step with %s", reason)
+		if c.seq != nil {
+			s.seqBuf = c.seq
 		}
-		a.Seq = s.seqBuf
+		a.Row = c.row()
 	}
 	if s.readsRow {
 		var err error
@@ -221,7 +220,7 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at
 	if d.Timer.Kind == core.Finalize {
 		t.tag = candidateTag(st.CandTime, after.versions, st.Cand)
 		if d.Outcome == core.ReplaceCandidate {
-			t.replaced = candidateTag(was.st.CandTime, was.versions, was.st.Cand)
+			t.replaced, t.replacedAt = candidateTag(was.st.CandTime, was.versions, was.st.Cand), was.st.CandTime
 		}
 	}
 	return t, nil
@@ -323,7 +322,7 @@ func (s *step) withKind(row any, k rowkind.Kind) any {
 	if s.outKind == nil {
 		return row
 	}
-	return s.outKind.withKind(row, k)
+	return s.outKind.With(row, k)
 }
 
 // encode returns the encoding of row in the step's scratch buffer, valid
@@ -344,14 +343,21 @@ func (s *step) encode(row any) ([]byte, error) {
 // (candidateTag), so its firing needs no state read; a.replaced is the tag
 // of the candidate it replaced, whose timer is moved to the new candidate's
 // time with a hold that no longer matches its tag, which makes its firing
-// stale without a state read too. Timers are never cleared: on Prism a
-// clear fires the timer (notes/beam-defects.md).
+// stale without a state read too: a millisecond later when the replacement
+// is in the replaced candidate's millisecond (earlier by microseconds).
+// (Moving it with no hold instead leaves Prism holding the watermark for
+// ever.) Timers are never cleared: on Prism a clear fires the timer
+// (notes/beam-defects.md).
 func armEvent(ctx context.Context, m *metricSet, t timers.EventTime, tp timers.Provider, a arming, w beam.Window) {
 	switch a.Kind {
 	case core.Finalize:
 		at := time.UnixMilli(a.At)
 		if a.replaced != "" && a.replaced != a.tag {
-			t.Set(tp, at, timers.WithTag(a.replaced), timers.WithOutputTimestamp(at))
+			stale := at
+			if a.replacedAt == a.At {
+				stale = at.Add(time.Millisecond)
+			}
+			t.Set(tp, stale, timers.WithTag(a.replaced), timers.WithOutputTimestamp(stale))
 			m.timerSets.Inc(ctx, 1)
 		}
 		t.Set(tp, at, timers.WithTag(a.tag), timers.WithOutputTimestamp(at))
@@ -378,16 +384,22 @@ func armProc(ctx context.Context, m *metricSet, t timers.ProcessingTime, tp time
 // keyed, KV<key, row> of row type vt, and returns its kept and dropped
 // rows, KV<key, row> both.
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type, metrics string) (kept, dropped beam.PCollection) {
+	fn := newStatefulFn(c, p, keyed.Type().Components()[0].Type(), vt, metrics)
+	return beam.ParDo2(s.Scope("Dedup"), fn, keyed)
+}
+
+// newStatefulFn is the DoFn of the plan's layout and timer family for keys
+// of type kt and rows of type vt.
+func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any {
 	pr := params{
-		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: keyed.Type().Components()[0].Type()}, ValueType: beam.EncodedType{T: vt},
-		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
+		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: kt}, ValueType: beam.EncodedType{T: vt},
+		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, TimeCol: c.onTime, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
 		Overlap: p.overlap,
 	}
 	names := firstNames
 	if p.last {
 		names = lastNames
 	}
-	s = s.Scope("Dedup")
 	var fn any
 	switch {
 	case p.layout == marks && p.family == core.EventTimeFamily:
@@ -403,5 +415,5 @@ func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt r
 	default:
 		fn = &versionsFn{State: state.MakeBagState[[]byte](names.state), untimed: untimed{P: pr}}
 	}
-	return beam.ParDo2(s, fn, keyed)
+	return fn
 }

@@ -49,6 +49,32 @@ func TestCandidateTag_RoundTripsValidUTF8AndOnlySmallCandidates(t *testing.T) {
 	}
 }
 
+// The event-time timer's tag is persisted with the timer (a savepoint, an
+// update hands it to the new job, whose firing reads the candidate from
+// it), so its bytes are pinned as statecoder's state is: "c", then base64
+// (URL alphabet, no padding) of the candidate's time (8 bytes big-endian),
+// the versions its bag held (uvarint) and its row. Never edit these: add a
+// form the parser also reads instead.
+func TestCandidateTag_GoldenBytes(t *testing.T) {
+	for _, g := range []struct {
+		at   int64
+		held int
+		cand []byte
+		tag  string
+	}{
+		{1, 1, nil, "cAAAAAAAAAAEB"},                                      // 00 00 00 00 00 00 00 01 | 01
+		{1704067200000, 3, []byte("row"), "cAAABjMJR9AADcm93"},            // 00 00 01 8c c2 51 f4 00 | 03 | "row"
+		{-62135596800000, 300, []byte{0xff, 0, 1}, "c___HfO3TKACsAv8AAQ"}, // ff ff c7 7c ed d3 28 00 | ac 02 | ff 00 01
+	} {
+		assert.Equal(t, g.tag, candidateTag(g.at, g.held, g.cand))
+		at, held, cand, err := parseCandidateTag(g.tag)
+		require.NoError(t, err)
+		assert.Equal(t, g.at, at)
+		assert.Equal(t, g.held, held)
+		assert.True(t, bytes.Equal(g.cand, cand))
+	}
+}
+
 // fakeStore counts reads.
 type fakeStore struct{ reads int }
 

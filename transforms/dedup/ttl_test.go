@@ -50,8 +50,9 @@ func TestStateTTL_Spec_4_1_3_6_RefreshContrastOnPrismTimers(t *testing.T) {
 }
 
 // Without cleanup timers the semantics hold (expiry is checked on arrival)
-// and no processing-time timer is set: the unbounded stream below would
-// otherwise keep Prism running until the 1-hour timer fires.
+// and no processing-time timer is set (for a runner that has none; on
+// Prism the stream's end would not wait for the 1-hour timer either:
+// TestCleanupTimers_ATestStreamEndsWithoutWaitingForAProcessingTimeTimer).
 func TestCleanupTimers_OffSetsNoTimerOnUnboundedInput(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2}, userEvent{"Bob", "x", 3})

@@ -95,13 +95,7 @@ func PartitionBy(columns ...string) Option {
 		if len(columns) == 0 {
 			c.fail("PartitionBy() needs at least one column: the table's unique key")
 		}
-		for _, col := range columns {
-			if col == "" {
-				c.fail("PartitionBy(%q): a column name is empty", columns)
-				break
-			}
-		}
-		c.keys = columns
+		c.keys = columns // an empty name is the Spec's error (validate)
 	}
 }
 
@@ -111,9 +105,6 @@ func PartitionBy(columns ...string) Option {
 // sets nothing; a later option of the same kind replaces what it set.
 func Spec(spec rowspec.Spec) Option {
 	return func(c *config) {
-		if err := spec.Err(); err != nil {
-			c.fail("Spec: %w", err)
-		}
 		if len(spec.Key) > 0 {
 			c.keys = spec.Key
 		}
@@ -152,7 +143,10 @@ func SequenceBy(column string) Option {
 }
 
 // OnTime guards the write with the event-time column (time.Time or int64
-// Unix milliseconds), as dedup.OnTime orders KeepLast's rows.
+// Unix milliseconds), as dedup.OnTime orders KeepLast's rows: a time to
+// the microsecond, which the table's timestamp column keeps (a column
+// declared with fewer fractional digits is refused), an int64 to the
+// millisecond.
 func OnTime(column string) Option { return func(c *config) { c.timeCol = c.name("OnTime", column) } }
 
 // Tombstone names a boolean column of the table that marks a deleted key:
@@ -211,6 +205,11 @@ func (c *config) ordered() bool { return c.seqCol != "" || c.timeCol != "" }
 // insertOnly reports whether the sink only inserts.
 func (c *config) insertOnly() bool { return c.kindCol == "" && !c.upsert }
 
+// spec is the roles of the rows' columns the options name.
+func (c *config) spec() rowspec.Spec {
+	return rowspec.Spec{Key: c.keys, Kind: c.kindCol, OnTime: c.timeCol, SequenceBy: c.seqCol}
+}
+
 // orderColumns are the guard's columns, compared in this order.
 func (c *config) orderColumns() []string {
 	var cols []string
@@ -257,15 +256,8 @@ func (c *config) validate() error {
 	if c.retries < 0 || c.backoff < 0 {
 		add("Retries(%d, %v): it needs n >= 0 and backoff >= 0", c.retries, c.backoff)
 	}
-	seen := map[string]bool{}
-	for _, k := range c.keys {
-		if seen[k] {
-			add("PartitionBy names column %q twice; list each key column once", k)
-		}
-		seen[k] = true
-	}
-	if c.seqCol != "" && c.seqCol == c.timeCol {
-		add("SequenceBy(%q) and OnTime(%[1]q) name the same column; use one", c.seqCol)
+	if err := c.spec().Err(); err != nil {
+		errs = append(errs, err) // every role's column once, a key column once
 	}
 	if c.insertOnly() && c.ordered() {
 		add("SequenceBy/OnTime guard replacements, and an insert-only sink replaces nothing: add Upsert() or KindColumn(column), or drop the ordering")
@@ -276,15 +268,8 @@ func (c *config) validate() error {
 	if c.ordered() && c.kindCol != "" && c.tombstone == "" {
 		add("a guarded changelog needs Tombstone(column): a -D must leave its key's ordering value in the table, or an older row retried after it brings the key back; add a boolean column (deleted boolean NOT NULL DEFAULT false) and name it with Tombstone")
 	}
-	for _, col := range []string{c.kindCol, c.tombstone} {
-		if col != "" && seen[col] {
-			add("column %q is a PartitionBy column; the KindColumn and Tombstone columns cannot be", col)
-		}
-	}
-	for _, col := range c.orderColumns() {
-		if seen[col] || col == c.kindCol || col == c.tombstone {
-			add("ordering column %q is also a key, kind or tombstone column", col)
-		}
+	if t := c.tombstone; t != "" && (slices.Contains(c.keys, t) || t == c.kindCol || slices.Contains(c.orderColumns(), t)) {
+		add("Tombstone(%q) names a PartitionBy, kind or ordering column; it must be a column of the table only", t)
 	}
 	return errors.Join(errs...)
 }

@@ -12,16 +12,19 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
+	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // order is an insert-only row (KeepFirst's output).
@@ -52,6 +55,7 @@ func init() {
 	beam.RegisterType(reflect.TypeFor[event]())
 	beam.RegisterType(reflect.TypeFor[version]())
 	register.Function1x1(isCheckViolation)
+	register.Function1x1(formatGroupCount)
 }
 
 func isCheckViolation(d deadletter.DeadLetter) bool {
@@ -333,3 +337,73 @@ func TestConnectionsDroppedMidRunAreRetriedAndTheTableIsComplete(t *testing.T) {
 	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM orders").Scan(&n))
 	assert.Equal(t, 20000, n)
 }
+
+// Two versions of each of 20 keys in the same millisecond, the later one
+// (by microseconds) arriving first, through a stream: KeepLast drops the
+// older one as out of order, and the table, whose guard compares the same
+// microseconds, holds what KeepLast's changelog says, key for key.
+func TestKeepLastAndTheTableAgreeOnTwoVersionsInTheSameMillisecond(t *testing.T) {
+	dsn, conn := newDB(t, eventDDL)
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	ts := teststream.NewConfig()
+	var paid, created []any
+	want := map[string]string{}
+	for i := range 20 {
+		id := fmt.Sprintf("o%02d", i)
+		paid = append(paid, event{OrderID: ptr(id), Status: "paid", TS: at.Add(700 * time.Microsecond)})
+		created = append(created, event{OrderID: ptr(id), Status: "created", TS: at.Add(200 * time.Microsecond)})
+		want[id] = "paid"
+	}
+	require.NoError(t, ts.AddElements(at.UnixMilli(), paid...))
+	require.NoError(t, ts.AdvanceWatermark(at.UnixMilli()))
+	require.NoError(t, ts.AddElements(at.UnixMilli(), created...))
+	require.NoError(t, ts.AdvanceWatermarkToInfinity())
+
+	p, s := beam.NewPipelineWithRoot()
+	res := dedup.KeepLast(s, teststream.Create(s, ts), dedup.Spec(rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}))
+	passert.Empty(s, pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
+	pr := prismtest.Run(t, p, 3*time.Minute)
+	lc := dedup.ReadLastCounters(pr)
+	assert.Equal(t, int64(20), lc.Inserts)
+	assert.Equal(t, int64(20), lc.OutOfOrderDropped, "the older version of each key, arriving second")
+	assert.Equal(t, int64(20), lc.Emitted(), "KeepLast's changelog: one +I per key, paid")
+	assert.Zero(t, lc.Unaccounted())
+
+	got := map[string]string{}
+	for _, row := range snapshot(t, conn, "SELECT order_id, status FROM order_status WHERE NOT deleted") {
+		f := strings.Fields(row)
+		got[f[0]] = f[1]
+	}
+	assert.Equal(t, want, got, "the table holds each key's row as KeepLast's changelog leaves it")
+}
+
+// A backfill: bounded KeepLast over a changelog into a table that already
+// holds its keys. A key whose history ends deleted comes out as -D, so the
+// table deletes it (a tombstone), a key updated is updated, a key the
+// input does not name stays; the count per status of the same output,
+// given the key (Spec), counts what the backfill leaves live and ignores
+// the -D of a row it never added.
+func TestABoundedKeepLastBackfillDeletesTheKeysItEndsDeleted(t *testing.T) {
+	dsn, conn := newDB(t, eventDDL)
+	ts0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	_, err := conn.Exec(context.Background(), `INSERT INTO order_status (order_id, status, ts) VALUES ('o1', 'created', $1), ('o2', 'created', $1), ('o3', 'shipped', $1)`, ts0)
+	require.NoError(t, err)
+	rows := []event{
+		{Op: "+I", OrderID: ptr("o1"), Status: "created", TS: ts0}, {Op: "-D", OrderID: ptr("o1"), Status: "created", TS: ts0},
+		{Op: "+I", OrderID: ptr("o2"), Status: "created", TS: ts0}, {Op: "-U", OrderID: ptr("o2"), Status: "created", TS: ts0},
+		{Op: "+U", OrderID: ptr("o2"), Status: "paid", TS: ts0.Add(time.Second)},
+	}
+	p, s := beam.NewPipelineWithRoot()
+	res := dedup.KeepLast(s, beam.CreateList(s, rows), dedup.Spec(rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}))
+	passert.Empty(s, pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
+	counts := changelog.CountPerKey(s, res.Rows, changelog.Spec(res.Spec), changelog.GroupBy("status"))
+	passert.Equals(s, beam.ParDo(s, formatGroupCount, counts.Counts), "paid=1")
+	pr := prismtest.Run(t, p, 3*time.Minute)
+
+	assert.Equal(t, dedup.LastCounters{RowsIn: 5, Inserts: 1, DeletesIn: 1, Superseded: 3, EmittedDelete: 1}, deduptest.LastRowCounts(dedup.ReadLastCounters(pr)))
+	assert.Equal(t, changelog.Counters{RowsIn: 2, Added: 1, RetractionsIgnored: 1, CountsEmitted: 1}, changelog.ReadCounters(pr))
+	assert.Equal(t, []string{"o1 created true", "o2 paid false", "o3 shipped false"},
+		snapshot(t, conn, "SELECT order_id, status, deleted FROM order_status ORDER BY order_id"))
+}
+
+func formatGroupCount(c changelog.GroupCount) string { return fmt.Sprintf("%s=%d", c.Group, c.Count) }

@@ -103,29 +103,29 @@ func (p *plan) comparable(prefix, col string) string {
 }
 
 // guard is the condition under which an incoming row replaces the stored
-// one: its ordering value is larger, or equal (a tie goes to the later
-// arrival, as in dedup), except that at an equal value a tombstone beats a
-// live row, since a -D carries the value of the row it deletes.
+// one, rowspec.Later in SQL: the stored row's order is at most the
+// incoming one's, comparing the SequenceBy value, then the OnTime value,
+// then the tombstone flag (false before true: a -D ranks after a live row
+// of its value, since it carries the value of the row it deletes), a tie
+// going to the incoming row, the later arrival.
 func (p *plan) guard() string {
 	ord := func(prefix string) string {
 		parts := make([]string, len(p.order))
-		for i, f := range p.order {
-			parts[i] = prefix + quote(f.name)
-			if p.table.cols[f.name].category == 'S' {
-				parts[i] += ` COLLATE "C"` // byte order, as dedup compares strings
+		for i, name := range p.order {
+			parts[i] = prefix + quote(name)
+			if p.table.cols[name].category == 'S' {
+				parts[i] += ` COLLATE "C"` // byte order, as the comparator compares strings
 			}
+		}
+		if p.tombstone != "" {
+			parts = append(parts, "coalesce("+prefix+quote(p.tombstone)+", false)")
 		}
 		if len(parts) == 1 {
 			return parts[0]
 		}
 		return "ROW(" + strings.Join(parts, ", ") + ")"
 	}
-	stored, incoming := ord("t."), ord("EXCLUDED.")
-	if p.tombstone == "" {
-		return fmt.Sprintf("%s <= %s", stored, incoming)
-	}
-	ts := quote(p.tombstone)
-	return fmt.Sprintf("(%s < %s OR (%[1]s = %[2]s AND (EXCLUDED.%[3]s OR NOT coalesce(t.%[3]s, false))))", stored, incoming, ts)
+	return ord("t.") + " <= " + ord("EXCLUDED.")
 }
 
 // deleteSQL deletes the keys of a batch whose NULL key columns are the

@@ -6,31 +6,22 @@ import (
 	"reflect"
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
-// standalone is what Write runs on each worker, without a pipeline: rows
-// are folded per key and written in batches of BatchSize rows, one
-// transaction each, with the same guard, dead letters and retries. The
-// sink's benchmark measures it (through package pgsinktest). It is not safe
-// for concurrent use.
-type standalone struct {
+// Writer is what Write runs on each worker, for a DoFn of your own that
+// must know when a row is in the table: rows are folded per key and
+// written in batches of BatchSize rows, one transaction each, with the same
+// guard, dead letters and retries. A step that acknowledges its source per
+// row (the Pub/Sub streaming pipeline) acknowledges a row once the Add or
+// Flush that wrote it has returned. Open one per DoFn instance in Setup and
+// close it in Teardown. It is not safe for concurrent use.
+type Writer struct {
 	w *writer
 }
 
-func init() {
-	testhook.NewSinkWriter = func(ctx context.Context, rowType reflect.Type, opts any) (any, error) {
-		w, err := newStandalone(ctx, rowType, opts.([]Option)...)
-		if err != nil {
-			return nil, err
-		}
-		return w, nil
-	}
-}
-
-// newStandalone connects, checks the table for rows of rowType (as
-// CheckTable) and returns a writer. Close it when done.
-func newStandalone(ctx context.Context, rowType reflect.Type, opts ...Option) (*standalone, error) {
+// NewWriter connects, checks the table for rows of rowType (as
+// CheckTable) and returns a Writer. Close it when done.
+func NewWriter(ctx context.Context, rowType reflect.Type, opts ...Option) (*Writer, error) {
 	c := newConfig(opts)
 	if err := c.validate(); err != nil {
 		return nil, fmt.Errorf("pgsink: %w", err)
@@ -39,13 +30,13 @@ func newStandalone(ctx context.Context, rowType reflect.Type, opts ...Option) (*
 	if err != nil {
 		return nil, err
 	}
-	return &standalone{w: w}, nil
+	return &Writer{w: w}, nil
 }
 
 // Add adds row (a value of the Writer's row type) to the batch, writing
 // the batch when it is full; the counters and dead letters are those of
 // the batch written, if any.
-func (w *standalone) Add(ctx context.Context, row any) (Counters, []deadletter.DeadLetter, error) {
+func (w *Writer) Add(ctx context.Context, row any) (Counters, []deadletter.DeadLetter, error) {
 	if !w.w.add(row) {
 		return Counters{}, nil, nil
 	}
@@ -53,7 +44,7 @@ func (w *standalone) Add(ctx context.Context, row any) (Counters, []deadletter.D
 }
 
 // Flush writes the rows added since the last write.
-func (w *standalone) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, error) {
+func (w *Writer) Flush(ctx context.Context) (Counters, []deadletter.DeadLetter, error) {
 	r, err := w.w.flush(ctx)
 	c := Counters{Retries: r.retries}
 	if err != nil {
@@ -64,7 +55,7 @@ func (w *standalone) Flush(ctx context.Context) (Counters, []deadletter.DeadLett
 }
 
 // Close releases the writer's connections. Rows not flushed are dropped.
-func (w *standalone) Close() {
+func (w *Writer) Close() {
 	if w.w != nil {
 		w.w.close()
 		w.w = nil

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -29,6 +30,7 @@ type tableColumn struct {
 	hasDefault bool // a default, identity or generated value
 	generated  bool
 	hasEq      bool // the type has an = operator (json, xml, point do not)
+	typmod     int  // pg_attribute.atttypmod: a timestamp's fractional digits, -1 for the default (6)
 }
 
 type uniqueIndex struct {
@@ -46,7 +48,8 @@ type querier interface {
 const columnsSQL = `
 SELECT a.attname::text, format_type(a.atttypid, NULL), t.typname::text, t.typcategory::text,
        a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', a.attgenerated <> '',
-       EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprname = '=' AND o.oprleft = a.atttypid AND o.oprright = a.atttypid)
+       EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprname = '=' AND o.oprleft = a.atttypid AND o.oprright = a.atttypid),
+       a.atttypmod
 FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`
@@ -88,7 +91,7 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 	for rows.Next() {
 		var c tableColumn
 		var cat string
-		if err := rows.Scan(&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq); err != nil {
+		if err := rows.Scan(&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -147,6 +150,15 @@ func (ti *tableInfo) check(l *layout, c *config) error {
 	}
 	if len(missing) > 0 {
 		add("row column(s) with no column in the table: %s (table columns: %s)", strings.Join(missing, ", "), strings.Join(ti.names, ", "))
+	}
+	if c.ordered() {
+		for _, name := range l.order {
+			tc, ok := ti.cols[name]
+			if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
+				add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
+					name, tc.typmod, tc.typ)
+			}
+		}
 	}
 	if c.tombstone != "" {
 		written[c.tombstone] = true
@@ -237,6 +249,8 @@ func displayIdent(name string) string {
 	}
 	return pgx.Identifier{name}.Sanitize()
 }
+
+var timeType = reflect.TypeFor[time.Time]()
 
 // typeMismatch reports a Go type that cannot be written into a table
 // column's type category, for the kinds where that is certain. Strings go

@@ -1,7 +1,6 @@
 package pgsink
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,15 +13,15 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // entry is one row of a batch: the last one of its key so far.
 type entry struct {
-	row any
-	v   reflect.Value
-	del bool   // a -D
-	ord []byte // ordering values (ordercoder), the first column's ending at split
-	cut int
+	row   any
+	v     reflect.Value
+	del   bool          // a -D
+	order rowspec.Order // its place in its key's order (guarded): its SequenceBy and OnTime values, a -D a retraction
 }
 
 // result is what a flushed batch did. in = written + skipped + deleted +
@@ -107,29 +106,16 @@ func (w *writer) fold(b *batch, row any) {
 	b.in++
 	p := w.plan
 	v := reflect.ValueOf(row)
-	e := entry{row: row, v: v}
-	if p.kind != nil {
-		k, err := p.kind.Kind(v)
-		if err != nil {
-			b.dead = append(b.dead, deadletter.New(w.uid, row, fmt.Sprintf("KindColumn %q: %v", p.kindName, err)))
-			return
-		}
-		if k == rowkind.UpdateBefore {
-			b.skipped++ // the +U that follows it replaces the row
-			return
-		}
-		e.del = k == rowkind.Delete
+	vals, reason := p.roles.Read(v, nil) // its SequenceBy value a fresh slice: the entry keeps it
+	if reason != "" {
+		b.dead = append(b.dead, deadletter.New(w.uid, row, reason))
+		return
 	}
-	for i, f := range p.order {
-		var reason string
-		if e.ord, reason = f.read(e.ord, v); reason != "" {
-			b.dead = append(b.dead, deadletter.New(w.uid, row, reason))
-			return
-		}
-		if i == 0 {
-			e.cut = len(e.ord)
-		}
+	if vals.Kind == rowkind.UpdateBefore {
+		b.skipped++ // the +U that follows it replaces the row
+		return
 	}
+	e := entry{row: row, v: v, del: vals.Kind == rowkind.Delete, order: vals.Order}
 	w.keyBuf = p.keyEnc.Append(w.keyBuf[:0], v)
 	if i, ok := b.index[string(w.keyBuf)]; ok {
 		if w.replaces(&b.entries[i], &e) {
@@ -142,8 +128,10 @@ func (w *writer) fold(b *batch, row any) {
 	b.entries = append(b.entries, e)
 }
 
-// replaces reports whether e replaces old in the batch: the same decision
-// the SQL guard makes between the table's row and an incoming one.
+// replaces reports whether e replaces old in the batch: insert-only keeps
+// the first row, unguarded the last arrival, guarded the comparator's
+// (rowspec.Later), the decision the SQL guard makes between the table's
+// row and an incoming one.
 func (w *writer) replaces(old, e *entry) bool {
 	switch {
 	case w.plan.insertOnly:
@@ -151,14 +139,7 @@ func (w *writer) replaces(old, e *entry) bool {
 	case !w.plan.guarded:
 		return true
 	}
-	c := bytes.Compare(e.ord[:e.cut], old.ord[:old.cut])
-	if c == 0 {
-		c = bytes.Compare(e.ord[e.cut:], old.ord[old.cut:])
-	}
-	if c != 0 {
-		return c > 0
-	}
-	return e.del || !old.del
+	return rowspec.Later(e.order, old.order)
 }
 
 // flush writes the batch in one transaction, retrying it on a new
@@ -328,7 +309,7 @@ var testHookAfterStatement func(ctx context.Context, conn *pgx.Conn)
 func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
 	var s stats
 	p := w.plan
-	hardDeletes := p.kind != nil && p.tombstone == ""
+	hardDeletes := p.roles.Kind != nil && p.tombstone == ""
 	live := es
 	var dels []entry
 	if hardDeletes {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // ev is a changelog row as dedup.KeepLast writes it, with a nullable key.
@@ -197,7 +198,7 @@ func changelog(r *rand.Rand, keys int) ([]ev, map[string]evRow) {
 
 // shuffledWithRepeats is rows in random order with about a third of them
 // sent two or three times.
-func shuffledWithRepeats(r *rand.Rand, rows []ev) []ev {
+func shuffledWithRepeats[T any](r *rand.Rand, rows []T) []T {
 	out := slices.Clone(rows)
 	for _, row := range rows {
 		for range r.IntN(3) / 2 * (1 + r.IntN(2)) {
@@ -208,11 +209,14 @@ func shuffledWithRepeats(r *rand.Rand, rows []ev) []ev {
 	return out
 }
 
-// writeInBundles writes rows in random bundles, retrying some of them
-// (written again after later ones, as a runner retries a failed bundle).
-func writeInBundles(t *testing.T, r *rand.Rand, f *writeFn, rows []ev) {
+// writeInBundles writes rows in random bundles of random batch sizes,
+// retrying some of them (written again after later ones, as a runner
+// retries a failed bundle), and returns the rows in the order the sink
+// received them.
+func writeInBundles[T any](t *testing.T, r *rand.Rand, f *writeFn, rows []T) []T {
 	t.Helper()
-	var done [][]ev
+	var sent []T
+	var done [][]T
 	for len(rows) > 0 {
 		n := min(len(rows), 1+r.IntN(40))
 		b := rows[:n]
@@ -220,12 +224,15 @@ func writeInBundles(t *testing.T, r *rand.Rand, f *writeFn, rows []ev) {
 		f.w.batchSize = int64(1 + r.IntN(20))
 		_, _, err := bundle(f, b)
 		require.NoError(t, err)
-		done = append(done, b)
+		sent, done = append(sent, b...), append(done, b)
 		if r.IntN(5) == 0 {
-			_, _, err := bundle(f, done[r.IntN(len(done))])
+			retry := done[r.IntN(len(done))]
+			_, _, err := bundle(f, retry)
 			require.NoError(t, err)
+			sent = append(sent, retry...)
 		}
 	}
+	return sent
 }
 
 func TestGuardedChangelogShuffledRepeatedAndRetriedEndsInTheOrderedTable(t *testing.T) {
@@ -429,7 +436,7 @@ func TestUnreadableRowsAreDeadLetteredBeforeTheDatabase(t *testing.T) {
 	assert.Equal(t, Counters{RowsIn: 3, Written: 1, DeadLettered: 2}, c)
 	require.Len(t, dead, 2)
 	assert.Contains(t, dead[0].Reason, `unknown row kind "+X"`)
-	assert.Equal(t, "NULL ordering value in column seq", dead[1].Reason)
+	assert.Equal(t, `SequenceBy column "seq" is NULL`, dead[1].Reason)
 }
 
 func closedPort(t *testing.T) int {
@@ -444,7 +451,7 @@ func closedPort(t *testing.T) int {
 func TestTheStandaloneWriterWritesAsTheDoFnDoes(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	ctx := context.Background()
-	w, err := newStandalone(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
+	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
 	require.NoError(t, err)
 	defer w.Close()
 	var total Counters
@@ -501,4 +508,90 @@ func TestInsertOnlyTriesAPlainInsertAndFallsBackToOnConflictWhenAKeyIsPresent(t 
 	var n int
 	require.NoError(t, fx.conn.QueryRow(context.Background(), "SELECT count(*) FROM users").Scan(&n))
 	assert.Equal(t, 4, n)
+}
+
+// ver is a version of a key for the guard's property test: a SequenceBy
+// value, a time to the nanosecond (the table keeps microseconds) and a
+// status.
+type ver struct {
+	Op     string    `beam:"op"`
+	ID     *string   `beam:"id"`
+	Seq    int64     `beam:"seq"`
+	TS     time.Time `beam:"ts"`
+	Status string    `beam:"status"`
+}
+
+const verDDL = `CREATE TABLE ver (
+	id text, seq bigint NOT NULL, ts timestamptz NOT NULL, status text NOT NULL,
+	deleted boolean NOT NULL DEFAULT false,
+	UNIQUE NULLS NOT DISTINCT (id))`
+
+// The SQL guard is the comparator: random versions of random keys (one the
+// NULL key) with many ties (equal SequenceBy values, times a microsecond or
+// a few nanoseconds apart in one millisecond, equal rows), tombstones and
+// -U rows, shuffled and repeated, written in random bundles and batches
+// with retried bundles, leave every key's row as rowspec's comparator,
+// applied to the rows in the order the sink received them (a -U skipped, a
+// tie to the later arrival, a -D after a live row of its value), says.
+func TestTheGuardKeepsTheComparatorsWinnerOfEveryKey(t *testing.T) {
+	fx := newFixture(t, verDDL)
+	for _, spec := range []rowspec.Spec{
+		{Key: []string{"id"}, Kind: "op", OnTime: "ts"},
+		{Key: []string{"id"}, Kind: "op", SequenceBy: "seq"},
+		{Key: []string{"id"}, Kind: "op", SequenceBy: "seq", OnTime: "ts"},
+	} {
+		t.Run(fmt.Sprintf("SequenceBy %q OnTime %q", spec.SequenceBy, spec.OnTime), func(t *testing.T) {
+			f := fn[ver](fx, Table("ver"), Spec(spec), Tombstone("deleted"))
+			cols, err := spec.Resolve(reflect.TypeFor[ver]())
+			require.NoError(t, err)
+			order := func(v ver) rowspec.Order {
+				vals, reason := cols.Read(reflect.ValueOf(v), nil)
+				require.Empty(t, reason)
+				return vals.Order
+			}
+			for seed := range uint64(20) {
+				r := rand.New(rand.NewPCG(seed, 23))
+				_, err := fx.conn.Exec(context.Background(), "TRUNCATE ver")
+				require.NoError(t, err)
+				var rows []ver
+				for k := range 1 + r.IntN(25) {
+					var id *string
+					if k > 0 {
+						id = ptr(fmt.Sprintf("k%02d", k))
+					}
+					for range 1 + r.IntN(6) {
+						v := ver{
+							Op: []string{"+I", "+U", "+U", "-U", "-D"}[r.IntN(5)], ID: id, Seq: int64(r.IntN(3)),
+							TS:     t0.Add(time.Duration(r.IntN(2))*time.Millisecond + time.Duration(r.IntN(3))*time.Microsecond + time.Duration(r.IntN(2)*400)),
+							Status: []string{"created", "paid", "shipped"}[r.IntN(3)],
+						}
+						rows = append(rows, v)
+						if r.IntN(5) == 0 {
+							rows = append(rows, v) // an equal row
+						}
+					}
+				}
+				sent := writeInBundles(t, r, f, shuffledWithRepeats(r, rows))
+
+				want := map[string]evRow{}
+				kept := map[string]ver{}
+				for _, v := range sent {
+					if v.Op == "-U" {
+						continue // the +U after it replaces the row
+					}
+					k := "<nil>"
+					if v.ID != nil {
+						k = *v.ID
+					}
+					o := order(v)
+					if w, ok := kept[k]; ok && !rowspec.Later(o, order(w)) {
+						continue
+					}
+					kept[k] = v
+					want[k] = evRow{Status: v.Status, TS: v.TS.Truncate(time.Microsecond), Deleted: v.Op == "-D"}
+				}
+				assert.Equal(t, want, fx.evTable("ver"), "seed %d", seed)
+			}
+		})
+	}
 }

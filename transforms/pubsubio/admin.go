@@ -10,16 +10,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// CheckSubscriptionName returns an error unless name has the form
-// projects/PROJECT/subscriptions/NAME.
-func CheckSubscriptionName(name string) error { return checkName(name, "subscriptions") }
-
-// CheckTopicName returns an error unless name has the form
-// projects/PROJECT/topics/NAME.
-func CheckTopicName(name string) error { return checkName(name, "topics") }
-
-// Target describes where a client for endpoint connects: the endpoint, the
-// emulator in PUBSUB_EMULATOR_HOST, or Google's Pub/Sub.
+// Target describes the Pub/Sub service a client for endpoint (as for
+// Endpoint; "" for the default) talks to: the emulator at endpoint, the one
+// in PUBSUB_EMULATOR_HOST, or Google's Pub/Sub. The package's errors name
+// the service with it; so can a program's own messages.
 func Target(endpoint string) string {
 	switch {
 	case endpoint != "":
@@ -34,7 +28,8 @@ func Target(endpoint string) string {
 // start against a name that is not there. Only a definite answer fails: a
 // missing name, or no server to ask. Without permission to read the
 // metadata (roles/pubsub.subscriber and .publisher do not grant it) a name
-// is taken on trust.
+// is taken on trust. endpoint is as for Endpoint ("": PUBSUB_EMULATOR_HOST
+// or Google's Pub/Sub); the errors say which service was asked.
 func CheckExists(ctx context.Context, endpoint, subscription string, topics ...string) error {
 	sub, err := subscriberClient(ctx, endpoint)
 	if err != nil {

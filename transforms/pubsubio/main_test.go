@@ -3,50 +3,43 @@ package pubsubio
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
 
-func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
+// TestMain serves a Pub/Sub fake at PUBSUB_EMULATOR_HOST for the Examples
+// (the tests start fakes of their own) and runs the tests on Prism with
+// splitting off (notes/beam-defects.md 9).
+func TestMain(m *testing.M) {
+	srv, err := pubsubtest.Start(context.Background(), 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("PUBSUB_EMULATOR_HOST", srv.Addr)
+	prismtest.Main(m)
+}
 
 func init() {
-	register.DoFn2x1[context.Context, Message, error](&collectFn{})
+	register.DoFn3x1[context.Context, Message, func(Message), error](&collectFn{})
 	register.DoFn1x1[Message, error](&failFn{})
 }
 
-// runPipeline runs p on the test runner with a deadline, so a source that
-// never stops fails the test instead of hanging CI.
+// runPipeline runs p as a job on the test runner with a deadline
+// (pipelines/jobrun), so a source that never stops fails the test
+// instead of hanging CI, and returns the run's error.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
 	t.Helper()
-	runner := *ptest.Runner
-	if runner == "" {
-		runner = ptest.DefaultRunner()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	type res struct {
-		pr  beam.PipelineResult
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		pr, err := beam.Run(ctx, runner, p)
-		done <- res{pr, err}
-	}()
-	select {
-	case r := <-done:
-		return r.pr, r.err
-	case <-time.After(timeout + 5*time.Second):
-		t.Fatalf("pipeline did not finish within %v", timeout)
-		return nil, nil
-	}
+	return jobrun.Run(context.Background(), p, prismtest.Options(t, timeout))
 }
 
 // collected holds what collectFn saw, per collector name; DoFns run in this
@@ -72,16 +65,16 @@ func (c *collection) messages() []Message {
 	return append([]Message(nil), c.msgs...)
 }
 
-// collectFn records messages. Fused right after the source, it runs inside
-// the source's bundle: a message it sees is in flight in an uncommitted
-// bundle, so the fake must not have an ack for it yet.
+// collectFn records messages and passes them on (to Ack, in most tests).
+// A message it sees has not reached Ack yet, so the fake must not have an
+// ack for it.
 type collectFn struct {
 	Name         string
 	Addr         string
 	SleepFirstMs int64
 }
 
-func (f *collectFn) ProcessElement(_ context.Context, m Message) error {
+func (f *collectFn) ProcessElement(_ context.Context, m Message, emit func(Message)) error {
 	v, _ := collected.Load(f.Name)
 	c := v.(*collection)
 	if srv := pubsubtest.Lookup(f.Addr); srv != nil {
@@ -99,6 +92,7 @@ func (f *collectFn) ProcessElement(_ context.Context, m Message) error {
 	if sleep {
 		time.Sleep(time.Duration(f.SleepFirstMs) * time.Millisecond)
 	}
+	emit(m)
 	return nil
 }
 

@@ -18,12 +18,13 @@ func init() {
 var messageT = reflect.TypeOf(Message{})
 
 // ReadNative reads subscription with Beam's io/pubsubio, which only Dataflow
-// executes (natively, with its own acking, deduplication by IDAttribute and
-// watermark from TimestampAttribute). Of opts, IDAttribute and
-// TimestampAttribute apply; the rest belong to the Go-native source. The
-// output is the same PCollection<Message> as Read's.
-func ReadNative(s beam.Scope, subscription string, opts ...ReadOption) (beam.PCollection, error) {
-	cfg, err := newReadConfig(subscription, opts)
+// executes (natively, with its own acking after its durable commit,
+// deduplication by IDAttribute and watermark from TimestampAttribute); it
+// takes the options IDAttribute and TimestampAttribute. The output is the
+// same PCollection<Message> as Read's, without AckIDs: Ack passes its
+// messages over.
+func ReadNative(s beam.Scope, subscription string, opts ...Option) (beam.PCollection, error) {
+	cfg, err := newConfig("pubsubio.ReadNative", nativeReadOptions, opts, checkName(subscription, "subscriptions"))
 	if err != nil {
 		return beam.PCollection{}, err
 	}
@@ -31,11 +32,11 @@ func ReadNative(s beam.Scope, subscription string, opts ...ReadOption) (beam.PCo
 	s = s.Scope("pubsubio.ReadNative")
 	raw := beampubsubio.Read(s, project, beampubsubio.ReadOptions{
 		Subscription:       short,
-		IDAttribute:        cfg.IDAttribute,
-		TimestampAttribute: cfg.TimestampAttribute,
+		IDAttribute:        cfg.idAttribute,
+		TimestampAttribute: cfg.timestampAttribute,
 		WithAttributes:     true,
 	})
-	return beam.ParDo(s, &fromNativeFn{IDAttribute: cfg.IDAttribute}, raw), nil
+	return beam.ParDo(s, &fromNativeFn{IDAttribute: cfg.idAttribute}, raw), nil
 }
 
 // WriteNative publishes a PCollection<Message> with Beam's io/pubsubio
@@ -43,10 +44,10 @@ func ReadNative(s beam.Scope, subscription string, opts ...ReadOption) (beam.PCo
 func WriteNative(s beam.Scope, topic string, col beam.PCollection) error {
 	project, short, ok := splitName(topic, "topics")
 	if !ok {
-		return checkName(topic, "topics")
+		return fmt.Errorf("pubsubio.WriteNative: %w", checkName(topic, "topics"))
 	}
 	if got := col.Type().Type(); got != messageT {
-		return fmt.Errorf("pubsubio: WriteNative needs a PCollection<pubsubio.Message>, got %v", got)
+		return fmt.Errorf("pubsubio.WriteNative: needs a PCollection<pubsubio.Message>, got %v", got)
 	}
 	s = s.Scope("pubsubio.WriteNative")
 	beampubsubio.Write(s, project, short, beam.ParDo(s, toNative, col))
@@ -59,8 +60,8 @@ func (f *fromNativeFn) ProcessElement(m *pb.PubsubMessage) Message {
 	out := Message{
 		ID:          m.GetMessageId(),
 		MessageID:   m.GetMessageId(),
-		Data:        m.GetData(),
-		Attributes:  m.GetAttributes(),
+		Data:        nonNil(m.GetData()),
+		Attributes:  nonNilMap(m.GetAttributes()),
 		OrderingKey: m.GetOrderingKey(),
 	}
 	if pt := m.GetPublishTime(); pt != nil {

@@ -1,217 +1,288 @@
 package pubsubio
 
 import (
-	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
-// Defaults of the read options.
+// Defaults of the options.
 const (
 	DefaultAckDeadline       = 60 * time.Second
 	DefaultMaxBundleDuration = time.Second
 	DefaultMaxBundleMessages = 5000
 	DefaultPullBatch         = 1000
 	DefaultWatermarkLag      = 2 * time.Second
+	DefaultPublishBatch      = 500
 )
 
-type readConfig struct {
-	Endpoint           string
-	IDAttribute        string
-	TimestampAttribute string
-	AckDeadline        time.Duration
-	MaxBundleDuration  time.Duration
-	MaxBundleMessages  int
-	PullBatch          int
-	IdleStop           time.Duration
-	Readers            int
-	WatermarkLag       time.Duration
-	StopID             string // see StopWith
+// Option configures Read, Write and Ack (and ReadNative). Each option's
+// doc says which of them take it; the others refuse it. A nil option, an
+// empty name or a value out of range is recorded, and TryRead, TryWrite
+// and TryAck return every such error at once (Read, Write and Ack panic
+// with them).
+type Option func(*config)
+
+// config is what the options set. An option records its name in given,
+// so that a transform can refuse the ones that are not its own, and its
+// errors in errs.
+type config struct {
+	endpoint           string
+	idAttribute        string
+	timestampAttribute string
+	ackDeadline        time.Duration
+	maxBundleDuration  time.Duration
+	maxBundleMessages  int
+	pullBatch          int
+	idleStop           time.Duration
+	readers            int
+	watermarkLag       time.Duration
+	stopID             string // see StopWith
 	disableLease       bool
+	publishBatch       int
+
+	given []string
+	errs  []error
 }
 
-// ReadOption configures Read. Options validate their argument and make
-// TryRead return an error (Read panics with it).
-type ReadOption func(*readConfig) error
+func (c *config) set(name string) { c.given = append(c.given, name) }
+
+func (c *config) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// The options each transform takes.
+var (
+	readOptions = []string{"Endpoint", "IDAttribute", "TimestampAttribute", "AckDeadline", "MaxBundleDuration",
+		"MaxBundleMessages", "PullBatch", "IdleStop", "Readers", "WatermarkLag", "StopWith", "withoutLease"}
+	nativeReadOptions = []string{"IDAttribute", "TimestampAttribute"}
+	writeOptions      = []string{"Endpoint", "PublishBatch"}
+	ackOptions        = []string{"Endpoint"}
+)
+
+// newConfig applies opts for transform (its name in errors), which takes
+// the options named in allowed; more, when not nil, are errors of the
+// transform's own arguments, reported with the options'.
+func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
+	c := config{
+		ackDeadline:       DefaultAckDeadline,
+		maxBundleDuration: DefaultMaxBundleDuration,
+		maxBundleMessages: DefaultMaxBundleMessages,
+		pullBatch:         DefaultPullBatch,
+		readers:           1,
+		watermarkLag:      DefaultWatermarkLag,
+		publishBatch:      DefaultPublishBatch,
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.errorf("option %d of %d is nil", i+1, len(opts))
+			continue
+		}
+		o(&c)
+	}
+	for _, name := range c.given {
+		if !slices.Contains(allowed, name) {
+			c.errorf("%s does not apply to %s (it takes %s)", name, transform, strings.Join(allowed, ", "))
+		}
+	}
+	var msgs []string
+	for _, err := range append(more, c.errs...) {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) > 0 {
+		return c, fmt.Errorf("%s: %s", transform, strings.Join(msgs, "; "))
+	}
+	return c, nil
+}
 
 // Endpoint connects to an emulator (host:port) without TLS or credentials.
 // Without it the client uses PUBSUB_EMULATOR_HOST when set, else Google's
-// endpoint with application default credentials.
-func Endpoint(hostPort string) ReadOption {
-	return func(c *readConfig) error {
-		c.Endpoint = hostPort
-		return nil
+// endpoint with application default credentials. Read, Write and Ack.
+func Endpoint(hostPort string) Option {
+	return func(c *config) {
+		c.set("Endpoint")
+		if hostPort == "" {
+			c.errorf("Endpoint(\"\"): want host:port (leave the option out for PUBSUB_EMULATOR_HOST or Google's Pub/Sub)")
+		}
+		c.endpoint = hostPort
 	}
 }
 
 // IDAttribute names the attribute that carries a publisher-assigned message
-// id; Message.ID takes its value, so publisher retries share one ID.
-func IDAttribute(name string) ReadOption {
-	return func(c *readConfig) error {
-		c.IDAttribute = name
-		return nil
+// id; Message.ID takes its value, so publisher retries share one ID. Read
+// and ReadNative.
+func IDAttribute(name string) Option {
+	return func(c *config) {
+		c.set("IDAttribute")
+		if name == "" {
+			c.errorf("IDAttribute(\"\"): want an attribute name")
+		}
+		c.idAttribute = name
 	}
 }
 
 // TimestampAttribute names the attribute holding the event time (RFC 3339 or
 // epoch milliseconds). Messages without it, or with an unparseable value, are
-// stamped with their publish time.
-func TimestampAttribute(name string) ReadOption {
-	return func(c *readConfig) error {
-		c.TimestampAttribute = name
-		return nil
+// stamped with their publish time. Read and ReadNative.
+func TimestampAttribute(name string) Option {
+	return func(c *config) {
+		c.set("TimestampAttribute")
+		if name == "" {
+			c.errorf("TimestampAttribute(\"\"): want an attribute name")
+		}
+		c.timestampAttribute = name
 	}
 }
 
-// AckDeadline is the lease the source takes on each claimed message and
-// renews while the message is in flight (default 60s; Pub/Sub allows 10s to
-// 600s). It must exceed the time a runner takes from a bundle's end to the
-// start of its residual, or messages are redelivered (and deduplicated).
-func AckDeadline(d time.Duration) ReadOption {
-	return func(c *readConfig) error {
+// AckDeadline is the lease Read takes on each message it pulled and renews
+// until the message is acked (default 60s; Pub/Sub allows 10s to 600s, the
+// emulators less). Read.
+func AckDeadline(d time.Duration) Option {
+	return func(c *config) {
+		c.set("AckDeadline")
 		if d < time.Second || d > 600*time.Second {
-			return fmt.Errorf("pubsubio: AckDeadline %v out of range [1s, 600s]", d)
+			c.errorf("AckDeadline(%v): want 1s to 600s", d)
 		}
-		c.AckDeadline = d
-		return nil
+		c.ackDeadline = d
 	}
 }
 
 // MaxBundleDuration bounds how long one bundle of the source pulls before it
-// checkpoints (default 1s). Messages are acked one bundle later, and output
-// behind a shuffle appears after the bundle commits, so this bounds latency.
-func MaxBundleDuration(d time.Duration) ReadOption {
-	return func(c *readConfig) error {
+// checkpoints (default 1s). Output behind a shuffle appears after the bundle
+// commits, so this bounds latency. Read.
+func MaxBundleDuration(d time.Duration) Option {
+	return func(c *config) {
+		c.set("MaxBundleDuration")
 		if d <= 0 {
-			return fmt.Errorf("pubsubio: MaxBundleDuration must be positive, got %v", d)
+			c.errorf("MaxBundleDuration(%v): want a positive duration", d)
 		}
-		c.MaxBundleDuration = d
-		return nil
+		c.maxBundleDuration = d
 	}
 }
 
-// MaxBundleMessages bounds how many messages one bundle claims (default 5000).
-func MaxBundleMessages(n int) ReadOption {
-	return func(c *readConfig) error {
+// MaxBundleMessages bounds how many messages one bundle of the source
+// emits (default 5000). Read.
+func MaxBundleMessages(n int) Option {
+	return func(c *config) {
+		c.set("MaxBundleMessages")
 		if n <= 0 {
-			return fmt.Errorf("pubsubio: MaxBundleMessages must be positive, got %d", n)
+			c.errorf("MaxBundleMessages(%d): want a positive number", n)
 		}
-		c.MaxBundleMessages = n
-		return nil
+		c.maxBundleMessages = n
 	}
 }
 
-// PullBatch is the MaxMessages of each Pull request (default 1000).
-func PullBatch(n int) ReadOption {
-	return func(c *readConfig) error {
+// PullBatch is the MaxMessages of each Pull request (default 1000). Read.
+func PullBatch(n int) Option {
+	return func(c *config) {
+		c.set("PullBatch")
 		if n <= 0 {
-			return fmt.Errorf("pubsubio: PullBatch must be positive, got %d", n)
+			c.errorf("PullBatch(%d): want a positive number", n)
 		}
-		c.PullBatch = n
-		return nil
+		c.pullBatch = n
 	}
 }
 
-// IdleStop makes each reader finish after d without any message: it acks
-// what it carries and returns StopProcessing, which ends the pipeline once
-// all readers have stopped. 0 (the default) reads forever. Only polls the
-// server answered (empty) count as idle: a Pull that times out does not.
-func IdleStop(d time.Duration) ReadOption {
-	return func(c *readConfig) error {
+// IdleStop makes each reader finish after d without any message, which
+// ends the pipeline once all readers have stopped and the rest of the job
+// is done. 0 (the default) reads forever. Only polls the server answered
+// (empty) count as idle: a Pull that times out does not. Read.
+func IdleStop(d time.Duration) Option {
+	return func(c *config) {
+		c.set("IdleStop")
 		if d < 0 {
-			return fmt.Errorf("pubsubio: IdleStop must not be negative, got %v", d)
+			c.errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
 		}
-		c.IdleStop = d
-		return nil
+		c.idleStop = d
 	}
 }
 
 // Readers sets how many readers pull from the subscription concurrently
 // (default 1). Pub/Sub spreads messages over all pullers of a subscription;
-// each reader is an independent restriction the runner can schedule on its
-// own worker.
-func Readers(n int) ReadOption {
-	return func(c *readConfig) error {
+// each reader is a restriction of its own that the runner can schedule on
+// its own worker. Read.
+func Readers(n int) Option {
+	return func(c *config) {
+		c.set("Readers")
 		if n <= 0 {
-			return fmt.Errorf("pubsubio: Readers must be positive, got %d", n)
+			c.errorf("Readers(%d): want at least 1", n)
 		}
-		c.Readers = n
-		return nil
+		c.readers = n
 	}
 }
 
 // WatermarkLag is how far behind wall-clock time the watermark stays while
 // the subscription is idle (default 2s): messages published less than this
-// before an idle poll are still on time.
-func WatermarkLag(d time.Duration) ReadOption {
-	return func(c *readConfig) error {
+// before an idle poll are still on time. Read.
+func WatermarkLag(d time.Duration) Option {
+	return func(c *config) {
+		c.set("WatermarkLag")
 		if d < 0 {
-			return fmt.Errorf("pubsubio: WatermarkLag must not be negative, got %v", d)
+			c.errorf("WatermarkLag(%v): want 0 or a positive duration", d)
 		}
-		c.WatermarkLag = d
+		c.watermarkLag = d
+	}
+}
+
+// PublishBatch sets how many messages one Publish request carries (default
+// 500; Pub/Sub allows up to 1000 and 10 MB). Write.
+func PublishBatch(n int) Option {
+	return func(c *config) {
+		c.set("PublishBatch")
+		if n <= 0 || n > 1000 {
+			c.errorf("PublishBatch(%d): want 1 to 1000", n)
+		}
+		c.publishBatch = n
+	}
+}
+
+// withoutLease turns lease extension off (tests only: it shows the
+// redeliveries that leasing prevents).
+func withoutLease() Option {
+	return func(c *config) {
+		c.set("withoutLease")
+		c.disableLease = true
+	}
+}
+
+// checkName requires a fully qualified name projects/P/<kind>/N and says
+// so when name is of the other kind.
+func checkName(name, kind string) error {
+	if _, _, ok := splitName(name, kind); ok {
 		return nil
 	}
+	other := map[string]string{"subscriptions": "topics", "topics": "subscriptions"}[kind]
+	hint := ""
+	if _, _, ok := splitName(name, other); ok {
+		hint = " (that names a " + strings.TrimSuffix(other, "s") + ")"
+	}
+	singular := strings.TrimSuffix(kind, "s")
+	return fmt.Errorf("%q is not a full %s name%s; want projects/PROJECT/%s/NAME", name, singular, hint, kind)
 }
 
-func newReadConfig(subscription string, opts []ReadOption) (readConfig, error) {
-	c := readConfig{
-		AckDeadline:       DefaultAckDeadline,
-		MaxBundleDuration: DefaultMaxBundleDuration,
-		MaxBundleMessages: DefaultMaxBundleMessages,
-		PullBatch:         DefaultPullBatch,
-		Readers:           1,
-		WatermarkLag:      DefaultWatermarkLag,
-	}
-	if err := checkName(subscription, "subscriptions"); err != nil {
-		return c, err
-	}
-	var errs []error
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return c, errors.Join(errs...)
-}
+// CheckSubscriptionName returns an error unless name has the form
+// projects/PROJECT/subscriptions/NAME, for a program that takes names from
+// its user and wants to refuse a bad one before it builds a job.
+func CheckSubscriptionName(name string) error { return checkName(name, "subscriptions") }
 
-// checkName requires a fully qualified name projects/P/<kind>/N.
-func checkName(name, kind string) error {
-	if _, _, ok := splitName(name, kind); !ok {
-		return fmt.Errorf("pubsubio: %q is not a full %s name; want projects/PROJECT/%s/NAME", name, kind[:len(kind)-1], kind)
-	}
-	return nil
-}
+// CheckTopicName is CheckSubscriptionName for projects/PROJECT/topics/NAME.
+func CheckTopicName(name string) error { return checkName(name, "topics") }
 
 func splitName(name, kind string) (project, short string, ok bool) {
-	var rest string
-	const p = "projects/"
-	if len(name) <= len(p) || name[:len(p)] != p {
+	rest, ok := strings.CutPrefix(name, "projects/")
+	if !ok {
 		return "", "", false
 	}
-	rest = name[len(p):]
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '/' {
-			project, rest = rest[:i], rest[i+1:]
-			prefix := kind + "/"
-			if project == "" || len(rest) <= len(prefix) || rest[:len(prefix)] != prefix {
-				return "", "", false
-			}
-			short = rest[len(prefix):]
-			for j := 0; j < len(short); j++ {
-				if short[j] == '/' {
-					return "", "", false
-				}
-			}
-			return project, short, true
-		}
+	project, rest, ok = strings.Cut(rest, "/")
+	if !ok || project == "" {
+		return "", "", false
 	}
-	return "", "", false
-}
-
-// withoutLease disables lease extension (tests only).
-func withoutLease() ReadOption {
-	return func(c *readConfig) error {
-		c.disableLease = true
-		return nil
+	short, ok = strings.CutPrefix(rest, kind+"/")
+	if !ok || short == "" || strings.Contains(short, "/") {
+		return "", "", false
 	}
+	return project, short, true
 }

@@ -2,11 +2,11 @@ package pubsubio
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
@@ -21,27 +21,23 @@ import (
 )
 
 func init() {
-	register.DoFn5x2[context.Context, *WatermarkEstimator, *sdf.LockRTracker, int,
+	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, int,
 		func(beam.EventTime, Message), sdf.ProcessContinuation, error](&readFn{})
 	register.Emitter2[beam.EventTime, Message]()
 }
-
-// Counters of the source, under the "pubsubio" namespace.
-var (
-	messagesRead    = beam.NewCounter("pubsubio", "messages_read")
-	messagesAcked   = beam.NewCounter("pubsubio", "messages_acked")
-	messagesNacked  = beam.NewCounter("pubsubio", "messages_nacked")
-	leaseExtensions = beam.NewCounter("pubsubio", "lease_extensions")
-)
 
 // ackChunk bounds the ids per Acknowledge/ModifyAckDeadline request (Pub/Sub
 // limits a request to 512 KB).
 const ackChunk = 1000
 
-// Read returns a PCollection<Message> of the messages of subscription, a full
-// name projects/P/subscriptions/S. It panics on invalid options; TryRead
-// returns the error instead.
-func Read(s beam.Scope, subscription string, opts ...ReadOption) beam.PCollection {
+// Read returns a PCollection<Message> of the messages of subscription, a
+// full name projects/P/subscriptions/S. It acknowledges nothing: each
+// Message carries its AckID, and the pipeline acks a message with Ack once
+// what it made of the message is safe (published, written, dead-lettered,
+// or dropped as a duplicate of a row that is). Until then the message stays
+// leased and is not redelivered (see the package doc). It panics on invalid
+// options; TryRead returns the error instead.
+func Read(s beam.Scope, subscription string, opts ...Option) beam.PCollection {
 	col, err := TryRead(s, subscription, opts...)
 	if err != nil {
 		panic(err)
@@ -50,13 +46,13 @@ func Read(s beam.Scope, subscription string, opts ...ReadOption) beam.PCollectio
 }
 
 // TryRead is Read returning construction errors.
-func TryRead(s beam.Scope, subscription string, opts ...ReadOption) (beam.PCollection, error) {
-	cfg, err := newReadConfig(subscription, opts)
+func TryRead(s beam.Scope, subscription string, opts ...Option) (beam.PCollection, error) {
+	cfg, err := newConfig("pubsubio.Read", readOptions, opts, checkName(subscription, "subscriptions"))
 	if err != nil {
 		return beam.PCollection{}, err
 	}
 	s = s.Scope("pubsubio.Read")
-	readers := make([]int, cfg.Readers)
+	readers := make([]int, cfg.readers)
 	for i := range readers {
 		readers[i] = i
 	}
@@ -76,9 +72,10 @@ type readFn struct {
 	PullBatch          int
 	IdleStopMs         int64
 	WatermarkLagMs     int64
-	// DisableLease turns off lease extension; tests use it to show the
-	// redelivery that leasing prevents.
-	DisableLease bool
+	DisableLease       bool
+	// RunID names the run of this Read (lease.go): the Stopper's id with
+	// StopWith, else one made at construction.
+	RunID string
 	// StopID names the Stopper in the submitting process (StopWith).
 	StopID string
 
@@ -86,53 +83,60 @@ type readFn struct {
 	stopMissingWarned bool
 }
 
-func newReadFn(subscription string, c readConfig) *readFn {
+func newReadFn(subscription string, c config) *readFn {
+	runID := c.stopID
+	if runID == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		runID = "read-" + hex.EncodeToString(b[:])
+	}
 	return &readFn{
 		Subscription:       subscription,
-		Endpoint:           c.Endpoint,
-		IDAttribute:        c.IDAttribute,
-		TimestampAttribute: c.TimestampAttribute,
-		AckDeadlineMs:      c.AckDeadline.Milliseconds(),
-		MaxBundleMs:        c.MaxBundleDuration.Milliseconds(),
-		MaxBundleMessages:  c.MaxBundleMessages,
-		PullBatch:          c.PullBatch,
-		IdleStopMs:         c.IdleStop.Milliseconds(),
-		WatermarkLagMs:     c.WatermarkLag.Milliseconds(),
+		Endpoint:           c.endpoint,
+		IDAttribute:        c.idAttribute,
+		TimestampAttribute: c.timestampAttribute,
+		AckDeadlineMs:      c.ackDeadline.Milliseconds(),
+		MaxBundleMs:        c.maxBundleDuration.Milliseconds(),
+		MaxBundleMessages:  c.maxBundleMessages,
+		PullBatch:          c.pullBatch,
+		IdleStopMs:         c.idleStop.Milliseconds(),
+		WatermarkLagMs:     c.watermarkLag.Milliseconds(),
 		DisableLease:       c.disableLease,
-		StopID:             c.StopID,
+		RunID:              runID,
+		StopID:             c.stopID,
 	}
 }
 
 func (fn *readFn) Setup(ctx context.Context) error {
 	c, err := subscriberClient(ctx, fn.Endpoint)
 	if err != nil {
-		return fmt.Errorf("pubsubio: dialing Pub/Sub: %w", err)
+		return fmt.Errorf("pubsubio: dialing %s: %w", Target(fn.Endpoint), err)
 	}
 	fn.sub = c
 	return nil
 }
 
-func (fn *readFn) CreateInitialRestriction(_ int) Restriction { return Restriction{} }
+func (fn *readFn) CreateInitialRestriction(_ int) restriction { return restriction{} }
 
-func (fn *readFn) SplitRestriction(_ int, r Restriction) []Restriction { return []Restriction{r} }
+func (fn *readFn) SplitRestriction(_ int, r restriction) []restriction { return []restriction{r} }
 
-func (fn *readFn) RestrictionSize(_ int, _ Restriction) float64 { return 1 }
+func (fn *readFn) RestrictionSize(_ int, _ restriction) float64 { return 1 }
 
-func (fn *readFn) CreateTracker(r Restriction) *sdf.LockRTracker {
+func (fn *readFn) CreateTracker(r restriction) *sdf.LockRTracker {
 	return sdf.NewLockRTracker(newTracker(r, time.Now()))
 }
 
-func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ Restriction, _ int) int64 {
+func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ restriction, _ int) int64 {
 	return int64(et)
 }
 
-func (fn *readFn) CreateWatermarkEstimator(ms int64) *WatermarkEstimator {
-	we := &WatermarkEstimator{}
+func (fn *readFn) CreateWatermarkEstimator(ms int64) *watermarkEstimator {
+	we := &watermarkEstimator{}
 	we.ms.Store(ms)
 	return we
 }
 
-func (fn *readFn) WatermarkEstimatorState(we *WatermarkEstimator) int64 {
+func (fn *readFn) WatermarkEstimatorState(we *watermarkEstimator) int64 {
 	return we.ms.Load()
 }
 
@@ -140,38 +144,51 @@ func (fn *readFn) ackDeadline() time.Duration {
 	return time.Duration(fn.AckDeadlineMs) * time.Millisecond
 }
 
-// ProcessElement runs one bundle of a reader: ack what the previous
-// (committed) bundle claimed, pull and emit until the bundle's time or
-// message budget is spent, then checkpoint so that the residual carries this
-// bundle's ack ids.
-func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt *sdf.LockRTracker, _ int,
+// ProcessElement runs one bundle of a reader: pull and emit until the
+// bundle's time or message budget is spent, then checkpoint. Every message
+// emitted is held (lease.go) until Ack releases it.
+func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, _ int,
 	emit func(beam.EventTime, Message)) (sdf.ProcessContinuation, error) {
 	tr := rt.Rt.(*tracker)
-	rest := tr.GetRestriction().(Restriction)
-	if err := fn.ack(ctx, rest.AckIDs); err != nil {
-		return nil, err
-	}
-	messagesAcked.Inc(ctx, int64(len(rest.AckIDs)))
+	r := runFor(fn)
 	stp := fn.stopper(ctx)
-	if stp != nil {
-		stp.acked.Add(int64(len(rest.AckIDs)))
-		if stp.Requested() {
-			// The carried ids are acked and nothing more is pulled: done.
-			tr.stop()
+	read, absorbed := 0, 0
+	defer func() {
+		cRead.Inc(ctx, int64(read))
+		cAbsorbed.Inc(ctx, int64(absorbed))
+		cLeaseExtensions.Inc(ctx, r.extensions.Swap(0))
+	}()
+	stop := func() (sdf.ProcessContinuation, error) {
+		// What was emitted commits with this bundle; nothing was acked.
+		tr.stop()
+		if stp != nil {
 			stp.ended.Add(1)
-			return sdf.StopProcessing(), nil
 		}
+		return sdf.StopProcessing(), nil
 	}
-
-	lease := fn.startLease(ctx)
-	defer lease.stop(ctx) // idempotent; the normal paths stop it explicitly
+	if stp != nil && stp.Requested() {
+		return stop()
+	}
 
 	lag := time.Duration(fn.WatermarkLagMs) * time.Millisecond
 	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
 	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
 	claimed := 0
-	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) && !(stp != nil && stp.Requested()) {
+	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
+		if stp != nil && stp.Requested() {
+			return stop()
+		}
+		if stp != nil {
+			stp.pullSince.Store(time.Now().UnixNano())
+		}
 		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
+		if stp != nil {
+			stp.pullSince.Store(0)
+			stp.unanswered.Store(errors.Is(err, errNoAnswer))
+			if err == nil {
+				stp.answered.Add(1)
+			}
+		}
 		if errors.Is(err, errNoAnswer) {
 			// Not evidence of an empty subscription (a loaded server or
 			// fake can be that slow with a backlog): no IdleStop on it.
@@ -183,58 +200,68 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 		if len(msgs) == 0 {
 			if claimed == 0 {
 				if idleStop > 0 && time.Since(tr.lastActivityTime()) >= idleStop {
-					// Nothing claimed in this bundle and the carried ids are acked: done.
-					lease.stop(ctx)
-					tr.stop()
-					if stp != nil {
-						stp.ended.Add(1) // this reader returned StopProcessing
-					}
-					return sdf.StopProcessing(), nil
+					return stop()
 				}
 				// Idle and nothing in flight from this bundle: let event time move on.
 				we.UpdateWatermark(time.Now().Add(-lag))
 			}
 			continue
 		}
-		// Lease the whole batch now (the subscription's own deadline may be
-		// short) and keep leasing it: emit may block on slow fused steps
-		// before later messages of the batch are even claimed.
-		lease.add(ctx, ackIDs(msgs))
-		var oldest time.Time
+		// Lease the whole batch now: the subscription's own deadline may be
+		// shorter than the time emit takes to come back from fused steps.
+		if !fn.DisableLease {
+			warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, ackIDs(msgs), fn.ackDeadline()))
+			r.extensions.Add(1)
+		}
+		// Claim and hold the whole batch before emitting any of it: emit
+		// may block in fused steps, and the lease covers only what is held.
+		fresh := make([]bool, len(msgs))
+		split := false
 		for i, rm := range msgs {
 			if !rt.TryClaim(rm.GetAckId()) {
-				// A runner split took over the restriction; the residual owes
-				// the acks of what was claimed. Hand the rest back at once.
-				messagesRead.Inc(ctx, int64(i)) // the claimed part of the batch
+				// A runner split took over the restriction: hand the rest
+				// back at once, emit what was claimed, and end.
 				unclaimed := ackIDs(msgs[i:])
-				lease.remove(len(unclaimed))
-				fn.modify(ctx, unclaimed, 0)
-				messagesNacked.Inc(ctx, int64(len(unclaimed)))
-				lease.stop(ctx)
-				return sdf.StopProcessing(), nil
+				warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, unclaimed, 0))
+				cNacked.Inc(ctx, int64(len(unclaimed)))
+				msgs, split = msgs[:i], true
+				break
 			}
-			m := fromReceived(rm.GetMessage(), fn.IDAttribute)
+			claimed++
+			fresh[i] = r.hold(ctx, rm.GetMessage().GetMessageId(), rm.GetAckId())
+			if !fresh[i] {
+				absorbed++ // its first delivery is in flight in this run
+			}
+		}
+		var oldest time.Time
+		emitted := 0
+		for i, rm := range msgs {
+			if !fresh[i] {
+				continue
+			}
+			m := fromReceived(rm, fn.IDAttribute)
 			ts := eventTime(m, fn.TimestampAttribute)
-			if i == 0 || ts.Before(oldest) {
+			if emitted == 0 || ts.Before(oldest) {
 				oldest = ts
 			}
+			emitted++
 			if stp != nil {
 				stp.claimed.Add(1) // before emit, which may block in fused steps
 			}
+			read++
 			emit(mtime.FromTime(ts), m)
-			claimed++
 		}
-		messagesRead.Inc(ctx, int64(len(msgs)))
+		if split {
+			return sdf.StopProcessing(), nil
+		}
 		// Heuristic watermark: Pub/Sub has no order, so follow the oldest
 		// timestamp of the latest batch, never ahead of wall time minus lag.
-		if wm := time.Now().Add(-lag); oldest.Before(wm) {
+		if wm := time.Now().Add(-lag); emitted > 0 && oldest.Before(wm) {
 			we.UpdateWatermark(oldest)
 		} else {
 			we.UpdateWatermark(wm)
 		}
 	}
-	lease.stop(ctx)
-	leaseExtensions.Inc(ctx, lease.count.Load())
 	return sdf.ResumeProcessingIn(0), nil
 }
 
@@ -244,7 +271,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *WatermarkEstimator, rt
 // expires (measured with pstest: a whole 1000-message batch lost to a 100ms
 // client timeout), so the client never cuts a pull short on purpose.
 func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsubpb.ReceivedMessage, error) {
-	pctx, cancel := context.WithTimeout(ctx, max64(time.Until(deadline), 0)+pullGrace)
+	pctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 0)+pullGrace)
 	defer cancel()
 	resp, err := fn.sub.Pull(pctx, &pubsubpb.PullRequest{Subscription: fn.Subscription, MaxMessages: int32(n)})
 	if err != nil {
@@ -254,7 +281,7 @@ func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsu
 		if pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 			return nil, errNoAnswer
 		}
-		return nil, fmt.Errorf("pubsubio: pull %s: %w", fn.Subscription, err)
+		return nil, fmt.Errorf("pubsubio: pull %s on %s: %w", fn.Subscription, Target(fn.Endpoint), err)
 	}
 	return resp.GetReceivedMessages(), nil
 }
@@ -265,13 +292,6 @@ var errNoAnswer = errors.New("pubsubio: pull not answered in time")
 // pullGrace is how long a Pull may outlast the bundle deadline.
 const pullGrace = 10 * time.Second
 
-func max64(a, b time.Duration) time.Duration {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 func ackIDs(msgs []*pubsubpb.ReceivedMessage) []string {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
@@ -280,112 +300,26 @@ func ackIDs(msgs []*pubsubpb.ReceivedMessage) []string {
 	return ids
 }
 
-// ack acknowledges ids. An id whose lease expired is rejected by
-// exactly-once subscriptions and ignored by others; its message was or will
-// be redelivered and deduplicated downstream, so that is not a failure. Any
-// other error (after the client's retries) is an infrastructure failure.
-func (fn *readFn) ack(ctx context.Context, ids []string) error {
+// modifyDeadline sets the ack deadline of ids (0 hands them back) and
+// returns the first error. A failure only costs a redelivery.
+func modifyDeadline(ctx context.Context, c *pubsub.SubscriptionAdminClient, subscription string, ids []string, d time.Duration) error {
+	var first error
 	for len(ids) > 0 {
 		n := min(len(ids), ackChunk)
-		err := fn.sub.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: fn.Subscription, AckIds: ids[:n]})
-		if err != nil {
-			switch status.Code(err) {
-			case codes.InvalidArgument, codes.FailedPrecondition:
-				log.Warnf(ctx, "pubsubio: ack of %d ids on %s rejected (leases expired?): %v", n, fn.Subscription, err)
-			default:
-				return fmt.Errorf("pubsubio: ack on %s: %w", fn.Subscription, err)
-			}
-		}
-		ids = ids[n:]
-	}
-	return nil
-}
-
-// modify sets the ack deadline of ids (0 nacks them). Failures only cost a
-// redelivery, so they are logged.
-func (fn *readFn) modify(ctx context.Context, ids []string, d time.Duration) {
-	for len(ids) > 0 {
-		n := min(len(ids), ackChunk)
-		err := fn.sub.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
-			Subscription: fn.Subscription, AckIds: ids[:n], AckDeadlineSeconds: int32(math.Ceil(d.Seconds())),
+		err := c.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription: subscription, AckIds: ids[:n], AckDeadlineSeconds: int32(math.Ceil(d.Seconds())),
 		})
-		if err != nil && !errors.Is(err, context.Canceled) {
-			log.Warnf(ctx, "pubsubio: modifyAckDeadline of %d ids on %s: %v", n, fn.Subscription, err)
+		if err != nil && first == nil && !errors.Is(err, context.Canceled) {
+			first = fmt.Errorf("pubsubio: modifyAckDeadline of %d ids on %s: %w", n, subscription, err)
 		}
 		ids = ids[n:]
 	}
+	return first
 }
 
-// leaser extends the leases of the bundle's pulled messages every third of
-// the ack deadline while the bundle runs, and once more when it stops, so
-// the lease covers the time until the residual acks them.
-type leaser struct {
-	fn       *readFn
-	mu       sync.Mutex
-	ids      []string // pulled in this bundle, in pull order
-	quit     chan struct{}
-	finished chan struct{}
-	once     sync.Once
-	count    atomic.Int64
-}
-
-func (fn *readFn) startLease(ctx context.Context) *leaser {
-	l := &leaser{fn: fn, quit: make(chan struct{}), finished: make(chan struct{})}
-	if fn.DisableLease {
-		close(l.finished)
-		return l
+// warnModify logs a failed modifyDeadline.
+func warnModify(ctx context.Context, err error) {
+	if err != nil {
+		log.Warnf(ctx, "%v (the messages are redelivered after their lease)", err)
 	}
-	every := max64(fn.ackDeadline()/3, 100*time.Millisecond)
-	lctx := context.WithoutCancel(ctx)
-	go func() {
-		defer close(l.finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-l.quit:
-				return
-			case <-t.C:
-				l.extend(lctx, l.snapshot())
-			}
-		}
-	}()
-	return l
-}
-
-// add leases ids now and from then on.
-func (l *leaser) add(ctx context.Context, ids []string) {
-	l.mu.Lock()
-	l.ids = append(l.ids, ids...)
-	l.mu.Unlock()
-	l.extend(ctx, ids)
-}
-
-// remove drops the last n ids (handed back unclaimed).
-func (l *leaser) remove(n int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.ids = l.ids[:len(l.ids)-n]
-}
-
-func (l *leaser) snapshot() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.ids...)
-}
-
-func (l *leaser) extend(ctx context.Context, ids []string) {
-	if l.fn.DisableLease || len(ids) == 0 {
-		return
-	}
-	l.fn.modify(ctx, ids, l.fn.ackDeadline())
-	l.count.Add(1)
-}
-
-func (l *leaser) stop(ctx context.Context) {
-	l.once.Do(func() {
-		close(l.quit)
-		<-l.finished
-		l.extend(ctx, l.snapshot())
-	})
 }

@@ -10,35 +10,28 @@ import (
 )
 
 func init() {
-	beam.RegisterType(reflect.TypeOf((*Restriction)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*restriction)(nil)).Elem())
 }
 
-// Restriction is the state one reader carries from a bundle to the next.
-// The runner persists it as part of the bundle's result and starts it only
-// after committing that bundle, which is what makes acking it safe.
-type Restriction struct {
-	// AckIDs are the messages the previous bundle claimed and emitted. The
-	// bundle is committed by the time this restriction runs, so they are
-	// acked first.
-	AckIDs []string
+// restriction is the state a reader carries from a bundle to the next.
+type restriction struct {
 	// LastActivityMs is when the reader last received a message (Unix ms),
 	// for IdleStop; 0 means "not started".
 	LastActivityMs int64
 }
 
 // tracker claims ack ids. It is unbounded: only a checkpoint (a split at
-// fraction 0, by the SDK after a ResumeProcessingIn or by the runner) or stop
-// ends it. After that, TryClaim fails and the residual carries every id
-// claimed so far.
+// fraction 0, by the SDK after a ResumeProcessingIn or by the runner) or a
+// stop ends it; after that TryClaim fails.
 type tracker struct {
 	mu           sync.Mutex
-	rest         Restriction
-	claimed      []string
+	rest         restriction
+	claimed      int
 	lastActivity int64
 	done         bool
 }
 
-func newTracker(r Restriction, now time.Time) *tracker {
+func newTracker(r restriction, now time.Time) *tracker {
 	t := &tracker{rest: r, lastActivity: r.LastActivityMs}
 	if t.lastActivity == 0 {
 		t.lastActivity = now.UnixMilli()
@@ -47,23 +40,23 @@ func newTracker(r Restriction, now time.Time) *tracker {
 }
 
 // TryClaim claims an ack id (a string).
-func (t *tracker) TryClaim(pos any) bool {
+func (t *tracker) TryClaim(any) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.done {
 		return false
 	}
-	t.claimed = append(t.claimed, pos.(string))
+	t.claimed++
 	t.lastActivity = time.Now().UnixMilli()
 	return true
 }
 
 func (t *tracker) GetError() error { return nil }
 
-// TrySplit supports only checkpoints (fraction 0): the primary becomes the
-// finished work of this bundle and the residual owes the acks of everything
-// it claimed. Other fractions are declined: a reader's work cannot be split,
-// only more readers added.
+// TrySplit supports only checkpoints (fraction 0): the primary is the
+// finished work of this bundle, the residual the reader's next bundle.
+// Other fractions are declined: a reader's work cannot be split, only more
+// readers added.
 func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -71,14 +64,13 @@ func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) 
 		return t.rest, nil, nil
 	}
 	t.done = true
-	res := Restriction{AckIDs: append([]string(nil), t.claimed...), LastActivityMs: t.lastActivity}
-	return Restriction{}, res, nil
+	return restriction{}, restriction{LastActivityMs: t.lastActivity}, nil
 }
 
 func (t *tracker) GetProgress() (done, remaining float64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return float64(len(t.claimed)), 1
+	return float64(t.claimed), 1
 }
 
 func (t *tracker) IsDone() bool {
@@ -95,7 +87,7 @@ func (t *tracker) GetRestriction() any {
 	return t.rest
 }
 
-// stop ends the restriction without a residual (idle stop).
+// stop ends the restriction without a residual (idle stop, stop request).
 func (t *tracker) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -108,19 +100,19 @@ func (t *tracker) lastActivityTime() time.Time {
 	return time.UnixMilli(t.lastActivity)
 }
 
-// WatermarkEstimator is the source's manual watermark estimator. Its state
+// watermarkEstimator is the source's manual watermark estimator. Its state
 // is the watermark in Unix milliseconds; it only moves forward.
-type WatermarkEstimator struct {
+type watermarkEstimator struct {
 	ms atomic.Int64
 }
 
 // CurrentWatermark reports the output watermark of the reader.
-func (e *WatermarkEstimator) CurrentWatermark() time.Time {
+func (e *watermarkEstimator) CurrentWatermark() time.Time {
 	return time.UnixMilli(e.ms.Load())
 }
 
 // UpdateWatermark moves the watermark to t if t is later.
-func (e *WatermarkEstimator) UpdateWatermark(t time.Time) {
+func (e *watermarkEstimator) UpdateWatermark(t time.Time) {
 	ms := t.UnixMilli()
 	for {
 		cur := e.ms.Load()

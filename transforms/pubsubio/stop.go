@@ -5,32 +5,32 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 )
 
-// A Stopper ends the readers of a Read on request, keeping the acking
-// invariant: a reader that sees the request stops pulling, ends its bundle
-// with a checkpoint (so the runner commits what it emitted), acks those
-// messages at the start of its next bundle and ends there without pulling
-// again. Messages it pulled and did not claim are nacked; anything else
-// outstanding is redelivered when its lease expires.
+// A Stopper ends the readers of a Read on request: a reader that sees the
+// request stops pulling and ends its bundle, whose output the runner then
+// commits as usual; what it emitted is acked downstream as it becomes safe.
+// Messages it pulled and did not emit are handed back.
 //
 // The request travels through process memory, so it reaches only readers
 // running in the process that created the Stopper: Prism in process, or any
 // runner with the LOOPBACK environment. Elsewhere use the runner's own stop
 // (Dataflow drain, Flink stop with a savepoint).
 //
-// It also counts, in the same memory, the messages its readers claimed and
-// acked, as they happen: the job's metrics show a bundle's counts only
-// once it commits, so they cannot tell a reader stuck in a bundle from an
-// idle one.
+// It also counts, in the same memory, the messages its readers emitted, as
+// they go: the job's metrics show a bundle's counts only once it commits,
+// so they cannot tell a reader stuck in a bundle from an idle one.
 type Stopper struct {
-	id        string
-	requested atomic.Bool
-	ended     atomic.Int64
-	claimed   atomic.Int64
-	acked     atomic.Int64
+	id         string
+	requested  atomic.Bool
+	ended      atomic.Int64
+	claimed    atomic.Int64
+	answered   atomic.Int64
+	unanswered atomic.Bool
+	pullSince  atomic.Int64 // Unix nanos when the Pull in flight was sent; 0: none
 }
 
 var (
@@ -54,29 +54,53 @@ func (s *Stopper) Stop() { s.requested.Store(true) }
 func (s *Stopper) Requested() bool { return s.requested.Load() }
 
 // Ended is the number of readers that have ended (on request or, with
-// IdleStop, idle): each has acked every message it emitted.
+// IdleStop, idle).
 func (s *Stopper) Ended() int { return int(s.ended.Load()) }
 
-// Claimed is the number of messages the readers claimed (emitted into the
-// job), redeliveries included.
+// Claimed is the number of messages the readers emitted into the job,
+// redeliveries of acked messages included.
 func (s *Stopper) Claimed() int64 { return s.claimed.Load() }
 
-// Acked is the number of claimed messages the readers acked, once the
-// bundle that claimed them committed (a rejected ack of an expired lease
-// included: the message was processed and will be deduplicated).
-func (s *Stopper) Acked() int64 { return s.acked.Load() }
+// Answered is the number of Pull requests Pub/Sub answered (empty ones
+// included), and Unanswered whether the last one went unanswered for the
+// whole bundle: an idle subscription answers, a service that is down or
+// frozen does not.
+func (s *Stopper) Answered() int64 { return s.answered.Load() }
 
-// Close unregisters the Stopper.
-func (s *Stopper) Close() { stoppers.Delete(s.id) }
+// Unanswered: see Answered.
+func (s *Stopper) Unanswered() bool { return s.unanswered.Load() }
 
-// StopWith makes the readers end when s.Stop is called (see Stopper).
-func StopWith(s *Stopper) ReadOption {
-	return func(c *readConfig) error {
+// Pulling is how long the Pull a reader is waiting on has been out (0 when
+// none is): a reader whose bundle commits nothing while it waits on Pub/Sub
+// is held up by the service, not by the runner.
+func (s *Stopper) Pulling() time.Duration {
+	since := s.pullSince.Load()
+	if since == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, since))
+}
+
+// Close unregisters the Stopper and ends its Read's leases in this
+// process: messages still held (the job failed or was cancelled with them
+// in flight) are handed back to Pub/Sub at once, for the next run. It
+// gives Pub/Sub 10s for that; past it they come back after their lease.
+func (s *Stopper) Close() {
+	stoppers.Delete(s.id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	closeRun(ctx, s.id, true)
+}
+
+// StopWith makes the readers end when s.Stop is called (see Stopper). Read.
+func StopWith(s *Stopper) Option {
+	return func(c *config) {
+		c.set("StopWith")
 		if s == nil {
-			return fmt.Errorf("pubsubio: StopWith(nil)")
+			c.errorf("StopWith(nil): want a Stopper from NewStopper")
+			return
 		}
-		c.StopID = s.id
-		return nil
+		c.stopID = s.id
 	}
 }
 

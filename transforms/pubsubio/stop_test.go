@@ -2,6 +2,8 @@ package pubsubio
 
 import (
 	"context"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"strconv"
 	"testing"
 	"time"
@@ -12,10 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A stop request ends a reader that would otherwise read forever (no
-// IdleStop); everything it emitted is acked, nothing before its bundle
-// committed, and what it never pulled stays on the subscription.
-func TestStopperEndsReadersAfterAckingWhatTheyEmitted(t *testing.T) {
+// A stop request ends readers that would otherwise read forever (no
+// IdleStop); everything they emitted reaches Ack and is acked, nothing
+// before, and what they never pulled stays on the subscription.
+func TestStopperEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
 	srv := pubsubtest.New(t, 0)
 	srv.MustTopic(t, "in")
 	sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
@@ -29,7 +31,7 @@ func TestStopperEndsReadersAfterAckingWhatTheyEmitted(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	msgs := Read(s, sub, Endpoint(srv.Addr), StopWith(st), Readers(readers),
 		MaxBundleMessages(50), MaxBundleDuration(200*time.Millisecond))
-	beam.ParDo0(s, &collectFn{Name: name, Addr: srv.Addr}, msgs)
+	Ack(s, sub, beam.ParDo(s, &collectFn{Name: name, Addr: srv.Addr}, msgs), Endpoint(srv.Addr))
 
 	// Keep publishing until the stop, so the readers are busy when it comes.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -46,7 +48,7 @@ func TestStopperEndsReadersAfterAckingWhatTheyEmitted(t *testing.T) {
 		}
 		st.Stop()
 	}()
-	_, err := runPipeline(t, p, 60*time.Second)
+	pr, err := runPipeline(t, p, 60*time.Second)
 	cancel()
 	require.NoError(t, err)
 
@@ -59,13 +61,37 @@ func TestStopperEndsReadersAfterAckingWhatTheyEmitted(t *testing.T) {
 		assert.False(t, seen[id], "message %s was emitted but never acked", id)
 	}
 	assert.Positive(t, len(srv.Unacked("in")), "publishing went on after the stop: those messages stay for the next run")
-	assert.Empty(t, c.ackedEarly, "no message acked while its bundle was in flight")
+	assert.Empty(t, c.ackedEarly, "no message acked before it reached Ack")
 	assert.Equal(t, readers, st.Ended(), "every reader ended")
 	assert.Equal(t, int64(len(c.messages())), st.Claimed(), "the Stopper counted every message emitted")
-	assert.Equal(t, st.Claimed(), st.Acked(), "and, once the readers ended, every one acked")
+	cs := ReadCounters(pr)
+	assert.Equal(t, cs.Read, cs.Acked, "every message emitted was acked")
 }
 
 func TestStopWithRejectsNil(t *testing.T) {
-	_, err := newReadConfig("projects/p/subscriptions/s", []ReadOption{StopWith(nil)})
+	_, err := newConfig("pubsubio.Read", readOptions, []Option{StopWith(nil)})
 	require.ErrorContains(t, err, "StopWith(nil)")
+}
+
+// Closing the Stopper of a run that still holds messages (its job failed
+// with them in flight) hands them back at once, for the next run.
+func TestStopperCloseHandsBackWhatItsRunHolds(t *testing.T) {
+	srv := pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
+	publishN(srv, "in", 20)
+
+	st := NewStopper()
+	p, s := beam.NewPipelineWithRoot()
+	name := t.Name()
+	c := newCollection(name)
+	beam.ParDo(s, &collectFn{Name: name}, Read(s, sub, Endpoint(srv.Addr), StopWith(st), IdleStop(time.Second)))
+	_, err := runPipeline(t, p, 60*time.Second)
+	require.NoError(t, err)
+	require.Len(t, c.messages(), 20, "read, never acked: held with their leases of 60s")
+
+	st.Close()
+	resp, err := srv.Subs.Pull(context.Background(), &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 100})
+	require.NoError(t, err)
+	assert.Len(t, resp.GetReceivedMessages(), 20, "handed back: delivered again at once")
 }

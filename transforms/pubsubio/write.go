@@ -2,7 +2,6 @@ package pubsubio
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
@@ -12,75 +11,36 @@ import (
 )
 
 func init() {
-	register.DoFn2x1[context.Context, Message, error](&writeFn{})
-}
-
-var messagesPublished = beam.NewCounter("pubsubio", "messages_published")
-
-// DefaultPublishBatch is the default number of messages per Publish request.
-const DefaultPublishBatch = 500
-
-type writeConfig struct {
-	Endpoint string
-	Batch    int
-}
-
-// WriteOption configures Write.
-type WriteOption func(*writeConfig) error
-
-// WriteEndpoint publishes to an emulator (host:port) without TLS or
-// credentials; see Endpoint.
-func WriteEndpoint(hostPort string) WriteOption {
-	return func(c *writeConfig) error {
-		c.Endpoint = hostPort
-		return nil
-	}
-}
-
-// PublishBatch sets how many messages one Publish request carries (default
-// 500; Pub/Sub allows up to 1000 and 10 MB).
-func PublishBatch(n int) WriteOption {
-	return func(c *writeConfig) error {
-		if n <= 0 || n > 1000 {
-			return fmt.Errorf("pubsubio: PublishBatch %d out of range [1, 1000]", n)
-		}
-		c.Batch = n
-		return nil
-	}
+	register.DoFn3x1[context.Context, Message, func(Message), error](&writeFn{})
+	register.Emitter1[Message]()
 }
 
 // Write publishes each Message of col (Data, Attributes, OrderingKey) to
-// topic, a full name projects/P/topics/T. Messages are published before the
-// bundle finishes, and a failed publish fails the bundle, so messages of the
-// source fused into the same bundle are not acked unless their output was
-// published. It panics on invalid options; TryWrite returns the error.
-func Write(s beam.Scope, topic string, col beam.PCollection, opts ...WriteOption) {
-	if err := TryWrite(s, topic, col, opts...); err != nil {
+// topic, a full name projects/P/topics/T, and returns the messages it
+// published once Pub/Sub confirmed them (with their AckIDs, for Ack): at
+// the end of each bundle, in the global window. A publish that fails fails
+// the bundle, and none of its messages comes out. It panics on invalid
+// options; TryWrite returns the error.
+func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) beam.PCollection {
+	published, err := TryWrite(s, topic, col, opts...)
+	if err != nil {
 		panic(err)
 	}
+	return published
 }
 
 // TryWrite is Write returning construction errors.
-func TryWrite(s beam.Scope, topic string, col beam.PCollection, opts ...WriteOption) error {
-	c := writeConfig{Batch: DefaultPublishBatch}
-	if err := checkName(topic, "topics"); err != nil {
-		return err
-	}
-	var errs []error
-	for _, o := range opts {
-		if err := o(&c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+func TryWrite(s beam.Scope, topic string, col beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	var typeErr error
 	if got := col.Type().Type(); got != messageT {
-		return fmt.Errorf("pubsubio: Write needs a PCollection<pubsubio.Message>, got %v", got)
+		typeErr = fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
+	}
+	c, err := newConfig("pubsubio.Write", writeOptions, opts, checkName(topic, "topics"), typeErr)
+	if err != nil {
+		return beam.PCollection{}, err
 	}
 	s = s.Scope("pubsubio.Write")
-	beam.ParDo0(s, &writeFn{Topic: topic, Endpoint: c.Endpoint, Batch: c.Batch}, col)
-	return nil
+	return beam.ParDo(s, &writeFn{Topic: topic, Endpoint: c.endpoint, Batch: c.publishBatch}, col), nil
 }
 
 type writeFn struct {
@@ -88,34 +48,44 @@ type writeFn struct {
 	Endpoint string
 	Batch    int
 
-	pub *pubsub.TopicAdminClient
-	buf []*pubsubpb.PubsubMessage
+	pub  *pubsub.TopicAdminClient
+	buf  []*pubsubpb.PubsubMessage
+	msgs []Message // of buf
+	done []Message // published in this bundle
 }
 
 func (fn *writeFn) Setup(ctx context.Context) error {
 	c, err := publisherClient(ctx, fn.Endpoint)
 	if err != nil {
-		return fmt.Errorf("pubsubio: dialing Pub/Sub: %w", err)
+		return fmt.Errorf("pubsubio: dialing %s: %w", Target(fn.Endpoint), err)
 	}
 	fn.pub = c
 	return nil
 }
 
-func (fn *writeFn) StartBundle(_ context.Context) error {
-	fn.buf = fn.buf[:0]
-	return nil
+func (fn *writeFn) StartBundle(_ context.Context, _ func(Message)) {
+	fn.buf, fn.msgs, fn.done = fn.buf[:0], fn.msgs[:0], fn.done[:0]
 }
 
-func (fn *writeFn) ProcessElement(ctx context.Context, m Message) error {
+func (fn *writeFn) ProcessElement(ctx context.Context, m Message, _ func(Message)) error {
 	fn.buf = append(fn.buf, toPublish(m))
+	fn.msgs = append(fn.msgs, m)
 	if len(fn.buf) >= fn.Batch {
 		return fn.flush(ctx)
 	}
 	return nil
 }
 
-func (fn *writeFn) FinishBundle(ctx context.Context) error {
-	return fn.flush(ctx)
+// FinishBundle publishes the rest and emits what the bundle published.
+func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Message)) error {
+	if err := fn.flush(ctx); err != nil {
+		return err
+	}
+	for _, m := range fn.done {
+		emit(m)
+	}
+	fn.done = fn.done[:0]
+	return nil
 }
 
 func (fn *writeFn) flush(ctx context.Context) error {
@@ -123,9 +93,12 @@ func (fn *writeFn) flush(ctx context.Context) error {
 		return nil
 	}
 	if _, err := fn.pub.Publish(ctx, &pubsubpb.PublishRequest{Topic: fn.Topic, Messages: fn.buf}); err != nil {
-		return fmt.Errorf("pubsubio: publish %d messages to %s: %w", len(fn.buf), fn.Topic, err)
+		unacked := len(fn.buf) + len(fn.done)
+		return fmt.Errorf("pubsubio: publish of %d messages to %s on %s failed: %w; the bundle fails with its %d messages unacked, so their input is redelivered (messages the bundle published before, if any, are published again)",
+			len(fn.buf), fn.Topic, Target(fn.Endpoint), err, unacked)
 	}
-	messagesPublished.Inc(ctx, int64(len(fn.buf)))
-	fn.buf = fn.buf[:0]
+	cPublished.Inc(ctx, int64(len(fn.buf)))
+	fn.done = append(fn.done, fn.msgs...)
+	fn.buf, fn.msgs = fn.buf[:0], fn.msgs[:0]
 	return nil
 }

@@ -1,13 +1,22 @@
-// Package rowspec is the vocabulary of the roles a row's columns play in
-// beamdedup's transforms: the key (PARTITION BY), the kind (+I, -U, +U,
-// -D), the event time (OnTime) and the ordering column (SequenceBy). A
-// pipeline states them once, as a Spec, and hands the same Spec to dedup,
-// changelog and pgsink (each takes it through its option named Spec), so
-// the sink orders and keys rows as the deduplication that fed it did:
+// Package rowspec is beamdedup's row model: the roles a row's columns play
+// (the key, PARTITION BY; the kind, +I, -U, +U, -D; the event time,
+// OnTime; the ordering column, SequenceBy), how each role's column is read,
+// and the one comparator that says which of a key's rows wins.
+//
+// A pipeline states the roles once, as a Spec, and hands the same Spec to
+// dedup, changelog and pgsink (each takes it through its option named
+// Spec), so the sink orders and keys rows as the deduplication that fed it
+// did:
 //
 //	spec := rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}
 //	res := dedup.KeepLast(s, events, dedup.Spec(spec))
 //	pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"))
+//
+// Every transform reads a role's column with this package's reader
+// (KindColumn, TimeColumn, SeqColumn, or all of them at once with
+// Spec.Resolve): one set of accepted types, one validation and one text
+// for each error. Every transform and the sink compare rows with Order
+// (order.go), whose tie rules are written there once.
 //
 // It has no Beam imports.
 package rowspec
@@ -16,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"time"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 )
@@ -32,16 +40,19 @@ type Spec struct {
 	// "+U", "-D"; "" reads as +I) or a rowkind.Kind.
 	Kind string
 	// OnTime is the event-time column: a time.Time or int64 Unix
-	// milliseconds (or a pointer to one).
+	// milliseconds (or a pointer to one). Rows compare by its value to
+	// the microsecond (a time.Time) or the millisecond (an int64).
 	OnTime string
 	// SequenceBy is the ordering column: a signed or unsigned integer, a
-	// float, a time.Time or a string (or a pointer to one).
+	// float, a time.Time (compared to the microsecond) or a string (or a
+	// pointer to one).
 	SequenceBy string
 }
 
 // Err reports every way s is inconsistent in itself, naming the roles as
 // their options are named: an empty column name, a key column listed
-// twice, a column in two roles.
+// twice, a column in two roles. It is the one duplicate-column check of
+// every transform and the sink.
 func (s Spec) Err() error {
 	var errs []error
 	role := map[string]string{}
@@ -76,82 +87,28 @@ func (s Spec) Err() error {
 // columns t has.
 func (s Spec) Check(t reflect.Type) error {
 	var errs []error
-	lookup := func(option, col string) {
-		if col == "" {
-			return
-		}
-		if _, err := keycoder.Lookup(t, col); err != nil {
-			errs = append(errs, fmt.Errorf("%s(%q): %w", option, col, err))
-		}
-	}
 	for _, k := range s.Key {
-		lookup("PartitionBy", k)
+		if _, err := lookup(t, "PartitionBy", k); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	lookup("KindColumn", s.Kind)
-	lookup("OnTime", s.OnTime)
-	lookup("SequenceBy", s.SequenceBy)
+	for _, r := range [...]struct{ option, col string }{{"KindColumn", s.Kind}, {"OnTime", s.OnTime}, {"SequenceBy", s.SequenceBy}} {
+		if r.col == "" {
+			continue
+		}
+		if _, err := lookup(t, r.option, r.col); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
-var (
-	timeType  = reflect.TypeFor[time.Time]()
-	int64Type = reflect.TypeFor[int64]()
-)
-
-// TimeColumn reads an OnTime column of a struct row type: a time.Time or
-// an int64 of Unix milliseconds, or a pointer to one. It is the one
-// reader of the role: dedup takes a row's event time from it, pgsink its
-// guard's value.
-type TimeColumn struct {
-	Name  string
-	index int
-	ptr   bool
-	isInt bool
-}
-
-// NewTimeColumn finds column col of struct type t and checks its type; the
-// error names the option (OnTime).
-func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
+// lookup finds column col of struct type t for the role option names; the
+// error names the option and lists t's columns.
+func lookup(t reflect.Type, option, col string) (keycoder.Column, error) {
 	c, err := keycoder.Lookup(t, col)
 	if err != nil {
-		return TimeColumn{}, fmt.Errorf("OnTime(%q): %w", col, err)
+		return keycoder.Column{}, fmt.Errorf("%s(%q): %w", option, col, err)
 	}
-	ft, ptr := c.Type, false
-	if ft.Kind() == reflect.Pointer {
-		ft, ptr = ft.Elem(), true
-	}
-	switch ft {
-	case timeType:
-		return TimeColumn{Name: col, index: c.Index, ptr: ptr}, nil
-	case int64Type:
-		return TimeColumn{Name: col, index: c.Index, ptr: ptr, isInt: true}, nil
-	}
-	return TimeColumn{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
-}
-
-// IsInt reports whether the column holds int64 Unix milliseconds rather
-// than a time.Time.
-func (c TimeColumn) IsInt() bool { return c.isInt }
-
-// Read returns the column's value in row (a struct value of the column's
-// type): a time.Time, or for an int64 column the instant of its
-// milliseconds, with ms its Unix milliseconds; or a reason it has none,
-// naming the column: NULL (a nil pointer) or the zero time.Time.
-func (c TimeColumn) Read(row reflect.Value) (t time.Time, ms int64, reason string) {
-	v := row.Field(c.index)
-	if c.ptr {
-		if v.IsNil() {
-			return time.Time{}, 0, fmt.Sprintf("OnTime column %q is NULL", c.Name)
-		}
-		v = v.Elem()
-	}
-	if c.isInt {
-		ms = v.Int()
-		return time.UnixMilli(ms), ms, ""
-	}
-	t = v.Interface().(time.Time)
-	if t.IsZero() {
-		return time.Time{}, 0, fmt.Sprintf("OnTime column %q holds the zero time.Time (no time was set)", c.Name)
-	}
-	return t, t.UnixMilli(), ""
+	return c, nil
 }

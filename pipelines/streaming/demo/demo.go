@@ -40,8 +40,11 @@ type Config struct {
 	// "retry"="1"). Default 10; negative disables.
 	RetryEvery int
 	// LostAckEvery: the first ack of every LostAckEvery-th message is lost,
-	// so Pub/Sub redelivers it after the ack deadline. Default 7; negative
-	// disables.
+	// so Pub/Sub redelivers it after the ack deadline. Default 7 on Prism;
+	// negative disables. On Flink the default is none: there the kept rows
+	// come out only once the source has ended (docs/runners.md), so their
+	// messages are acked after the readers stopped, and one whose ack is
+	// lost is not read again in the run (it waits for the next, unacked).
 	LostAckEvery int
 	// Undecodable is the number of payloads that are not JSON orders
 	// (default 3); they must reach the dead-letter topic.
@@ -102,12 +105,15 @@ func (r Result) OK() bool {
 	return r.Emitted == r.Keys && r.OutputKeys == r.Keys && r.Unacked == 0 && r.DeadLettered == r.Undecodable
 }
 
-func (c *Config) defaults() {
+func (c *Config) defaults(runner string) {
 	if c.Keys <= 0 {
 		c.Keys = 200
 	}
 	if c.RetryEvery == 0 {
 		c.RetryEvery = 10
+	}
+	if c.LostAckEvery == 0 && (runner == "flink" || runner == "spark") {
+		c.LostAckEvery = -1
 	}
 	if c.LostAckEvery == 0 {
 		c.LostAckEvery = 7
@@ -135,7 +141,7 @@ func (c *Config) defaults() {
 // It lowers pstest's process-wide minimum ack deadline to 1s for the run so
 // that redeliveries come within seconds.
 func Run(ctx context.Context, job jobrun.Options, cfg Config) (Result, error) {
-	cfg.defaults()
+	cfg.defaults(job.Runner)
 	pstest.SetMinAckDeadline(time.Second)
 	defer pstest.ResetMinAckDeadline()
 	srv, err := pubsubtest.StartAt(ctx, "127.0.0.1:0")
@@ -172,7 +178,7 @@ func Run(ctx context.Context, job jobrun.Options, cfg Config) (Result, error) {
 		Endpoint:        srv.Addr,
 		// No cleanup timers: the job ends at the idle stop.
 		Dedup: []dedup.Option{dedup.StateTTL(cfg.StateTTL), dedup.CleanupTimers(false)},
-		Read: []pubsubio.ReadOption{
+		Read: []pubsubio.Option{
 			pubsubio.IdleStop(cfg.IdleStop),
 			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds
 			pubsubio.MaxBundleDuration(500 * time.Millisecond),

@@ -1,7 +1,8 @@
 // Package core is the decision core of beamdedup's deduplications: the
 // rules of KeepFirst (DEDUPLICATE_KEEP_FIRST) and KeepLast (keep-last, a
 // changelog of each key's current row) as pure functions over one key's
-// state, and the one ordering of a key's rows that every expansion uses.
+// state, deciding which row wins with rowspec's comparator, as every
+// expansion and the sink do.
 //
 // It has no Beam imports. The Beam steps in package dedup are thin
 // adapters: the stateful step reads a key's State, asks its Rules (First or
@@ -11,8 +12,10 @@
 // them with Rules.Settle. Every rule lives here once, so it is tested here
 // once, with a fake clock.
 //
-// All times are Unix milliseconds. Processing time ("now") is passed in by
-// the caller; event time is the row's Beam timestamp.
+// All times are Unix milliseconds, as Beam's timestamps, watermarks and
+// timers are; only which row wins compares a row's OnTime value to the
+// microsecond (Row.Micros, rowspec.Order). Processing time ("now") is
+// passed in by the caller; event time is the row's Beam timestamp.
 //
 // It is the rules layer of package dedup, not an API of its own: it exports
 // what dedup (and the tests that check the rules) call, and nothing here is
@@ -24,6 +27,7 @@ package core
 import (
 	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Phase is where a key is in its deduplication period (defined beside the
@@ -62,8 +66,15 @@ type Rules interface {
 // Row is a row arriving at a key.
 type Row struct {
 	Kind rowkind.Kind
-	Time int64  // event time (the row's timestamp)
-	Seq  []byte // its SequenceBy value (coders/ordercoder); nil without SequenceBy
+	Time int64 // event time (the row's timestamp), Unix ms
+	// Micros are the microseconds of the row's OnTime value past Time's
+	// millisecond (0 to 999; 0 for an int64 column or without OnTime): rows
+	// compare to the microsecond, timers and retention to the millisecond.
+	Micros uint16
+	// Stamped: Time is the row's timestamp, not its OnTime value (no
+	// OnTime); it orders rows without a value (rowspec.Order).
+	Stamped bool
+	Seq     []byte // its SequenceBy value (rowspec.SeqColumn); nil without SequenceBy
 	// Row is the row's encoding, normalized to kind +I, which Last compares
 	// and stores but never reads. First never compares rows and takes nil:
 	// a decision that makes the row the key's candidate says so (Stored),
@@ -72,7 +83,17 @@ type Row struct {
 }
 
 // Order is the row's place in its key's order.
-func (r Row) Order() Order { return Order{Seq: r.Seq, Time: r.Time} }
+func (r Row) Order() rowspec.Order {
+	return rowspec.Order{Seq: r.Seq, Time: rowspec.Micros(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
+}
+
+// stored is the order of a key's stored row (First's candidate, Last's
+// row or tombstone): a tombstone, a retraction's value with no row, ranks
+// as the retraction it stands for. (The state compares only where rows are
+// ordered by a value, so never Stamped without a SequenceBy value.)
+func stored(st *State) rowspec.Order {
+	return rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
+}
 
 // Outcome is what happened to an input row. Each row has exactly one, and
 // each maps to one metric.
@@ -315,13 +336,24 @@ func (c Config) cleanupAfterEmit(st *State) Timer {
 		if c.EventTTL > 0 {
 			return Timer{Kind: Cleanup, At: st.MaxEvent + c.EventTTL + 1}
 		}
-		if c.StateTTL > 0 { // event-time mode: re-arming check of the processing-time expiry
-			st.CleanupAt = st.CandTime + c.StateTTL
-			st.Rearms = 0
-			return Timer{Kind: Cleanup, At: st.CleanupAt}
+		if c.StateTTL > 0 { // event-time mode: the one check of the processing-time expiry
+			return Timer{Kind: Cleanup, At: c.expiryCheck(st)}
 		}
 	}
 	return Timer{}
+}
+
+// expiryCheck is the event time at which event-time mode checks an
+// emitted key's processing-time expiry (StateTTL; its one timer family is
+// event time): one TTL past the expiry, or past the candidate's time if
+// that is later. The watermark reaches it only after the wall clock has
+// passed the expiry, unless the watermark runs more than a TTL ahead of the
+// wall clock: at the end of a finite input, when it jumps to the end of
+// time, or with event times from the future. So one firing per key
+// suffices, and the end of a finite input costs each key at most two: its
+// finalization and this check.
+func (c Config) expiryCheck(st *State) int64 {
+	return max(st.CandTime, st.ExpireAt) + c.StateTTL
 }
 
 // refresh is what a duplicate does to an emitted key's retention.

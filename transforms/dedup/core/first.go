@@ -27,7 +27,7 @@ func (f First) OnRow(st *State, r Row, now int64) Decision {
 		}
 		d.Write = true
 		if c.EventTime {
-			*st = State{Phase: Pending, CandTime: r.Time, Cand: r.Row}
+			*st = State{Phase: Pending, CandTime: r.Time, Micros: r.Micros, Cand: r.Row}
 			d.Outcome, d.Stored = BecomeCandidate, true
 			d.Timer = Timer{Kind: Finalize, At: r.Time}
 			return d
@@ -39,8 +39,8 @@ func (f First) OnRow(st *State, r Row, now int64) Decision {
 		d.Timer = c.cleanupAfterEmit(st)
 		return d
 	case Pending:
-		if KeepFirst.Replaces(r.Order(), Order{Time: st.CandTime}) {
-			st.CandTime, st.Cand = r.Time, r.Row
+		if KeepFirst.Replaces(r.Order(), stored(st)) {
+			st.CandTime, st.Micros, st.Cand = r.Time, r.Micros, r.Row
 			d.Write, d.Stored = true, true
 			d.Outcome = ReplaceCandidate
 			d.Timer = Timer{Kind: Finalize, At: r.Time}

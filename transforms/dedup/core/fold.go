@@ -1,5 +1,7 @@
 package core
 
+import "github.com/beamdedup/beamdedup/transforms/rowspec"
+
 // The mini-batch steps before the shuffle: what the keying step may drop or
 // fold within a bundle without changing any result.
 //
@@ -15,7 +17,8 @@ package core
 //     deletes and re-inserts it (-D/+I), the same final state.
 //   - Ordered (OnTime, SequenceBy): the stored ordering value only grows, so
 //     the bundle's row that replaces every earlier one (KeepLast.Replaces:
-//     the largest value, ties to the later arrival) is accepted exactly when
+//     the largest order, a retraction after a live row of its value, ties
+//     to the later arrival) is accepted exactly when
 //     the unfolded sequence ends with it, and every later row below it is
 //     out of order in both. A retraction that wins leaves the same tombstone, and
 //     a row identical to the stored one leaves its value stored (Last.OnRow's
@@ -35,9 +38,8 @@ package core
 // Fold is what the mini-batch fold holds of a key's pending row.
 type Fold struct {
 	Has   bool
-	Time  int64  // the pending row's event time
-	Seq   []byte // its SequenceBy value, nil without SequenceBy
-	Since int64  // processing time of the group's first row (StateTTL)
+	Order rowspec.Order // the pending row's (its Seq a copy)
+	Since int64         // processing time of the group's first row (StateTTL)
 }
 
 // FoldAction is what the fold does with an arriving row; each action tells
@@ -72,10 +74,12 @@ func (a FoldAction) String() string {
 // copied). r.Row is not read. Only Ordered and StateTTL of c matter.
 func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 	hold := func() {
-		p.Has, p.Time, p.Seq = true, r.Time, append(p.Seq[:0], r.Seq...)
+		o := r.Order()
+		o.Seq = append(p.Order.Seq[:0], r.Seq...)
 		if r.Seq == nil {
-			p.Seq = nil
+			o.Seq = nil
 		}
+		p.Has, p.Order = true, o
 	}
 	switch {
 	case !p.Has:
@@ -86,7 +90,7 @@ func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 		hold()
 		p.Since = now
 		return FoldFlush
-	case c.Ordered && !KeepLast.Replaces(r.Order(), Order{Seq: p.Seq, Time: p.Time}):
+	case c.Ordered && !KeepLast.Replaces(r.Order(), p.Order):
 		return FoldDrop
 	}
 	hold()
@@ -97,8 +101,8 @@ func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 // rows passed on in a bundle.
 type Passed struct {
 	Has   bool
-	Since int64 // processing time of the key's first row passed on
-	Time  int64 // the smallest event time passed on (event-time mode)
+	Since int64         // processing time of the key's first row passed on
+	Order rowspec.Order // the smallest order passed on (event-time mode; its time to the microsecond)
 }
 
 // PreFilterFirstRow decides whether KeepFirst's keying step drops row r of
@@ -117,10 +121,10 @@ func (c Config) PreFilterFirstRow(p *Passed, r Row, now int64) (drop bool, o Out
 	case r.Kind.IsRetraction():
 		return recent, Swallow
 	case !recent:
-		*p = Passed{Has: true, Since: now, Time: r.Time}
+		*p = Passed{Has: true, Since: now, Order: rowspec.Order{Time: r.Order().Time}}
 		return false, 0
-	case c.EventTime && KeepFirst.Replaces(r.Order(), Order{Time: p.Time}):
-		p.Time = r.Time
+	case c.EventTime && KeepFirst.Replaces(r.Order(), p.Order):
+		p.Order.Time = r.Order().Time
 		return false, 0
 	}
 	return true, DropDuplicate

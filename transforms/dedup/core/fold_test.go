@@ -22,6 +22,18 @@ type foldIn struct {
 	want core.FoldAction
 }
 
+// Within a millisecond the fold compares microseconds, as the state does.
+func TestFold_OrdersRowsOfOneMillisecondToTheMicrosecond(t *testing.T) {
+	cfg := core.Config{Ordered: true}
+	var p core.Fold
+	for i, r := range []struct {
+		us   uint16
+		want core.FoldAction
+	}{{700, core.FoldHold}, {200, core.FoldDrop}, {700, core.FoldReplace}, {701, core.FoldReplace}, {0, core.FoldDrop}} {
+		assert.Equal(t, r.want, cfg.FoldLastRow(&p, core.Row{Kind: rowkind.Insert, Time: 5, Micros: r.us}, 0), "row %d", i)
+	}
+}
+
 func TestFold_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -37,8 +49,10 @@ func TestFold_EachRowOfABundleHoldsReplacesDropsOrFlushes(t *testing.T) {
 		{"ordered: a row below the pending one drops, a tie replaces", core.Config{Ordered: true}, []foldIn{
 			{rowkind.Insert, 5, "", 0, core.FoldHold},
 			{rowkind.Insert, 4, "", 0, core.FoldDrop},
-			{rowkind.UpdateBefore, 5, "", 0, core.FoldReplace},
 			{rowkind.UpdateAfter, 5, "", 0, core.FoldReplace},
+			{rowkind.UpdateBefore, 5, "", 0, core.FoldReplace},
+			{rowkind.UpdateAfter, 5, "", 0, core.FoldDrop}, // as old as a retraction
+			{rowkind.Delete, 5, "", 0, core.FoldReplace},
 			{rowkind.Delete, 3, "", 0, core.FoldDrop},
 		}},
 		{"sequence value before the time", core.Config{Ordered: true}, []foldIn{

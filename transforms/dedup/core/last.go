@@ -17,7 +17,8 @@ import (
 //
 // In ordered mode a retraction leaves a tombstone: Phase Emitted with no
 // row (Cand empty) and the retraction's ordering value, so that a row older
-// than the deletion, arriving after it, stays deleted, as the bounded
+// than the deletion, or as old (a retraction ranks after a live row of its
+// value, rowspec.Order), arriving after it, stays deleted, as the bounded
 // merge decides. Tombstones expire with the key's retention.
 
 // Last is KeepLast's rules: per key the last row (by arrival, or ordered
@@ -38,8 +39,8 @@ func (l Last) OnRow(st *State, r Row, now int64) Decision {
 		d.Expired = true
 		d.Write = true // at least clear the expired state
 	}
-	if c.Ordered && st.Phase == Emitted && !KeepLast.Replaces(r.Order(), Order{Seq: st.Seq, Time: st.CandTime}) {
-		d.Outcome = OutOfOrder // below the stored row or the tombstone
+	if c.Ordered && st.Phase == Emitted && !KeepLast.Replaces(r.Order(), stored(st)) {
+		d.Outcome = OutOfOrder // below the stored row or the tombstone (a live row as old as a deletion too)
 		return d
 	}
 	if st.Phase != Emitted || len(st.Cand) == 0 {
@@ -77,13 +78,13 @@ func (l Last) OnRow(st *State, r Row, now int64) Decision {
 	}
 	if bytes.Equal(r.Row, st.Cand) {
 		d.Outcome = DropDuplicate
-		if c.Ordered && (r.Time != st.CandTime || !bytes.Equal(r.Seq, st.Seq)) {
+		if c.Ordered && (r.Time != st.CandTime || r.Micros != st.Micros || !bytes.Equal(r.Seq, st.Seq)) {
 			// The identical row is the later arrival with a value no smaller:
 			// it is now the key's last row, so its value is the stored one
 			// (as the bounded merge and the mini-batch fold decide). Only
 			// SequenceBy without OnTime gets here: otherwise the value is a
 			// column, equal in equal rows.
-			st.CandTime, st.Seq = r.Time, r.Seq
+			st.CandTime, st.Micros, st.Seq = r.Time, r.Micros, r.Seq
 			d.Write = true
 		}
 		if c.ResetOnDuplicate {
@@ -113,26 +114,28 @@ func (c Config) tombstone(st *State, r Row, now int64) {
 // store makes r the key's stored row, its retention starting now: every
 // accepted row refreshes it.
 func (c Config) store(st *State, r Row, now int64) {
-	*st = State{Phase: Emitted, CandTime: r.Time, Cand: r.Row, Seq: r.Seq}
+	*st = State{Phase: Emitted, CandTime: r.Time, Micros: r.Micros, Cand: r.Row, Seq: r.Seq}
 	c.retain(st, r.Time, now)
 }
 
 // Settle accounts for a key's rows merged into m as KeepLast does on
-// bounded input: the changelog collapsed to its final state. The kept row
-// is emitted as +I (Inserted), or nothing when it is a retraction (the key
-// ends deleted: it deletes a row never emitted); every other row was
-// superseded.
+// bounded input: the changelog collapsed to its final state, which a sink
+// that holds an earlier state of the key must end with. The kept row is
+// emitted as +I (Inserted), or, when it is a retraction (the key ends
+// deleted), as a -D (DeletedIn), so that the key's row leaves a table that
+// holds it; every other row was superseded.
 func (Last) Settle(m Candidate) Settlement {
 	var s Settlement
 	if !m.Has {
 		return s
 	}
 	s.add(Superseded, m.Rows+m.Retractions-1)
+	s.Emit = true
 	if m.Retract {
-		s.add(IgnoreRetraction, 1)
+		s.Kind = rowkind.Delete
+		s.add(DeletedIn, 1)
 		return s
 	}
-	s.Emit = true
 	s.add(Inserted, 1)
 	return s
 }

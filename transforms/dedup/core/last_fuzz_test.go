@@ -58,8 +58,9 @@ func (m *lastModel) arrive(key string, kind rowkind.Kind, et int64, seq, row str
 	}
 	retraction := kind == rowkind.UpdateBefore || kind == rowkind.Delete
 	switch {
-	case k.has && m.cfg.Ordered && (seq < k.seq || seq == k.seq && et < k.time):
-		// out of order (below the stored row or a deletion): dropped
+	case k.has && m.cfg.Ordered && (seq < k.seq || seq == k.seq && et < k.time || seq == k.seq && et == k.time && k.row == "" && !retraction):
+		// out of order (below the stored row or a deletion, or a live row
+		// as old as a deletion): dropped
 	case !k.has || k.row == "":
 		switch {
 		case !retraction:

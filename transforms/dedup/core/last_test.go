@@ -8,6 +8,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The rules of KeepLast (docs/keeplast.md, "Semantics" 1-4 and 7), one by one,
@@ -113,17 +114,20 @@ func TestLast_Rule3_OrderedAStaleRetractionIsOutOfOrder(t *testing.T) {
 }
 
 // Ordered mode: a deletion is remembered with its value, so a row older than
-// it that arrives later stays deleted (as the bounded merge decides), and a
-// newer one inserts.
+// it that arrives later stays deleted (as the bounded merge decides), and so
+// does a row as old as it (a retraction ranks after a live row of its
+// value, in any arrival order); a newer one inserts.
 func TestLast_Rule3_OrderedADeletionKeepsOlderRowsOut(t *testing.T) {
 	s := runLast(t, core.Config{Ordered: true}, []lastIn{
 		{rowkind.Delete, at(10, 5), "", "unseen-delete", core.IgnoreRetraction},
 		{rowkind.Insert, at(10, 3), "", "older", core.OutOfOrder},
+		{rowkind.Insert, at(10, 5), "", "as-old", core.OutOfOrder},
 		{rowkind.Insert, at(10, 6), "", "newer", core.Inserted},
 		{rowkind.UpdateBefore, at(10, 7), "", "newer", core.DeletedIn},
-		{rowkind.UpdateAfter, at(10, 7), "", "same-instant", core.Inserted},
+		{rowkind.UpdateAfter, at(10, 7), "", "same-instant", core.OutOfOrder},
+		{rowkind.UpdateAfter, at(10, 8), "", "later", core.Inserted},
 	})
-	assert.Equal(t, []string{"+I newer", "-D newer", "+I same-instant"}, s.Rows())
+	assert.Equal(t, []string{"+I newer", "-D newer", "+I later"}, s.Rows())
 }
 
 // A resent retraction of a deleted key finds its tombstone as the first
@@ -237,7 +241,7 @@ func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
 
 func TestKeepLastReplaces_IsTheOrderedRule(t *testing.T) {
 	replaces := func(seq []byte, t int64, storedSeq []byte, storedT int64) bool {
-		return core.KeepLast.Replaces(core.Order{Seq: seq, Time: t}, core.Order{Seq: storedSeq, Time: storedT})
+		return core.KeepLast.Replaces(rowspec.Order{Seq: seq, Time: t}, rowspec.Order{Seq: storedSeq, Time: storedT})
 	}
 	assert.True(t, replaces(nil, 5, nil, 5), "a tie replaces")
 	assert.False(t, replaces(nil, 4, nil, 5))

@@ -3,6 +3,7 @@ package core_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -466,39 +467,86 @@ func TestRule_StaleTimerFiringsAreIgnored(t *testing.T) {
 	})
 }
 
-func TestRule_EventTimeStateTTLCleanupTimerRearmsUntilTheProcessingTimeExpiryPassed(t *testing.T) {
+// Event-time mode checks a key's processing-time expiry with its one
+// event-time timer, one TTL past the expiry: emitted at 12:00 with a
+// 5-minute TTL, the key expires at 12:05 and is checked when the watermark
+// reaches 12:10. A watermark behind the wall clock gets there only after
+// 12:05, so the one check finds the key expired and deletes it.
+func TestRule_EventTimeStateTTLChecksTheExpiryOnceATTLPastIt(t *testing.T) {
 	cfg := core.Config{EventTime: true, StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: true}
 	s := emitEventTime(t, cfg, at(12, 0), at(10, 1), at(12, 0)) // expires 12:05
 	timer, _ := s.Timer("k")
-	require.Equal(t, core.Timer{Kind: core.Cleanup, At: at(10, 6)}, timer, "first check at candidate time + TTL")
+	require.Equal(t, core.Timer{Kind: core.Cleanup, At: at(12, 10)}, timer, "the check: the expiry plus the TTL")
 
-	var last int64 = timer.At
-	for _, proc := range []int64{at(12, 1), at(12, 2), at(12, 4)} {
-		s.AdvanceClock(proc)
-		s.AdvanceWatermark(last) // the timer fires before the expiry: re-arm
-		require.Equal(t, core.Emitted, s.State("k").Phase, "not expired at %d", proc)
-		next, _ := s.Timer("k")
-		assert.Equal(t, core.Cleanup, next.Kind)
-		assert.Greater(t, next.At, last, "re-armed later")
-		last = next.At
-		assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, s.wm, "late").Outcome, "the key still deduplicates")
-	}
-
-	s.AdvanceClock(at(12, 5))
-	s.AdvanceWatermark(last)
-	assert.Equal(t, core.None, s.State("k").Phase, "the firing after the expiry cleared the key")
+	s.AdvanceClock(at(12, 4))
+	s.AdvanceWatermark(at(12, 4) - second) // behind the wall clock, as a live watermark is
+	assert.Equal(t, core.Emitted, s.State("k").Phase)
+	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, s.wm, "late").Outcome, "the key still deduplicates")
+	s.AdvanceClock(at(12, 11))
+	s.AdvanceWatermark(at(12, 10))
+	assert.Equal(t, core.None, s.State("k").Phase, "the check found the key expired and cleared it")
+	assert.Equal(t, 2, s.firings, "the finalization and the one check")
+	_, set := s.Timer("k")
+	assert.False(t, set, "no timer left")
 	assert.Equal(t, []string{"first"}, s.Rows())
 }
 
-func TestRule_EventTimeStateTTLCleanupTimerEndsFastAtTheEndOfInput(t *testing.T) {
+// At the end of a finite input the watermark jumps to the end of time,
+// long before any key's processing-time expiry. Each key's check then
+// fires at once and finds the key unexpired; it keeps the state (the
+// runner drops it with the window) and sets no further timer, so a key
+// costs at most two firings at the end: its finalization, if it was still
+// pending, and its check.
+func TestRule_EventTimeStateTTLCostsAtMostTwoFiringsPerKeyAtTheEndOfInput(t *testing.T) {
+	cfg := core.Config{EventTime: true, StateTTL: time.Hour.Milliseconds(), ResetOnDuplicate: true, CleanupTimers: true}
+	for _, tc := range []struct {
+		name    string
+		emitted bool // emitted before the end of the input
+		firings int
+	}{
+		{"emitted before the end", true, 1},
+		{"pending at the end", false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, cfg, at(12, 0))
+			s.AdvanceWatermark(at(10, 0))
+			for i := range 100 {
+				require.Equal(t, core.BecomeCandidate, s.Arrive(fmt.Sprintf("k%d", i), rowkind.Insert, at(10, 1)+int64(i), "first").Outcome)
+			}
+			if tc.emitted {
+				s.AdvanceWatermark(at(10, 2))
+				require.Len(t, s.Rows(), 100)
+			}
+			before := s.firings
+			s.AdvanceWatermark(globalWindowEnd) // the end of the input, before any expiry (13:00)
+			assert.Equal(t, 100*tc.firings, s.firings-before, "firings per key at the end of the input")
+			assert.Len(t, s.Rows(), 100)
+			for k := range s.keys {
+				assert.Equal(t, core.Emitted, s.State(k).Phase, "kept: the runner drops it with the window")
+				_, set := s.Timer(k)
+				assert.False(t, set, "no timer left")
+			}
+		})
+	}
+}
+
+// A watermark more than a TTL ahead of the wall clock (event times from the
+// future) looks like the end of the input to the check: the key is kept,
+// and dedup is exact still, because its next row checks the expiry on
+// arrival.
+func TestRule_EventTimeStateTTLWatermarkAheadOfTheClockKeepsTheKeyUntilItsNextRow(t *testing.T) {
 	cfg := core.Config{EventTime: true, StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: true}
-	s := emitEventTime(t, cfg, at(12, 0), at(10, 1), at(12, 0))
-	before := s.firings
-	s.AdvanceWatermark(globalWindowEnd) // end of input, long before the processing-time expiry
-	assert.Equal(t, core.Emitted, s.State("k").Phase, "kept: the runner drops it with the window")
-	assert.LessOrEqual(t, s.firings-before, 64, "the doubling step ends the re-arms in a few dozen firings")
+	s := emitEventTime(t, cfg, at(9, 0), at(10, 1), at(9, 0)) // wall clock 9:00, event time 10:01; expires 9:05
+	timer, _ := s.Timer("k")
+	require.Equal(t, core.Timer{Kind: core.Cleanup, At: at(10, 6)}, timer, "past the candidate's time, the later of the two")
+	s.AdvanceClock(at(9, 1))
+	s.AdvanceWatermark(at(10, 6))
+	assert.Equal(t, core.Emitted, s.State("k").Phase, "not expired at 9:01: kept")
 	_, set := s.Timer("k")
-	assert.False(t, set, "no timer left")
+	assert.False(t, set, "no further check")
+	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(10, 7), "before the expiry").Outcome)
+	s.AdvanceClock(at(9, 5))
+	assert.Equal(t, core.BecomeCandidate, s.Arrive("k", rowkind.Insert, at(10, 8), "after the expiry").Outcome, "a new period")
 }
 
 func TestRule_EventTimeStateTTLCleanupTimerPastTheWindowEndIsSetAtTheWindowEnd(t *testing.T) {
@@ -510,32 +558,31 @@ func TestRule_EventTimeStateTTLCleanupTimerPastTheWindowEndIsSetAtTheWindowEnd(t
 	s.AdvanceWatermark(at(10, 1))
 	require.Equal(t, []string{"first"}, s.Rows())
 	timer, _ := s.Timer("k")
-	assert.Equal(t, core.Timer{Kind: core.Cleanup, At: at(10, 3) - 1}, timer, "the 10:06 cleanup is clamped to the window end, overwriting the finalization")
+	assert.Equal(t, core.Timer{Kind: core.Cleanup, At: at(10, 3) - 1}, timer, "the 12:10 check is clamped to the window end, overwriting the finalization")
 	assert.Equal(t, core.Emitted, s.State("k").Phase)
 	s.AdvanceClock(at(12, 1))
 	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(10, 2), "late").Outcome)
 }
 
-// Window [10:00, 10:10): the first cleanup check at 10:06 fires while the
-// processing-time expiry (12:05) is ahead; the next re-arm (10:16) would be
-// past the window end. The key must still drop its later rows in this window
-// until 12:05 (the runner drops the window's state at its end anyway).
-func TestRule_EventTimeStateTTLRearmStopsAtTheWindowEndWithoutEndingThePeriodEarly(t *testing.T) {
+// Window [10:00, 10:10): the expiry check (12:10) is clamped to the window
+// end, where it fires while the processing-time expiry (12:05) is ahead.
+// The key must still drop its later rows in this window until 12:05 (the
+// runner drops the window's state at its end anyway).
+func TestRule_EventTimeStateTTLCheckAtTheWindowEndDoesNotEndThePeriodEarly(t *testing.T) {
 	cfg := core.Config{EventTime: true, StateTTL: 5 * minute, ResetOnDuplicate: true, CleanupTimers: true}
 	s := newSim(t, cfg, at(12, 0))
 	s.windowEnd = at(10, 10) - 1
 	s.AdvanceWatermark(at(10, 0))
 	s.Arrive("k", rowkind.Insert, at(10, 1), "first")
-	s.AdvanceWatermark(at(10, 1)) // emitted @12:00, expires 12:05, cleanup check at 10:06
+	s.AdvanceWatermark(at(10, 1)) // emitted @12:00, expires 12:05, checked at the window end
 	s.AdvanceClock(at(12, 1))
-	s.AdvanceWatermark(at(10, 6)) // the check fires: not expired; next would be 10:16 > window end
+	s.AdvanceWatermark(s.windowEnd) // the check fires: not expired
 	assert.Equal(t, core.Emitted, s.State("k").Phase, "still retained: 12:01 < 12:05")
 	s.AdvanceClock(at(12, 2))
 	assert.Equal(t, core.DropLate, s.Arrive("k", rowkind.Insert, at(10, 7), "later").Outcome)
-	s.AdvanceWatermark(at(10, 7))
 	assert.Equal(t, []string{"first"}, s.Rows())
-	timer, _ := s.Timer("k")
-	assert.LessOrEqual(t, timer.At, s.windowEnd, "no timer past the window end")
+	_, set := s.Timer("k")
+	assert.False(t, set, "no timer past the window end")
 }
 
 // Watermarkless, EventTTL 8s, window [10:00:00, 10:00:40). k emitted at

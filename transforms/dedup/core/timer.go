@@ -28,23 +28,15 @@ func (c Config) OnTimer(st *State, finalize bool, hold, now, windowEnd int64) Ti
 		}
 		stateExpired := c.StateTTL > 0 && now >= st.ExpireAt
 		if c.EventTime && c.EventTTL == 0 && c.StateTTL > 0 && !stateExpired {
-			// Event-time mode with StateTTL: the event-time cleanup timer
-			// checks the processing-time expiry and re-arms until it passed.
-			if st.CleanupAt >= windowEnd {
-				// The last check, at the window's end: keep the state (rows
-				// of this window may still come until it expires) and let
-				// the runner drop it with the window.
-				return d
-			}
-			step := c.StateTTL << min(st.Rearms+1, 40)
-			next := st.CleanupAt + step
-			if next < st.CleanupAt || next > windowEnd {
-				next = windowEnd
-			}
-			st.CleanupAt = next
-			st.Rearms++
-			d.Write = true
-			d.Timer = Timer{Kind: Cleanup, At: next}
+			// The expiry check (Config.expiryCheck), or the window's end
+			// it was clamped to, fired before the wall clock passed the
+			// expiry: the watermark runs more than a TTL ahead of it (the
+			// end of a finite input), or the window ends first. Keep the
+			// state and set no timer: a later check would fire at once
+			// again at the end of the input (event time has moved past
+			// any time a check could name), and the runner drops the
+			// state with its window; a row of the key that arrives
+			// meanwhile finds it expired once it is.
 			return d
 		}
 		if c.Family() == EventTimeFamily && c.EventTTL > 0 && st.MaxEvent+c.EventTTL+1 > windowEnd && !stateExpired {

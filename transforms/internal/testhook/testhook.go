@@ -1,14 +1,12 @@
 // Package testhook carries the settings that only tests and benchmarks
-// set on a transform (the public helpers are in packages
-// transforms/dedup/deduptest and transforms/pgsink/pgsinktest): a transform package installs its option
+// set on a transform (the public helpers are in package
+// transforms/dedup/deduptest): a transform package installs its option
 // makers here at init, and keeps the processing-time clocks tests
 // register. Nothing here is part of the public API.
 package testhook
 
 import (
-	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 )
@@ -67,8 +65,3 @@ func ResolveClock(name string) (func(time.Time) time.Time, error) {
 	}
 	return v.(func(time.Time) time.Time), nil
 }
-
-// NewSinkWriter, installed by pgsink, opens pgsink's writer without a
-// pipeline for rows of rowType with opts ([]pgsink.Option), for the sink's
-// benchmark (package pgsinktest).
-var NewSinkWriter func(ctx context.Context, rowType reflect.Type, opts any) (any, error)

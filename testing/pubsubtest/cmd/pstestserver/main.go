@@ -5,7 +5,9 @@
 //	    --topics=orders,orders-out,orders-dlq --subscriptions=orders-sub:orders
 //	export PUBSUB_EMULATOR_HOST=localhost:8085
 //
-// State is in memory and gone when the process exits.
+// State is in memory and gone when the process exits. A test that starts
+// it as a child process passes --exit_on_stdin_eof and keeps its stdin
+// open: the server then exits with the test, however the test exits.
 package main
 
 import (
@@ -27,14 +29,15 @@ import (
 func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	if err := run(os.Args[1:], os.Stdout, sig); err != nil {
+	if err := run(os.Args[1:], os.Stdout, sig, os.Stdin); err != nil {
 		log.Fatalf("pstestserver: %v", err)
 	}
 }
 
-// run serves until stop receives; it prints PUBSUB_EMULATOR_HOST=addr once
-// the topics and subscriptions exist.
-func run(args []string, stdout io.Writer, stop <-chan os.Signal) error {
+// run serves until stop receives (or, with --exit_on_stdin_eof, stdin
+// ends); it prints PUBSUB_EMULATOR_HOST=addr once the topics and
+// subscriptions exist.
+func run(args []string, stdout io.Writer, stop <-chan os.Signal, stdin io.Reader) error {
 	fs := flag.NewFlagSet("pstestserver", flag.ContinueOnError)
 	port := fs.Int("port", 8085, "port to listen on (0 picks a free one)")
 	host := fs.String("host", "127.0.0.1", "address to listen on")
@@ -43,6 +46,7 @@ func run(args []string, stdout io.Writer, stop <-chan os.Signal) error {
 	subs := fs.String("subscriptions", "", "comma-separated sub:topic pairs to create")
 	ackDeadline := fs.Duration("ack_deadline", 10*time.Second, "ack deadline of created subscriptions")
 	minAck := fs.Duration("min_ack_deadline", 0, "lower pstest's minimum ack deadline (>= 1s)")
+	stdinEOF := fs.Bool("exit_on_stdin_eof", false, "exit when stdin ends (a parent process that holds it open has exited)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,7 +79,17 @@ func run(args []string, stdout io.Writer, stop <-chan os.Signal) error {
 		}
 	}
 	fmt.Fprintf(stdout, "PUBSUB_EMULATOR_HOST=%s\n", srv.Addr)
-	<-stop
+	eof := make(chan struct{})
+	if *stdinEOF {
+		go func() {
+			io.Copy(io.Discard, stdin)
+			close(eof)
+		}()
+	}
+	select {
+	case <-stop:
+	case <-eof:
+	}
 	return nil
 }
 

@@ -20,7 +20,7 @@ func TestServesTheConfiguredSubscriptionForPubsubEmulatorHost(t *testing.T) {
 	stop := make(chan os.Signal, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run([]string{"--port=0", "--project=p", "--topics=in,out", "--subscriptions=in-sub:in"}, w, stop)
+		done <- run([]string{"--port=0", "--project=p", "--topics=in,out", "--subscriptions=in-sub:in"}, w, stop, nil)
 		w.Close()
 	}()
 	line, err := bufio.NewReader(r).ReadString('\n')
@@ -43,6 +43,19 @@ func TestServesTheConfiguredSubscriptionForPubsubEmulatorHost(t *testing.T) {
 }
 
 func TestRejectsAMalformedSubscriptionFlag(t *testing.T) {
-	err := run([]string{"--port=0", "--subscriptions=nocolon"}, io.Discard, make(chan os.Signal))
+	err := run([]string{"--port=0", "--subscriptions=nocolon"}, io.Discard, make(chan os.Signal), nil)
 	require.ErrorContains(t, err, "sub:topic")
+}
+
+func TestExitsWhenStdinEnds(t *testing.T) {
+	in, closeIn := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- run([]string{"--port=0", "--exit_on_stdin_eof"}, io.Discard, make(chan os.Signal), in) }()
+	closeIn.Close()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "still serving 10s after stdin ended")
+	}
 }

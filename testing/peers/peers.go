@@ -1,0 +1,151 @@
+// Package peers runs the other deduplications beside ours on the same
+// rows and the same machine: Flink SQL 2.3's ROW_NUMBER() deduplication
+// and Nexmark q0/q18 in a local MiniCluster (flinksql/, a Maven project),
+// Beam Java's Deduplicate on its direct runner (beamjava/), and Beam
+// Python's Deduplicate on the Prism binary we build (beampython/). The
+// inputs come from the generators our pipelines and benchmarks use
+// (data.go, cmd/peerdata). docs/performance.md ("Against the peers") has
+// the commands and what the runs showed; the tests here hold the Flink
+// SQL peer to seed 003's table.
+//
+// Each JVM program prints one line per result, "name key=value ...",
+// which Run parses. The Maven projects' classpaths are resolved once per
+// machine (flinktest.Project).
+package peers
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/beamdedup/beamdedup/testing/flinktest"
+)
+
+//go:embed flinksql/pom.xml
+var flinkSQLPom []byte
+
+//go:embed all:flinksql/src
+var flinkSQLSrc embed.FS
+
+func sub(f embed.FS, dir string) fs.FS {
+	s, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
+var FlinkSQL = &flinktest.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: sub(flinkSQLSrc, "flinksql/src/main/java")}
+
+//go:embed beamjava/pom.xml
+var beamJavaPom []byte
+
+//go:embed beamjava-flink/pom.xml
+var beamJavaFlinkPom []byte
+
+//go:embed all:beamjava/src
+var beamJavaSrc embed.FS
+
+// BeamJava is the Beam Java peer (BeamJavaPeer.java) with Beam 2.73.0 and
+// its direct runner; BeamJavaFlink the same program with Beam 2.62.0 and
+// Flink's classic runner.
+var (
+	BeamJava      = &flinktest.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJavaFlink = &flinktest.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+)
+
+// BeamJavaMain is the Beam Java peer's class.
+const BeamJavaMain = "beamdedup.peers.BeamJavaPeer"
+
+// FlinkSQLMain is the Flink SQL peer's class.
+const FlinkSQLMain = "beamdedup.peers.FlinkSqlPeer"
+
+// Fields are one result line's key=value pairs.
+type Fields map[string]string
+
+// Run runs main of p's classpath with args and returns its result lines
+// by name.
+func Run(ctx context.Context, p *flinktest.Project, main string, args ...string) (map[string]Fields, error) {
+	cp, err := p.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, "java", append([]string{"-Xmx2g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=error", "-cp", cp, main}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("peers: %s %s: %v\n%s", main, strings.Join(args, " "), err, tail(errOut.String(), 4000))
+	}
+	return ParseResults(out.String()), nil
+}
+
+// ParseResults reads "name key=value ..." lines; other lines are ignored.
+func ParseResults(out string) map[string]Fields {
+	res := map[string]Fields{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.Contains(f[1], "=") {
+			continue
+		}
+		kv := Fields{}
+		for _, p := range f[1:] {
+			if k, v, ok := strings.Cut(p, "="); ok {
+				kv[k] = v
+			}
+		}
+		res[f[0]] = kv
+	}
+	return res
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+//go:embed beampython/dedup_peer.py
+var pythonPeer []byte
+
+// PythonVersion is the apache-beam release of the Python peer.
+const PythonVersion = "2.77.0"
+
+// PythonDefault is the venv .ci/run makes for the Python peer:
+// <user cache>/beamdedup/venv-beam-2.77.0/bin/python.
+func PythonDefault() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "beamdedup", "venv-beam-"+PythonVersion, "bin", "python")
+}
+
+// RunPython runs the Python peer (beampython/dedup_peer.py) with python on
+// the prism binary over input and returns its result line.
+func RunPython(ctx context.Context, python, prism, input string, args ...string) (map[string]Fields, error) {
+	dir, err := os.MkdirTemp("", "pythonpeer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "dedup_peer.py")
+	if err := os.WriteFile(script, pythonPeer, 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, python, append([]string{script, "--prism=" + prism, "--input=" + input}, args...)...)
+	cmd.Dir = dir
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("peers: %s: %v\n%s", script, err, tail(errOut.String(), 4000))
+	}
+	return ParseResults(out.String()), nil
+}
