@@ -72,6 +72,9 @@ const (
 // for each request.
 var vettedSDKs = []string{"2.77.0"}
 
+// unvettedSDK logs, once per process, that the SDK is not one of them.
+var unvettedSDK sync.Once
+
 // harnessProvider is the type of the state provider Beam's harness hands
 // a DoFn: the one whose behaviour the reliance test checks.
 const harnessProvider = "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec.stateProvider"
@@ -80,6 +83,11 @@ const harnessProvider = "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime
 // SDK hand two elements of one bundle the same state provider: every step
 // then waits for each request.
 var reusedProviders atomic.Bool
+
+// otherProviders are the provider types, not the harness's, a step of the
+// process was handed: each is logged once (a test's own state backend
+// would otherwise log it for each DoFn instance).
+var otherProviders sync.Map
 
 // requests issues a step's state requests apart from the DoFn's goroutine
 // and tracks them until they are answered.
@@ -211,7 +219,9 @@ type overlap struct {
 // reliance was not checked on.
 func (s *step) setupOverlap(ctx context.Context, mode overlapMode) {
 	if mode != waitEach && !slices.Contains(vettedSDKs, beamcore.SdkVersion) {
-		log.Warnf(ctx, "dedup: the stateful step waits for each state request: overlapping them was checked on Beam Go %v, not %v", vettedSDKs, beamcore.SdkVersion)
+		unvettedSDK.Do(func() {
+			log.Warnf(ctx, "dedup: the stateful step waits for each state request: overlapping them was checked on Beam Go %v, not %v", vettedSDKs, beamcore.SdkVersion)
+		})
 		mode = waitEach
 	}
 	s.ov = overlap{mode: mode, io: newRequests(), fetched: make(map[string]*fetched)}
@@ -237,7 +247,9 @@ func (s *step) vet(ctx context.Context, sp state.Provider) error {
 	t := reflect.TypeOf(sp)
 	if t != s.ov.spType {
 		if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath()+"."+t.Elem().Name() != harnessProvider {
-			log.Warnf(ctx, "dedup: the stateful step waits for each state request: its state provider is a %v, not Beam's harness provider", t)
+			if _, told := otherProviders.LoadOrStore(t, true); !told {
+				log.Warnf(ctx, "dedup: the stateful step waits for each state request: its state provider is a %v, not Beam's harness provider", t)
+			}
 			s.ov.mode = waitEach
 			return nil
 		}
