@@ -35,13 +35,13 @@ func init() {
 	testhook.RegisterClock("overlap-test", func(et time.Time) time.Time { return et })
 }
 
-// memBags is a state backend for the step tests: a bag per key, whose
-// requests take a random few microseconds, so that overlapped ones finish
-// out of order. It records each key's requests in the order they were
-// made, and a key with two requests in flight at once.
-type memBags struct {
-	mu       sync.Mutex
-	bags     map[string][]any
+// requestLog follows a test state backend's requests: each key's in the
+// order they were made, a key with two in flight at once, and any made
+// between bundles. With jitter a request takes a random few microseconds,
+// so that overlapped ones finish out of order.
+type requestLog struct {
+	mu       sync.Mutex // also guards the backend's cells (do runs f under it)
+	jitter   bool
 	log      map[string][]string
 	inFlight map[string]int
 	overlaps []string
@@ -49,11 +49,12 @@ type memBags struct {
 	late     int
 }
 
-func newMemBags() *memBags {
-	return &memBags{bags: map[string][]any{}, log: map[string][]string{}, inFlight: map[string]int{}}
+func newRequestLog(jitter bool) *requestLog {
+	return &requestLog{jitter: jitter, log: map[string][]string{}, inFlight: map[string]int{}}
 }
 
-func (m *memBags) do(key, what string, f func()) {
+// do makes the request what of key: f, under the log's lock.
+func (m *requestLog) do(key, what string, f func()) {
 	m.mu.Lock()
 	m.inFlight[key]++
 	if m.inFlight[key] > 1 {
@@ -63,7 +64,7 @@ func (m *memBags) do(key, what string, f func()) {
 		m.late++
 	}
 	m.mu.Unlock()
-	if rand.IntN(4) == 0 {
+	if m.jitter && rand.IntN(4) == 0 {
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Microsecond)
 	}
 	m.mu.Lock()
@@ -71,6 +72,24 @@ func (m *memBags) do(key, what string, f func()) {
 	f()
 	m.log[key] = append(m.log[key], what)
 	m.inFlight[key]--
+}
+
+// bundle marks a bundle started (or, with false, ended).
+func (m *requestLog) bundle(active bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended = !active
+}
+
+// memBags is a state backend for the step tests: a bag per key, its
+// requests followed, with jitter.
+type memBags struct {
+	*requestLog
+	bags map[string][]any
+}
+
+func newMemBags() *memBags {
+	return &memBags{requestLog: newRequestLog(true), bags: map[string][]any{}}
 }
 
 // memProvider is an element's provider on memBags: its key's bags.
@@ -137,9 +156,7 @@ func runUntimed(t *testing.T, newFn func() (untimedFn, *untimed), in []stepInput
 	emit, drop := r.emitter(false), r.emitter(true)
 	for len(in) > 0 {
 		n := min(bundle, len(in))
-		backend.mu.Lock()
-		backend.ended = false
-		backend.mu.Unlock()
+		backend.bundle(true)
 		r.pane = typex.NoFiringPane()
 		u.StartBundle(ctx, emit, drop)
 		for _, e := range in[:n] {
@@ -149,9 +166,7 @@ func runUntimed(t *testing.T, newFn func() (untimedFn, *untimed), in []stepInput
 		}
 		r.pane = typex.NoFiringPane() // FinishBundle's emitters
 		require.NoError(t, u.FinishBundle(ctx, emit, drop))
-		backend.mu.Lock()
-		backend.ended = true
-		backend.mu.Unlock()
+		backend.bundle(false)
 		in = in[n:]
 	}
 	return r.out, backend
@@ -236,4 +251,79 @@ func TestOverlapBatch_DecidesAsWaitingForEachRequest(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Every mode of the stateful step, the timed ones too (their reads waited
+// for, their writes overlapped) and the batched ones, decides with its
+// requests overlapped exactly as waiting for each: on a random stream of
+// bundles (some past a batch), watermark and clock moves through each of
+// the restore test's modes and the DoFns they leave out, the same output in
+// the same order, the same state and timers left, each key's requests the
+// same and in the same order, never two of a key at once, none between
+// bundles. The backend's requests finish out of order.
+func TestOverlap_EveryModeDecidesAsWaitingForEachRequest(t *testing.T) {
+	const m = time.Minute
+	modes := append(restoreCases(),
+		restoreCase{name: "KeepFirst, watermarkless, EventTimeTTL (event-time cleanup)", opts: []Option{PartitionBy("id"), EventTimeTTL(m), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, upsert", last: true, opts: []Option{PartitionBy("id"), Upsert(), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, changelog", last: true, opts: []Option{PartitionBy("id"), KindColumn("op"), OutputDropped()},
+			events: []restoreEvent{rows(rr("+I", "a", "", 0))}},
+	)
+	fns := map[string]bool{}
+	for i, tc := range modes {
+		t.Run(tc.name, func(t *testing.T) {
+			events := randomStream(tc, rand.New(rand.NewPCG(uint64(i), 7)))
+			run := func(overlap bool) *restoreDriver {
+				d := newRestoreDriver(t, tc, nil, overlap)
+				d.req.jitter = true
+				d.run(events)
+				require.Equal(t, overlap, d.step.overlapping())
+				fns[fmt.Sprintf("%T", d.fn.Interface())] = true
+				return d
+			}
+			want, got := run(false), run(true)
+			require.NotEmpty(t, want.out)
+			assert.Equal(t, want.out, got.out, "the same output, in the same order")
+			assert.Equal(t, want.snapshot(), got.snapshot(), "the same state and timers left")
+			assert.Equal(t, want.req.log, got.req.log, "each key's requests, in order")
+			assert.Empty(t, got.req.overlaps, "two requests of a key at once")
+			assert.Zero(t, got.req.late, "requests between bundles")
+		})
+	}
+	assert.Len(t, fns, 6, "every stateful DoFn: %v", fns)
+}
+
+// randomStream is 80 random events in tc's mode: bundles of 1 to 300 rows
+// of 25 keys (with kinds where the case's own rows have them), at times around
+// a moving base, and moves of the watermark and of the processing clock.
+func randomStream(tc restoreCase, rng *rand.Rand) []restoreEvent {
+	kinds := []string{""}
+	for _, e := range tc.events {
+		for _, r := range e.rows {
+			if r.Op != "" {
+				kinds = []string{"+I", "+U", "-U", "-D"}
+			}
+		}
+	}
+	var events []restoreEvent
+	base, wm, n := time.Duration(0), -time.Hour, 0
+	for range 80 {
+		switch rng.IntN(5) {
+		case 0:
+			wm = max(wm, base-time.Duration(rng.IntN(120))*time.Second)
+			events = append(events, wmAt(wm))
+		case 1:
+			events = append(events, procBy(time.Duration(1+rng.IntN(40))*time.Second))
+		default:
+			var rs []restoreRow
+			for range 1 + rng.IntN(300) {
+				at := base + time.Duration(rng.IntN(240_000_000)-120_000_000)*time.Microsecond
+				rs = append(rs, rr(kinds[rng.IntN(len(kinds))], fmt.Sprint("k", rng.IntN(25)), fmt.Sprint(n), at))
+				n++
+			}
+			events = append(events, rows(rs...))
+			base += 10 * time.Second
+		}
+	}
+	return append(events, wmAt(base+time.Hour))
 }

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -386,9 +385,10 @@ type restoreDriver struct {
 	proc     bool
 	hasTimer bool
 
-	// mu guards cells (and the coders) against the step's overlapped
-	// requests, which come from goroutines of its own.
-	mu     sync.Mutex
+	// req follows the state requests and guards cells (and the coders)
+	// against the step's overlapped ones, which come from goroutines of
+	// its own.
+	req    *requestLog
 	cells  map[string][][]byte
 	timers map[[2]string]restoreTimer // by key and tag
 	wm     int64
@@ -415,7 +415,7 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 	require.Equal(t, statefulExpansion, p.expansion)
 	fn := newStatefulFn(&c, &p, reflect.TypeFor[[]byte](), reflect.TypeFor[restoreRow](), metricsNamespace(tr, "restore"))
 	d := &restoreDriver{
-		t: t, fn: reflect.ValueOf(fn), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
+		t: t, fn: reflect.ValueOf(fn), req: newRequestLog(false), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
 		wm: int64(mtime.MinTimestamp), now: restoreT0.UnixMilli(),
 		ctx: metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "restore"), "dedup"),
 	}
@@ -516,12 +516,14 @@ func (d *restoreDriver) run(events []restoreEvent) {
 // which is also its element time here).
 func (d *restoreDriver) bundle(rows []restoreRow) {
 	restoreNow.Store(d.now)
+	d.req.bundle(true)
 	d.call("StartBundle", "")
 	for _, r := range rows {
 		key := string(restoreKey(r.ID))
 		d.call("ProcessElement", key, reflect.ValueOf(beam.EventTime(r.TS.UnixMilli())), reflect.ValueOf(r))
 	}
 	d.call("FinishBundle", "")
+	d.req.bundle(false)
 }
 
 // fireDue fires the timers due, in bundles, until none is: event-time
@@ -551,12 +553,14 @@ func (d *restoreDriver) fireDue() {
 			return strings.Compare(a.Tag, b.Tag)
 		})
 		restoreNow.Store(d.now)
+		d.req.bundle(true)
 		d.call("StartBundle", "")
 		for _, tm := range due {
 			delete(d.timers, [2]string{string(tm.Key), tm.Tag})
 			d.call("OnTimer", string(tm.Key), reflect.ValueOf(beam.EventTime(tm.Hold)), reflect.ValueOf(timers.Context{Family: d.family, Tag: tm.Tag}))
 		}
 		d.call("FinishBundle", "")
+		d.req.bundle(false)
 	}
 	d.t.Fatal("timers keep firing")
 }
@@ -637,44 +641,40 @@ type restoreState struct {
 
 var errNotTheCell = errors.New("restore test: the DoFn used state other than its one bag")
 
-func (s *restoreState) ReadBagState(id string) ([]any, []state.Transaction, error) {
+func (s *restoreState) ReadBagState(id string) (out []any, _ []state.Transaction, err error) {
 	if id != s.d.cellID {
 		return nil, nil, errNotTheCell
 	}
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	var out []any
-	for _, b := range s.d.cells[s.key] {
-		v, err := s.d.dec.Decode(bytes.NewReader(b))
-		if err != nil {
-			return nil, nil, err
+	s.d.req.do(s.key, "get", func() {
+		for _, b := range s.d.cells[s.key] {
+			var v any
+			if v, err = s.d.dec.Decode(bytes.NewReader(b)); err != nil {
+				return
+			}
+			out = append(out, v)
 		}
-		out = append(out, v)
-	}
-	return out, nil, nil
+	})
+	return out, nil, err
 }
 
-func (s *restoreState) WriteBagState(tx state.Transaction) error {
+func (s *restoreState) WriteBagState(tx state.Transaction) (err error) {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	var buf bytes.Buffer
-	if err := s.d.enc.Encode(tx.Val, &buf); err != nil {
-		return err
-	}
-	s.d.cells[s.key] = append(s.d.cells[s.key], buf.Bytes())
-	return nil
+	s.d.req.do(s.key, "append", func() {
+		var buf bytes.Buffer
+		if err = s.d.enc.Encode(tx.Val, &buf); err == nil {
+			s.d.cells[s.key] = append(s.d.cells[s.key], buf.Bytes())
+		}
+	})
+	return err
 }
 
 func (s *restoreState) ClearBagState(tx state.Transaction) error {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	s.d.mu.Lock()
-	defer s.d.mu.Unlock()
-	delete(s.d.cells, s.key)
+	s.d.req.do(s.key, "clear", func() { delete(s.d.cells, s.key) })
 	return nil
 }
 
