@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +43,7 @@ func init() {
 type requestLog struct {
 	mu       sync.Mutex // also guards the backend's cells (do runs f under it)
 	jitter   bool
+	rtt      *roundTrips // each request waits for one, outside the lock
 	log      map[string][]string
 	inFlight map[string]int
 	overlaps []string
@@ -66,6 +68,9 @@ func (m *requestLog) do(key, what string, f func()) {
 	m.mu.Unlock()
 	if m.jitter && rand.IntN(4) == 0 {
 		time.Sleep(time.Duration(rand.IntN(30)) * time.Microsecond)
+	}
+	if m.rtt != nil {
+		m.rtt.wait()
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -326,4 +331,108 @@ func randomStream(tc restoreCase, rng *rand.Rand) []restoreEvent {
 		}
 	}
 	return append(events, wmAt(base+time.Hour))
+}
+
+// BenchmarkOverlap_WhatBufferingAddsPerRow is what a row waits in the step
+// from its ProcessElement to its output, waiting for each request and
+// batched, on a backend whose requests take 35 µs (Prism's round trip on
+// this machine, docs/state.md): a bundle of 1,000 new keys delivered at
+// once, as a runner delivers a stateful stage's bundle after its shuffle
+// (a get and an append per row). hold_p50_µs and hold_p99_µs are the
+// rows' waits; request_µs the backend's requests as they came out.
+//
+//	go test -run='^$' -bench=WhatBufferingAdds -benchtime=20x ./transforms/dedup/
+func BenchmarkOverlap_WhatBufferingAddsPerRow(b *testing.B) {
+	const rows = 1000
+	rowType := beam.EncodedType{T: reflect.TypeFor[overlapRow]()}
+	keyType := beam.EncodedType{T: reflect.TypeFor[[]byte]()}
+	for _, mode := range []overlapMode{waitEach, overlapBatch} {
+		b.Run(strings.ReplaceAll(mode.String(), " ", "_"), func(b *testing.B) {
+			ctx := context.Background()
+			var holds []time.Duration
+			var took time.Duration
+			backend := newMemBags()
+			backend.jitter, backend.rtt = false, newRoundTrips(b, 35*time.Microsecond)
+			arrived := make([]time.Time, rows)
+			emit := func(_ beam.EventTime, _ beam.T, v beam.V) {
+				holds = append(holds, time.Since(arrived[v.(overlapRow).N]))
+			}
+			for range b.N {
+				f := &marksFn{State: state.MakeBagState[int64]("keepfirst"), untimed: untimed{P: params{
+					KeyType: keyType, ValueType: rowType, Metrics: "bench", Overlap: mode,
+				}}}
+				require.NoError(b, f.Setup())
+				f.s.ov.spType = reflect.TypeFor[*memProvider]() // the backend stands for the harness's
+				backend.bags = map[string][]any{}
+				start := time.Now()
+				f.StartBundle(ctx, emit, emit)
+				for i := range rows {
+					key := fmt.Sprint("k", i)
+					arrived[i] = time.Now()
+					require.NoError(b, f.ProcessElement(ctx, typex.NoFiringPane(), window.GlobalWindow{}, beam.EventTime(i), &memProvider{m: backend, key: key}, []byte(key), overlapRow{Key: key, N: i}, emit, emit))
+				}
+				require.NoError(b, f.FinishBundle(ctx, emit, emit))
+				took += time.Since(start)
+			}
+			require.Len(b, holds, b.N*rows)
+			slices.Sort(holds)
+			b.ReportMetric(float64(holds[len(holds)/2].Microseconds()), "hold_p50_µs")
+			b.ReportMetric(float64(holds[len(holds)*99/100].Microseconds()), "hold_p99_µs")
+			b.ReportMetric(float64(b.N*rows)/took.Seconds(), "rows/s")
+		})
+	}
+}
+
+// roundTrips answers each request a fixed time after it was made, as a
+// server would, however many are in flight: a goroutine spins on the queue
+// (a timer's granularity is about a millisecond on this machine, far above
+// a state request's round trip).
+type roundTrips struct {
+	d  time.Duration
+	in chan *roundTrip
+}
+
+type roundTrip struct {
+	due  time.Time
+	done chan struct{}
+}
+
+func newRoundTrips(tb testing.TB, d time.Duration) *roundTrips {
+	r := &roundTrips{d: d, in: make(chan *roundTrip, 1024)}
+	stop := make(chan struct{})
+	tb.Cleanup(func() { close(stop) })
+	go func() {
+		var queue []*roundTrip // in order of due: each waits d
+		for {
+			if len(queue) == 0 {
+				select {
+				case rt := <-r.in:
+					queue = append(queue, rt)
+				case <-stop:
+					return
+				}
+			}
+			for more := true; more; {
+				select {
+				case rt := <-r.in:
+					queue = append(queue, rt)
+				default:
+					more = false
+				}
+			}
+			now := time.Now()
+			for len(queue) > 0 && !now.Before(queue[0].due) {
+				close(queue[0].done)
+				queue = queue[1:]
+			}
+		}
+	}()
+	return r
+}
+
+// wait makes a round trip.
+func (r *roundTrips) wait() {
+	rt := &roundTrip{due: time.Now().Add(r.d), done: make(chan struct{})}
+	r.in <- rt
+	<-rt.done
 }
