@@ -97,6 +97,8 @@ func readDir(dir string) (map[string]*runSet, error) {
 				s.runs[run-1][k] = r
 			} else if _, load, ok := strings.Cut(line, " load "); ok && (strings.HasPrefix(line, "start ") || strings.HasPrefix(line, "end ")) {
 				s.load = append(s.load, load)
+			} else if _, load, ok := strings.Cut(line, "load average: "); ok { // uptime's
+				s.load = append(s.load, strings.ReplaceAll(load, ",", ""))
 			}
 		}
 		f.Close()
@@ -229,6 +231,7 @@ func renderDir(w io.Writer, dir string) error {
 	workloads, cases := after.keys()
 	if len(workloads) > 0 {
 		gridTable(w, after, workloads, cases)
+		metricTable(w, after, workloads, cases, "cpu_µs/row", "CPU per row, µs (the process's: Prism, the SDK harness, the generator and the sink; medians), what docs/scaling.md sizes a job by")
 		if before != nil {
 			beforeTable(w, after, before, workloads, cases)
 		}
@@ -250,17 +253,7 @@ func loadsOf(s *runSet) []string {
 // filter.Distinct (g) for a bounded case, and its requests per row.
 func gridTable(w io.Writer, after *runSet, workloads, cases []string) {
 	fmt.Fprintln(w, "Grid: the floors' rows/s; each case's rows/s, its ratio to the protocol floor (b0, same run) and to the runner's ceiling (bz, same run), or for a bounded case to filter.Distinct (g); medians of the runs.")
-	fmt.Fprintln(w)
-	fmt.Fprint(w, "| case |")
-	for _, wl := range workloads {
-		fmt.Fprintf(w, " %s |", wl)
-	}
-	fmt.Fprintln(w, " requests/row |")
-	fmt.Fprint(w, "| --- |")
-	for range workloads {
-		fmt.Fprint(w, " ---: |")
-	}
-	fmt.Fprintln(w, " --- |")
+	header(w, workloads, true)
 	for _, c := range cases {
 		fmt.Fprintf(w, "| %s |", c)
 		var reqs []string
@@ -286,21 +279,49 @@ func gridTable(w io.Writer, after *runSet, workloads, cases []string) {
 	fmt.Fprintln(w)
 }
 
+// header starts a table of a column per workload, after a blank line;
+// requests: and a column of requests per row.
+func header(w io.Writer, workloads []string, requests bool) {
+	fmt.Fprint(w, "\n| case |")
+	for _, wl := range workloads {
+		fmt.Fprintf(w, " %s |", wl)
+	}
+	if requests {
+		fmt.Fprint(w, " requests/row |")
+	}
+	fmt.Fprint(w, "\n| --- |")
+	for range workloads {
+		fmt.Fprint(w, " ---: |")
+	}
+	if requests {
+		fmt.Fprint(w, " --- |")
+	}
+	fmt.Fprintln(w)
+}
+
+// metricTable is one metric of every case, medians of the runs.
+func metricTable(w io.Writer, after *runSet, workloads, cases []string, unit, title string) {
+	fmt.Fprintf(w, "%s.\n", title)
+	header(w, workloads, false)
+	for _, c := range cases {
+		fmt.Fprintf(w, "| %s |", c)
+		for _, wl := range workloads {
+			if v := after.values(key{wl, c}, unit); len(v) > 0 {
+				fmt.Fprintf(w, " %.3g |", median(v))
+			} else {
+				fmt.Fprint(w, " |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
 // beforeTable is each case against the code before: rows/s before and
 // after, and the median of the ratios of runs made one after the other.
 func beforeTable(w io.Writer, after, before *runSet, workloads, cases []string) {
 	fmt.Fprintln(w, "Against the code before: rows/s before → after (medians), and the median of after ÷ before over runs made one after the other (the runs' ratios in brackets).")
-	fmt.Fprintln(w)
-	fmt.Fprint(w, "| case |")
-	for _, wl := range workloads {
-		fmt.Fprintf(w, " %s |", wl)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprint(w, "| --- |")
-	for range workloads {
-		fmt.Fprint(w, " ---: |")
-	}
-	fmt.Fprintln(w)
+	header(w, workloads, false)
 	for _, c := range cases {
 		fmt.Fprintf(w, "| %s |", c)
 		for _, wl := range workloads {
