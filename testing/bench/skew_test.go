@@ -12,9 +12,9 @@ import (
 )
 
 // skewCost is the per-row and per-request CPU the grid measured on Prism
-// (docs/scaling.md): the bz ceiling's cpu_µs/row, 16, and c0's (54) less
-// bz's over its 2 requests per row, 19.
-var skewCost = bench.SkewCost{RowMicros: 16, RequestMicros: 19}
+// (docs/scaling.md): the bz ceiling's cpu_µs/row, 14, and c0's (55) less
+// bz's over its 2 requests per row, 20.
+var skewCost = bench.SkewCost{RowMicros: 14, RequestMicros: 20}
 
 // skewKeys are the key streams the simulation runs: rows rows each.
 func skewKeys(rows int) map[string][]string {

@@ -33,6 +33,7 @@ func main() {
 	cases := flag.String("cases", ".", "a regexp of the grid's cases to run (the floors b_, b0_, bz_ are always run)")
 	workloads := flag.String("workloads", "[0-9]+", "a regexp of the grid's key counts to run (keys=N)")
 	events := flag.Int("events", 200_000, "Nexmark events (BEAMDEDUP_NEXMARK_EVENTS); 0: no Nexmark")
+	runGrid := flag.Bool("grid", true, "run the grid (false: Nexmark only)")
 	dir := flag.String("dir", "", "where the raw outputs go (default a new temporary directory)")
 	render := flag.String("render", "", "print the tables from the raw outputs in this directory, running nothing")
 	flag.Parse()
@@ -64,9 +65,11 @@ func main() {
 	grid := fmt.Sprintf("Pipelines/^rows=%d$/^keys=(%s)$/.*/^(b_floor|b0_protocol|bz_stateful|%s)", *rows, *workloads, *cases)
 	for i := 1; i <= *runs; i++ {
 		for _, name := range order {
-			env := []string{fmt.Sprintf("BEAMDEDUP_BENCH_ROWS=%d", *rows)}
-			if err := runBench(filepath.Join(*dir, fmt.Sprintf("%s-%d-grid.txt", name, i)), bins[name], grid, env); err != nil {
-				log.Fatal(err)
+			if *runGrid {
+				env := []string{fmt.Sprintf("BEAMDEDUP_BENCH_ROWS=%d", *rows)}
+				if err := runBench(filepath.Join(*dir, fmt.Sprintf("%s-%d-grid.txt", name, i)), bins[name], grid, env); err != nil {
+					log.Fatal(err)
+				}
 			}
 			if *events > 0 {
 				env := []string{fmt.Sprintf("BEAMDEDUP_NEXMARK_EVENTS=%d", *events)}
