@@ -50,6 +50,14 @@ func main() {
 		}
 		*dir = d
 	}
+	abs, err := filepath.Abs(*dir) // the builds run in their trees
+	if err != nil {
+		log.Fatal(err)
+	}
+	*dir = abs
+	if err := os.MkdirAll(*dir, 0o755); err != nil {
+		log.Fatal(err)
+	}
 	bins := map[string]string{"after": filepath.Join(*dir, "after.test")}
 	order := []string{"after"}
 	if err := build(".", bins["after"]); err != nil {
