@@ -149,6 +149,7 @@ type Job struct {
 	start  time.Time
 
 	done      chan struct{} // closed when beam.Run returned
+	flagsBack chan struct{} // closed when Beam's flags are restored; nil: none set
 	pr        beam.PipelineResult
 	runErr    error
 	runCancel context.CancelCauseFunc // beam.Run's context
@@ -219,7 +220,9 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		return nil, err
 	}
 	go j.run(runCtx, p)
+	j.flagsBack = make(chan struct{})
 	go func() {
+		defer close(j.flagsBack)
 		defer flagsMu.Unlock()
 		defer restore()
 		j.awaitSubmission()
@@ -390,6 +393,9 @@ func (j *Job) Elapsed() time.Duration { return time.Since(j.start) }
 // when that ended first.
 func (j *Job) Wait() (beam.PipelineResult, error) {
 	<-j.done
+	if j.flagsBack != nil {
+		<-j.flagsBack // the caller may read the flags it set once Wait returns
+	}
 	j.stopWatch()
 	if j.remote != nil {
 		j.remote.Close()
