@@ -651,5 +651,9 @@ func TestCrash_AFrozenPubsubServiceIsReportedAsTheStepThatWaitsOnIt(t *testing.T
 	t.Logf("runjob exited %d after %v: %s", code, time.Since(start).Round(time.Second), line)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, line, "stalled: ")
-	assert.Regexp(t, `check that the (Pub/Sub )?service \(emulator at `+regexp.QuoteMeta(srv.addr)+`\)( does not)? answers?`, line)
+	// Each step's hint names the service: the source's reader ("check that
+	// the Pub/Sub service (…) answers"), or the source's bundle, the publish
+	// or KeepFirst's acks ("… wait on Pub/Sub (…): check that the service
+	// answers"), whichever the watchdog found stalled first.
+	assert.Regexp(t, `Pub/Sub (service )?\(emulator at `+regexp.QuoteMeta(srv.addr)+`\)(:| or on a step fused with it:)? (check that the service )?(answers|does not answer)`, line)
 }

@@ -107,19 +107,23 @@ func Followed(runner string) bool {
 
 var jobSeq atomic.Int64
 
-// withDefaults fills in the fields the flags or defaults give.
+// withDefaults fills in the fields the flags or defaults give. The flags
+// are read in turn with submissions, which set and restore them.
 func (o Options) withDefaults() Options {
+	flagsMu.Lock()
+	endpoint, envType, envConfig, name := *jobopts.Endpoint, *jobopts.EnvironmentType, *jobopts.EnvironmentConfig, *jobopts.JobName
+	flagsMu.Unlock()
 	if o.Endpoint == "" {
-		o.Endpoint = *jobopts.Endpoint
+		o.Endpoint = endpoint
 	}
 	if o.EnvironmentType == "" {
-		o.EnvironmentType = *jobopts.EnvironmentType
+		o.EnvironmentType = envType
 	}
 	if o.EnvironmentConfig == "" {
-		o.EnvironmentConfig = *jobopts.EnvironmentConfig
+		o.EnvironmentConfig = envConfig
 	}
 	if o.Name == "" {
-		o.Name = *jobopts.JobName
+		o.Name = name
 	}
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("beamdedup-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
@@ -145,6 +149,7 @@ type Job struct {
 	start  time.Time
 
 	done      chan struct{} // closed when beam.Run returned
+	flagsBack chan struct{} // closed when Beam's flags are restored; nil: none set
 	pr        beam.PipelineResult
 	runErr    error
 	runCancel context.CancelCauseFunc // beam.Run's context
@@ -215,7 +220,9 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		return nil, err
 	}
 	go j.run(runCtx, p)
+	j.flagsBack = make(chan struct{})
 	go func() {
+		defer close(j.flagsBack)
 		defer flagsMu.Unlock()
 		defer restore()
 		j.awaitSubmission()
@@ -274,12 +281,16 @@ func (j *Job) awaitSubmission() {
 }
 
 // setFlags sets Beam's flag variables and returns a function restoring
-// them.
+// them. A flag that already has its value is not written, so that code
+// reading it outside flagsMu (a test's own check of --endpoint) does not
+// race with a submission that leaves it as it was.
 func setFlags(vals map[*string]string) func() {
 	old := map[*string]string{}
 	for p, v := range vals {
-		old[p] = *p
-		*p = v
+		if *p != v {
+			old[p] = *p
+			*p = v
+		}
 	}
 	return func() {
 		for p, v := range old {
@@ -382,6 +393,9 @@ func (j *Job) Elapsed() time.Duration { return time.Since(j.start) }
 // when that ended first.
 func (j *Job) Wait() (beam.PipelineResult, error) {
 	<-j.done
+	if j.flagsBack != nil {
+		<-j.flagsBack // the caller may read the flags it set once Wait returns
+	}
 	j.stopWatch()
 	if j.remote != nil {
 		j.remote.Close()

@@ -27,6 +27,9 @@ type pipelineCase struct {
 	// dedup: the case is a KeepFirst or KeepLast, so its state counters
 	// are reported.
 	dedup bool
+	// stateful: the case has a stateful step, so its ratio to the
+	// runner's ceiling (bz) is reported.
+	stateful bool
 	// insertOnly: the rows carry no kind (bench.Workload.InsertOnly): the
 	// case writes kinds into the kind column without reading any.
 	insertOnly bool
@@ -79,10 +82,13 @@ const ttl = time.Hour
 // The floors come first: the other cases report their ratio to them. b is
 // the value-state floor (a read and a write of a value state of bytes: four
 // requests per row), b0 the protocol's floor (a read, and an append of a
-// bool for a new key: two requests per new key, one per duplicate).
+// bool for a new key: two requests per new key, one per duplicate, each
+// waited for), bz the runner's ceiling for a stateful step (the same keyed
+// stateful DoFn making no request).
 var (
 	floorCase         = floor("b_floor_stateful_identity", func() any { return bench.NewFloorFn() })
 	protocolFloorCase = floor("b0_protocol_floor", func() any { return bench.NewProtocolFloorFn() })
+	ceilingCase       = floor("bz_stateful_no_requests", func() any { return bench.NewNoRequestFn() })
 )
 
 // floor is a floor case: rows keyed by their key column, then the stateful
@@ -94,12 +100,13 @@ func floor(name string, newFn func() any) pipelineCase {
 			keyed := beam.ParDo(s.Scope("Key"), bench.KeyOf, rows)
 			return beam.ParDo(s.Scope("Floor"), newFn(), keyed)
 		},
-		out: allRows,
+		out:      allRows,
+		stateful: true,
 	}
 }
 
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
-var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(deduptest.ForceStateful()), out: allKeys, dedup: true}
+var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(deduptest.ForceStateful()), out: allKeys, dedup: true, stateful: true}
 
 // distinctCase (g) is filter.Distinct of the key column: the bounded
 // cases also report their ratio to it.
@@ -119,6 +126,7 @@ func terminal(c pipelineCase) pipelineCase {
 var gridCases = []pipelineCase{
 	floorCase,
 	protocolFloorCase,
+	ceilingCase,
 	{name: "a_stateless_fused", build: func(s beam.Scope, rows beam.PCollection) beam.PCollection {
 		return beam.ParDo(s, bench.PassThrough, rows)
 	}, out: allRows},
@@ -128,10 +136,10 @@ var gridCases = []pipelineCase{
 	keepFirstCase,
 	// The stateful step alone: what c costs when bundles are small (a
 	// streaming source) and the pre-filter finds no duplicates to drop.
-	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(deduptest.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true},
-	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(deduptest.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true},
-	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(deduptest.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true},
-	{name: "f_keepfirst_stateful_changelog", build: keepFirst(deduptest.ForceStateful(), dedup.KindColumn("op")), out: allKeys, dedup: true},
+	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(deduptest.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true, stateful: true},
+	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(deduptest.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true, stateful: true},
+	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(deduptest.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true, stateful: true},
+	{name: "f_keepfirst_stateful_changelog", build: keepFirst(deduptest.ForceStateful(), dedup.KindColumn("op")), out: allKeys, dedup: true, stateful: true},
 	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
@@ -148,10 +156,10 @@ var gridCases = []pipelineCase{
 	// KeepLast: l–n on the stateful expansion (as c, c0, e), o on bounded
 	// input against g. A changelog emits +I per key and a -U/+U pair per
 	// later row of the key.
-	{name: "l_keeplast_stateful", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, insertOnly: true, last: true, folds: true},
-	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, insertOnly: true, last: true},
-	{name: "m_keeplast_stateful_upsert", build: keepLast(deduptest.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, last: true, folds: true},
-	{name: "n_keeplast_stateful_eventtime", build: keepLast(deduptest.ForceStateful(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, insertOnly: true, last: true, folds: true},
+	{name: "l_keeplast_stateful", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
+	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true},
+	{name: "m_keeplast_stateful_upsert", build: keepLast(deduptest.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, stateful: true, last: true, folds: true},
+	{name: "n_keeplast_stateful_eventtime", build: keepLast(deduptest.ForceStateful(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
 	{name: "o_keeplast_bounded", build: keepLast(dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 }
@@ -189,9 +197,9 @@ func workloadName(w bench.Workload) string {
 	return fmt.Sprintf("rows=%d/keys=%d/dup=%.0f%%", w.Rows, w.Keys, 100*w.DupShare())
 }
 
-// floorRate, protocolRate and distinctRate hold the floors' and g's
-// rows/s per workload of this run.
-var floorRate, protocolRate, distinctRate = map[string]float64{}, map[string]float64{}, map[string]float64{}
+// floorRate, protocolRate, ceilingRate and distinctRate hold the floors',
+// the ceiling's and g's rows/s per workload of this run.
+var floorRate, protocolRate, ceilingRate, distinctRate = map[string]float64{}, map[string]float64{}, map[string]float64{}, map[string]float64{}
 
 // BenchmarkPipelines is the grid: every case on every workload, the floor
 // first. Rows default to 100,000 (BEAMDEDUP_BENCH_ROWS).
@@ -253,6 +261,8 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var last dedup.LastCounters // KeepLast's
 	var peak float64
 	var requests int64 // Fn API state requests, all steps
+	var flight fnapitest.Flights
+	var cpu time.Duration // the process's: Prism's, the harness's and the test's
 	w.InsertOnly = c.insertOnly
 	for i := 0; i < b.N; i++ {
 		p, s := beam.NewPipelineWithRoot()
@@ -262,12 +272,15 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		}
 		rsstest.ResetPeak()
 		fnapitest.Reset()
+		cpu0 := rsstest.CPUTime()
 		pr, d := runOnPrism(b, p, 45*time.Minute)
+		cpu += rsstest.CPUTime() - cpu0
 		peak = max(peak, rsstest.PeakMB())
 		total += d
 		for _, r := range fnapitest.All() {
 			requests += r.Total()
 		}
+		flight = fnapitest.Flight()
 		counters, last = dedup.ReadCounters(pr), dedup.ReadLastCounters(pr)
 		checkOut(b, w, c, bench.OutCount(pr), last)
 	}
@@ -275,8 +288,19 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	rate := 1 / perRow
 	b.ReportMetric(rate, "rows/s")
 	b.ReportMetric(perRow*1e6, "µs/row")
+	if cpu > 0 {
+		// CPU per row (runner and SDK together), steadier than wall time
+		// on a shared machine: what sizing a job starts from.
+		b.ReportMetric(cpu.Seconds()*1e6/float64(b.N*w.Rows), "cpu_µs/row")
+	}
 	b.ReportMetric(float64(requests)/float64(b.N*w.Rows), "requests/row")
 	b.ReportMetric(load1(), "load1")
+	if flight.Bundles > 0 {
+		// How the step's requests went: over how many bundles, and how
+		// many were in flight at once (1: each waited for in turn).
+		b.ReportMetric(float64(flight.Bundles), "state_bundles")
+		b.ReportMetric(float64(flight.MaxInFlight), "max_in_flight")
+	}
 	if peak > 0 {
 		b.ReportMetric(peak, "peakRSS_MB")
 	}
@@ -291,6 +315,11 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 		protocolRate[key] = rate
 	} else if f, ok := protocolRate[key]; ok {
 		b.ReportMetric(rate/f, "x_protocol")
+	}
+	if c.name == ceilingCase.name {
+		ceilingRate[key] = rate
+	} else if z, ok := ceilingRate[key]; ok && c.stateful {
+		b.ReportMetric(rate/z, "x_ceiling")
 	}
 	if c.name == distinctCase.name {
 		distinctRate[key] = rate

@@ -1,9 +1,12 @@
 // Package fnapitest counts the Fn API state requests that the SDK harnesses
 // of this process send to their runner, by kind (get, append, clear) and by
 // user state ID: what a stateful step costs on a portable runner, where
-// each request is a synchronous round trip. It works for workers in this
-// process (LOOPBACK: Prism in process, as the tests run it), by wrapping
-// the dialer Beam's harness uses (grpcx.Dial) with a stream interceptor.
+// each request is a synchronous round trip. It also follows each request
+// until it is answered, against the end of its bundle (Flights): how many
+// were in flight at once, and whether any was answered after its bundle
+// ended. It works for workers in this process (LOOPBACK: Prism in process,
+// as the tests run it), by wrapping the dialer Beam's harness uses
+// (grpcx.Dial) with a stream interceptor on the state and control streams.
 //
 //	func TestMain(m *testing.M) { fnapitest.Install(); prismtest.Main(m) }
 //	...
@@ -27,8 +30,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// stateMethod is the Fn API's state stream.
-const stateMethod = "/org.apache.beam.model.fn_execution.v1.BeamFnState/State"
+// The Fn API's state and control streams.
+const (
+	stateMethod   = "/org.apache.beam.model.fn_execution.v1.BeamFnState/State"
+	controlMethod = "/org.apache.beam.model.fn_execution.v1.BeamFnControl/Control"
+)
 
 // Requests are state requests by kind.
 type Requests struct {
@@ -41,6 +47,7 @@ func (r Requests) Total() int64 { return r.Gets + r.Appends + r.Clears }
 var (
 	mu      sync.Mutex
 	byState = map[string]*Requests{}
+	flights = newFlightLog()
 	install sync.Once
 )
 
@@ -59,11 +66,12 @@ func Install() {
 	})
 }
 
-// Reset forgets the requests counted so far.
+// Reset forgets the requests counted and followed so far.
 func Reset() {
 	mu.Lock()
 	defer mu.Unlock()
 	clear(byState)
+	flights = newFlightLog()
 }
 
 // Of returns the requests counted on the user state called id, over every
@@ -91,18 +99,44 @@ func All() map[string]Requests {
 
 func intercept(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	cs, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != stateMethod {
+	if err != nil {
 		return cs, err
 	}
-	return countingStream{cs}, nil
+	switch method {
+	case stateMethod:
+		return &countingStream{ClientStream: cs}, nil
+	case controlMethod:
+		return controlStream{cs}, nil
+	}
+	return cs, nil
 }
 
-// countingStream counts the state requests sent on it.
+// countingStream counts the state requests sent on it and follows each
+// until its answer comes back on it. (Request IDs are unique per stream.)
 type countingStream struct{ grpc.ClientStream }
 
-func (s countingStream) SendMsg(m any) error {
+func (s *countingStream) SendMsg(m any) error {
 	if req, ok := m.(*fnpb.StateRequest); ok {
 		count(req)
+		flightSent(s, req)
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *countingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if resp, ok := m.(*fnpb.StateResponse); ok && err == nil {
+		flightAnswered(s, resp)
+	}
+	return err
+}
+
+// controlStream sees the harness report each bundle done.
+type controlStream struct{ grpc.ClientStream }
+
+func (s controlStream) SendMsg(m any) error {
+	if resp, ok := m.(*fnpb.InstructionResponse); ok && resp.GetProcessBundle() != nil {
+		bundleEnded(resp.GetInstructionId())
 	}
 	return s.ClientStream.SendMsg(m)
 }
@@ -124,4 +158,86 @@ func count(req *fnpb.StateRequest) {
 	case *fnpb.StateRequest_Clear:
 		r.Clears++
 	}
+}
+
+// Flights is how the state requests sent since Reset went, against their
+// bundles (instructions): a bundle ends when its harness reports it done
+// to the runner.
+type Flights struct {
+	// Bundles is the number of bundles that sent a state request.
+	Bundles int
+	// MaxInFlight is the most requests of one bundle sent and not yet
+	// answered at once: 1 for a step that waits for each in turn.
+	MaxInFlight int
+	// Answered is the number of requests answered.
+	Answered int64
+	// AfterEnd is the number of requests sent, or answered, after their
+	// bundle ended: 0 for a step that waits for its requests in time.
+	AfterEnd int64
+	// Unanswered is the number of requests sent and never answered.
+	Unanswered int64
+}
+
+// flightLog follows requests until they are answered.
+type flightLog struct {
+	pending  map[flightID]string // request -> its bundle
+	inFlight map[string]int      // bundle -> requests in flight
+	ended    map[string]bool
+	f        Flights
+}
+
+type flightID struct {
+	stream *countingStream
+	id     string
+}
+
+func newFlightLog() *flightLog {
+	return &flightLog{pending: map[flightID]string{}, inFlight: map[string]int{}, ended: map[string]bool{}}
+}
+
+func flightSent(s *countingStream, req *fnpb.StateRequest) {
+	mu.Lock()
+	defer mu.Unlock()
+	l, b := flights, req.GetInstructionId()
+	if _, seen := l.inFlight[b]; !seen {
+		l.f.Bundles++
+	}
+	l.pending[flightID{s, req.GetId()}] = b
+	l.inFlight[b]++
+	l.f.MaxInFlight = max(l.f.MaxInFlight, l.inFlight[b])
+	if l.ended[b] {
+		l.f.AfterEnd++
+	}
+}
+
+func flightAnswered(s *countingStream, resp *fnpb.StateResponse) {
+	mu.Lock()
+	defer mu.Unlock()
+	l := flights
+	k := flightID{s, resp.GetId()}
+	b, ok := l.pending[k]
+	if !ok {
+		return // sent before Reset
+	}
+	delete(l.pending, k)
+	l.inFlight[b]--
+	l.f.Answered++
+	if l.ended[b] {
+		l.f.AfterEnd++
+	}
+}
+
+func bundleEnded(instruction string) {
+	mu.Lock()
+	defer mu.Unlock()
+	flights.ended[instruction] = true
+}
+
+// Flight returns how the requests sent since Reset went.
+func Flight() Flights {
+	mu.Lock()
+	defer mu.Unlock()
+	f := flights.f
+	f.Unanswered = int64(len(flights.pending))
+	return f
 }

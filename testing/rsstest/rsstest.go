@@ -1,6 +1,7 @@
-// Package rsstest measures a benchmark's peak memory: Prism and the SDK
-// harness run in the test's process, so the process's peak resident set
-// (Linux VmHWM) is the runner plus the pipeline plus the test.
+// Package rsstest measures a benchmark's peak memory and CPU time: Prism
+// and the SDK harness run in the test's process, so the process's peak
+// resident set (Linux VmHWM) and its CPU time are the runner's plus the
+// pipeline's plus the test's.
 package rsstest
 
 import (

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 )
 
 // The DoFn types, one per state layout and timer family. Each holds its
@@ -24,9 +25,16 @@ func (u *untimed) StartBundle(context.Context, rowEmit, rowEmit) {
 	u.s.startBundle()
 }
 
-func (u *untimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	_, err := u.s.process(ctx, w, ts, sp, key, row, emit, drop) // no family, no timer
-	return err
+// ProcessElement takes the row's pane: a row of the batch is emitted later,
+// in the pane of the element at hand or FinishBundle's (overlap.go).
+func (u *untimed) ProcessElement(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	return u.s.add(ctx, pn, w, ts, sp, key, row, emit, drop) // no family, no timer
+}
+
+// FinishBundle decides the rows the batch holds and waits until every
+// state request of the bundle is answered.
+func (u *untimed) FinishBundle(ctx context.Context, emit, drop rowEmit) error {
+	return u.s.finishBundle(ctx, emit, drop)
 }
 
 // eventTimed is the runtime of a step with the event-time timer family:
@@ -42,15 +50,20 @@ func (e *eventTimed) StartBundle(context.Context, rowEmit, rowEmit) {
 }
 
 func (e *eventTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	a, err := e.s.process(ctx, w, ts, sp, key, row, emit, drop)
+	a, err := e.s.decide(ctx, w, ts, sp, key, row, emit, drop)
 	armEvent(ctx, e.s.m, *e.timer, tp, a, w)
 	return err
 }
 
 func (e *eventTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
-	a, err := e.s.onTimer(ctx, w, ts, sp, false, key, timer.Tag, emit)
+	a, err := e.s.fire(ctx, w, ts, sp, false, key, timer.Tag, emit)
 	armEvent(ctx, e.s.m, *e.timer, tp, a, w)
 	return err
+}
+
+// FinishBundle waits until every state request of the bundle is answered.
+func (e *eventTimed) FinishBundle(ctx context.Context, emit, drop rowEmit) error {
+	return e.s.finishBundle(ctx, emit, drop)
 }
 
 // procTimed is the runtime of a step with the processing-time timer
@@ -66,15 +79,20 @@ func (p *procTimed) StartBundle(context.Context, rowEmit, rowEmit) {
 }
 
 func (p *procTimed) ProcessElement(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	a, err := p.s.process(ctx, w, ts, sp, key, row, emit, drop)
+	a, err := p.s.decide(ctx, w, ts, sp, key, row, emit, drop)
 	armProc(ctx, p.s.m, *p.timer, tp, a)
 	return err
 }
 
 func (p *procTimed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, tp timers.Provider, key beam.T, timer timers.Context, emit, _ rowEmit) error {
-	a, err := p.s.onTimer(ctx, w, ts, sp, true, key, "", emit)
+	a, err := p.s.fire(ctx, w, ts, sp, true, key, "", emit)
 	armProc(ctx, p.s.m, *p.timer, tp, a)
 	return err
+}
+
+// FinishBundle waits until every state request of the bundle is answered.
+func (p *procTimed) FinishBundle(ctx context.Context, emit, drop rowEmit) error {
+	return p.s.finishBundle(ctx, emit, drop)
 }
 
 // marksFn keeps marks, no timer (KeepFirst watermarkless, no cleanup).

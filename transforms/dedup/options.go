@@ -47,6 +47,7 @@ type config struct {
 	uid          string
 	kindCol      string
 	noMiniBatch  bool
+	noOverlap    bool
 	noCleanup    bool
 	upsert       bool // KeepLast
 	retract      bool // KeepLast: RetractOnExpiry
@@ -56,7 +57,7 @@ type config struct {
 	errs         []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
-	stateTTLSet, eventTTLSet, cleanupSet bool
+	stateTTLSet, eventTTLSet, cleanupSet, overlapSet bool
 }
 
 func init() {
@@ -245,6 +246,19 @@ func KindColumn(column string) Option {
 // bundle are not emitted. Final results are the same either way.
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
+// OverlapState sets whether the stateful step keeps several state requests
+// in flight within a bundle (default true), rather than waiting for each
+// in turn: without timers, on globally windowed input, it decides a bundle's
+// rows in batches of up to 128 whose reads go out together; otherwise it
+// waits for a row's read but not for its writes. Decisions and requests are
+// the same either way, and every request is answered before the bundle
+// finishes. A row's output may leave up to 127 rows later, or at its
+// bundle's end, which is when the runner passes a bundle's output on
+// anyway. KeepFirst and KeepLast only (docs/state.md).
+func OverlapState(on bool) Option {
+	return func(c *config) { c.noOverlap, c.overlapSet = !on, true }
+}
+
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
 // idle state (default true). Expiry is checked when a row arrives either
 // way, so the results are the same; without them the state of keys never
@@ -358,6 +372,8 @@ func (c *config) validateWindow() error {
 		return fmt.Errorf("StateTTL/EventTimeTTL: window deduplication keeps a key's row only until its window closes, so there is no retention to set; choose the window size instead, or use KeepFirst/KeepLast for retention")
 	case c.cleanupSet:
 		return fmt.Errorf("CleanupTimers: window deduplication sets no timers (the runner drops a window's state when it closes); remove the option")
+	case c.overlapSet:
+		return fmt.Errorf("OverlapState: window deduplication keeps no per-row state (a combine per key and window); remove the option")
 	case c.hooks.ForceStateful:
 		return fmt.Errorf("ForceStateful: window deduplication has no stateful expansion; use KeepFirst/KeepLast for per-row state")
 	}

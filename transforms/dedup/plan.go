@@ -57,6 +57,10 @@ type plan struct {
 	// one timer family of the DoFn (Beam Go 2.77 hangs a DoFn with two).
 	layout layout
 	family core.Family
+	// stateful: how the step issues its state requests (overlap.go): a
+	// batch's reads together where no timer is set and the window is
+	// global, else only the writes not waited for.
+	overlap overlapMode
 	// stateful: the keying step drops in-bundle duplicates before the
 	// shuffle (KeepFirst's pre-filter) or folds each key's rows of a
 	// bundle to the one that decides its state (KeepLast's fold). Both
@@ -135,6 +139,14 @@ func newPlan(c *config, in input) (plan, error) {
 		RetractOnExpiry: c.retract,
 	}
 	p.family = p.rules.Family()
+	switch {
+	case c.noOverlap:
+		p.overlap = waitEach
+	case p.family == core.NoFamily && in.globalWindows:
+		p.overlap = overlapBatch
+	default:
+		p.overlap = overlapWrites
+	}
 	if last || p.rules.EventTime {
 		p.layout = versions
 	}

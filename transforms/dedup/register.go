@@ -7,6 +7,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
@@ -40,19 +41,19 @@ func init() {
 	dofn.Register(&versionsFn{}, func(fn any) dofn.Methods { f := fn.(*versionsFn); return untimedMethods(f.Setup, &f.untimed) })
 	dofn.Register(&marksEventFn{}, func(fn any) dofn.Methods {
 		f := fn.(*marksEventFn)
-		return timedMethods(f.Setup, f.eventTimed.StartBundle, f.eventTimed.ProcessElement, f.eventTimed.OnTimer)
+		return timedMethods(f.Setup, f.eventTimed.StartBundle, f.eventTimed.ProcessElement, f.eventTimed.OnTimer, f.eventTimed.FinishBundle)
 	})
 	dofn.Register(&versionsEventFn{}, func(fn any) dofn.Methods {
 		f := fn.(*versionsEventFn)
-		return timedMethods(f.Setup, f.eventTimed.StartBundle, f.eventTimed.ProcessElement, f.eventTimed.OnTimer)
+		return timedMethods(f.Setup, f.eventTimed.StartBundle, f.eventTimed.ProcessElement, f.eventTimed.OnTimer, f.eventTimed.FinishBundle)
 	})
 	dofn.Register(&marksProcFn{}, func(fn any) dofn.Methods {
 		f := fn.(*marksProcFn)
-		return timedMethods(f.Setup, f.procTimed.StartBundle, f.procTimed.ProcessElement, f.procTimed.OnTimer)
+		return timedMethods(f.Setup, f.procTimed.StartBundle, f.procTimed.ProcessElement, f.procTimed.OnTimer, f.procTimed.FinishBundle)
 	})
 	dofn.Register(&versionsProcFn{}, func(fn any) dofn.Methods {
 		f := fn.(*versionsProcFn)
-		return timedMethods(f.Setup, f.procTimed.StartBundle, f.procTimed.ProcessElement, f.procTimed.OnTimer)
+		return timedMethods(f.Setup, f.procTimed.StartBundle, f.procTimed.ProcessElement, f.procTimed.OnTimer, f.procTimed.FinishBundle)
 	})
 	dofn.Register(&toCandidateFn{}, func(fn any) dofn.Methods {
 		f := fn.(*toCandidateFn)
@@ -161,8 +162,11 @@ func untimedMethods(setup func() error, u *untimed) dofn.Methods {
 		"StartBundle": dofn.F3x0(u.StartBundle, func(ctx, emit, drop any) {
 			u.StartBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
 		}),
-		"ProcessElement": dofn.F8x1(u.ProcessElement, func(ctx, w, ts, sp, key, row, emit, drop any) any {
-			return u.ProcessElement(ctx.(context.Context), w.(beam.Window), ts.(beam.EventTime), sp.(state.Provider), key, row, emit.(rowEmit), drop.(rowEmit))
+		"ProcessElement": dofn.F9x1(u.ProcessElement, func(ctx, pn, w, ts, sp, key, row, emit, drop any) any {
+			return u.ProcessElement(ctx.(context.Context), pn.(typex.PaneInfo), w.(beam.Window), ts.(beam.EventTime), sp.(state.Provider), key, row, emit.(rowEmit), drop.(rowEmit))
+		}),
+		"FinishBundle": dofn.F3x1(u.FinishBundle, func(ctx, emit, drop any) any {
+			return u.FinishBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
 		}),
 	}
 }
@@ -170,7 +174,8 @@ func untimedMethods(setup func() error, u *untimed) dofn.Methods {
 // timedMethods are the callers of a stateful DoFn with a timer family.
 func timedMethods(setup func() error, start func(context.Context, rowEmit, rowEmit),
 	process func(context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, beam.V, rowEmit, rowEmit) error,
-	onTimer func(context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, timers.Context, rowEmit, rowEmit) error) dofn.Methods {
+	onTimer func(context.Context, beam.Window, beam.EventTime, state.Provider, timers.Provider, beam.T, timers.Context, rowEmit, rowEmit) error,
+	finish func(context.Context, rowEmit, rowEmit) error) dofn.Methods {
 	return dofn.Methods{
 		"Setup": dofn.F0x1(setup, func() any { return setup() }),
 		"StartBundle": dofn.F3x0(start, func(ctx, emit, drop any) {
@@ -181,6 +186,9 @@ func timedMethods(setup func() error, start func(context.Context, rowEmit, rowEm
 		}),
 		"OnTimer": dofn.F9x1(onTimer, func(ctx, w, ts, sp, tp, key, timer, emit, drop any) any {
 			return onTimer(ctx.(context.Context), w.(beam.Window), ts.(beam.EventTime), sp.(state.Provider), tp.(timers.Provider), key, timer.(timers.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"FinishBundle": dofn.F3x1(finish, func(ctx, emit, drop any) any {
+			return finish(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
 		}),
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -226,36 +227,43 @@ func restoreCases() []restoreCase {
 func useClock(name string) Option { return func(c *config) { c.hooks.Clock = name } }
 
 // TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun
-// cuts every case's stream at every boundary between its events.
+// cuts every case's stream at every boundary between its events, with the
+// step's state requests waited for one by one and overlapped. The step
+// overlaps them only on Beam's harness provider (overlap.go, vet), so on
+// the test's own backend it waits for each unless told that the backend
+// stands for the harness's (restoreDriver.overlap).
 func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun(t *testing.T) {
 	if os.Getenv(restoreChildEnv) != "" {
 		restoreChild(t)
 		return
 	}
 	var work []restoreWork
-	for _, tc := range restoreCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			whole := newRestoreDriver(t, tc, nil)
-			whole.run(tc.events)
-			assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
-			final := whole.snapshot()
-			for _, mo := range tc.moments {
-				d := newRestoreDriver(t, tc, nil)
-				d.run(tc.events[:mo.after])
-				t.Run(mo.what, func(t *testing.T) { mo.check(t, d.snapshot()) })
-			}
-			for cut := range len(tc.events) + 1 {
-				first := newRestoreDriver(t, tc, nil)
-				first.run(tc.events[:cut])
-				snap := first.snapshot()
-				// A fresh DoFn instance and backend, in this process.
-				second := newRestoreDriver(t, tc, &snap)
-				second.run(tc.events[cut:])
-				assert.Equal(t, tc.want, slices.Concat(first.out, second.out), "restored after event %d", cut)
-				assert.Equal(t, final, second.snapshot(), "restored after event %d: the final state and timers", cut)
-				work = append(work, restoreWork{Case: tc.name, Cut: cut, Snapshot: snap, Before: first.out, Want: tc.want, Final: final})
-			}
-		})
+	for _, overlap := range []bool{false, true} {
+		for _, tc := range restoreCases() {
+			t.Run(fmt.Sprintf("%s/overlapped_%v", tc.name, overlap), func(t *testing.T) {
+				whole := newRestoreDriver(t, tc, nil, overlap)
+				whole.run(tc.events)
+				assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
+				assert.Equal(t, overlap, whole.step.overlapping(), "the step overlapped its requests")
+				final := whole.snapshot()
+				for _, mo := range tc.moments {
+					d := newRestoreDriver(t, tc, nil, overlap)
+					d.run(tc.events[:mo.after])
+					t.Run(mo.what, func(t *testing.T) { mo.check(t, d.snapshot()) })
+				}
+				for cut := range len(tc.events) + 1 {
+					first := newRestoreDriver(t, tc, nil, overlap)
+					first.run(tc.events[:cut])
+					snap := first.snapshot()
+					// A fresh DoFn instance and backend, in this process.
+					second := newRestoreDriver(t, tc, &snap, overlap)
+					second.run(tc.events[cut:])
+					assert.Equal(t, tc.want, slices.Concat(first.out, second.out), "restored after event %d", cut)
+					assert.Equal(t, final, second.snapshot(), "restored after event %d: the final state and timers", cut)
+					work = append(work, restoreWork{Case: tc.name, Overlap: overlap, Cut: cut, Snapshot: snap, Before: first.out, Want: tc.want, Final: final})
+				}
+			})
+		}
 	}
 	t.Run("in a new process", func(t *testing.T) { restoreInANewProcess(t, work) })
 }
@@ -267,6 +275,7 @@ const restoreChildEnv = "BEAMDEDUP_RESTORE_TEST_WORK"
 // restoreWork is one restore for the new process, and what it must give.
 type restoreWork struct {
 	Case     string
+	Overlap  bool
 	Cut      int
 	Snapshot restoreSnapshot
 	Before   []string // the output before the cut
@@ -294,8 +303,8 @@ func restoreInANewProcess(t *testing.T, work []restoreWork) {
 	require.NoError(t, json.Unmarshal(b, &done))
 	require.Len(t, done, len(work))
 	for _, w := range done {
-		assert.Equal(t, w.Want, slices.Concat(w.Before, w.After), "%s: restored after event %d in a new process", w.Case, w.Cut)
-		assert.Equal(t, w.Final, w.FinalAfter, "%s: restored after event %d in a new process: the final state and timers", w.Case, w.Cut)
+		assert.Equal(t, w.Want, slices.Concat(w.Before, w.After), "%s (overlapped %v): restored after event %d in a new process", w.Case, w.Overlap, w.Cut)
+		assert.Equal(t, w.Final, w.FinalAfter, "%s (overlapped %v): restored after event %d in a new process: the final state and timers", w.Case, w.Overlap, w.Cut)
 	}
 }
 
@@ -314,7 +323,7 @@ func restoreChild(t *testing.T) {
 	for i, w := range work {
 		tc, ok := cases[w.Case]
 		require.True(t, ok, w.Case)
-		d := newRestoreDriver(t, tc, &w.Snapshot)
+		d := newRestoreDriver(t, tc, &w.Snapshot, w.Overlap)
 		d.run(tc.events[w.Cut:])
 		work[i].After, work[i].FinalAfter = d.out, d.snapshot()
 	}
@@ -365,8 +374,9 @@ func restoreKey(id string) []byte {
 
 // restoreDriver is the restore test's runner for one stateful DoFn.
 type restoreDriver struct {
-	t  *testing.T
-	fn reflect.Value
+	t    *testing.T
+	fn   reflect.Value
+	step *step
 	// The DoFn's state cell, its element coder, its timer family.
 	cellID   string
 	enc      beam.ElementEncoder
@@ -375,6 +385,10 @@ type restoreDriver struct {
 	proc     bool
 	hasTimer bool
 
+	// req follows the state requests and guards cells (and the coders)
+	// against the step's overlapped ones, which come from goroutines of
+	// its own.
+	req    *requestLog
 	cells  map[string][][]byte
 	timers map[[2]string]restoreTimer // by key and tag
 	wm     int64
@@ -384,8 +398,11 @@ type restoreDriver struct {
 }
 
 // newRestoreDriver sets up a fresh DoFn of the case's mode, and a backend
-// holding from (nil: nothing).
-func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot) *restoreDriver {
+// holding from (nil: nothing). overlap: the step takes the backend for
+// Beam's harness provider, so it overlaps its requests as on a runner
+// (batched without a timer family, else its writes); otherwise it waits
+// for each, as it does on any provider not the harness's.
+func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overlap bool) *restoreDriver {
 	t.Helper()
 	tr := keepFirst
 	if tc.last {
@@ -398,7 +415,7 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot) *rest
 	require.Equal(t, statefulExpansion, p.expansion)
 	fn := newStatefulFn(&c, &p, reflect.TypeFor[[]byte](), reflect.TypeFor[restoreRow](), metricsNamespace(tr, "restore"))
 	d := &restoreDriver{
-		t: t, fn: reflect.ValueOf(fn), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
+		t: t, fn: reflect.ValueOf(fn), req: newRequestLog(false), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
 		wm: int64(mtime.MinTimestamp), now: restoreT0.UnixMilli(),
 		ctx: metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "restore"), "dedup"),
 	}
@@ -433,7 +450,32 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot) *rest
 		}
 	}
 	d.call("Setup", "")
+	d.step = stepOf(t, fn)
+	require.NotEqual(t, waitEach, d.step.ov.mode, "the step overlaps by default")
+	if overlap {
+		d.step.ov.spType = reflect.TypeFor[*restoreState]()
+	}
 	return d
+}
+
+// stepOf is the step a stateful DoFn drives.
+func stepOf(t *testing.T, fn any) *step {
+	switch f := fn.(type) {
+	case *marksFn:
+		return &f.s
+	case *versionsFn:
+		return &f.s
+	case *marksEventFn:
+		return &f.s
+	case *versionsEventFn:
+		return &f.s
+	case *marksProcFn:
+		return &f.s
+	case *versionsProcFn:
+		return &f.s
+	}
+	t.Fatalf("no step in %T", fn)
+	return nil
 }
 
 // snapshot is what the runner holds now, in a canonical order.
@@ -474,12 +516,14 @@ func (d *restoreDriver) run(events []restoreEvent) {
 // which is also its element time here).
 func (d *restoreDriver) bundle(rows []restoreRow) {
 	restoreNow.Store(d.now)
+	d.req.bundle(true)
 	d.call("StartBundle", "")
 	for _, r := range rows {
 		key := string(restoreKey(r.ID))
 		d.call("ProcessElement", key, reflect.ValueOf(beam.EventTime(r.TS.UnixMilli())), reflect.ValueOf(r))
 	}
 	d.call("FinishBundle", "")
+	d.req.bundle(false)
 }
 
 // fireDue fires the timers due, in bundles, until none is: event-time
@@ -509,12 +553,14 @@ func (d *restoreDriver) fireDue() {
 			return strings.Compare(a.Tag, b.Tag)
 		})
 		restoreNow.Store(d.now)
+		d.req.bundle(true)
 		d.call("StartBundle", "")
 		for _, tm := range due {
 			delete(d.timers, [2]string{string(tm.Key), tm.Tag})
 			d.call("OnTimer", string(tm.Key), reflect.ValueOf(beam.EventTime(tm.Hold)), reflect.ValueOf(timers.Context{Family: d.family, Tag: tm.Tag}))
 		}
 		d.call("FinishBundle", "")
+		d.req.bundle(false)
 	}
 	d.t.Fatal("timers keep firing")
 }
@@ -542,6 +588,8 @@ func (d *restoreDriver) call(name, key string, vals ...reflect.Value) {
 			arg = reflect.ValueOf(d.ctx)
 		case pt == reflect.TypeFor[beam.Window]():
 			arg = reflect.ValueOf(window.GlobalWindow{})
+		case pt == reflect.TypeFor[typex.PaneInfo]():
+			arg = reflect.ValueOf(typex.NoFiringPane()) // a stateful step's input has not been triggered
 		case pt == reflect.TypeFor[state.Provider]():
 			arg = reflect.ValueOf(&restoreState{d: d, key: key})
 		case pt == reflect.TypeFor[timers.Provider]():
@@ -593,38 +641,40 @@ type restoreState struct {
 
 var errNotTheCell = errors.New("restore test: the DoFn used state other than its one bag")
 
-func (s *restoreState) ReadBagState(id string) ([]any, []state.Transaction, error) {
+func (s *restoreState) ReadBagState(id string) (out []any, _ []state.Transaction, err error) {
 	if id != s.d.cellID {
 		return nil, nil, errNotTheCell
 	}
-	var out []any
-	for _, b := range s.d.cells[s.key] {
-		v, err := s.d.dec.Decode(bytes.NewReader(b))
-		if err != nil {
-			return nil, nil, err
+	s.d.req.do(s.key, "get", func() {
+		for _, b := range s.d.cells[s.key] {
+			var v any
+			if v, err = s.d.dec.Decode(bytes.NewReader(b)); err != nil {
+				return
+			}
+			out = append(out, v)
 		}
-		out = append(out, v)
-	}
-	return out, nil, nil
+	})
+	return out, nil, err
 }
 
-func (s *restoreState) WriteBagState(tx state.Transaction) error {
+func (s *restoreState) WriteBagState(tx state.Transaction) (err error) {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	var buf bytes.Buffer
-	if err := s.d.enc.Encode(tx.Val, &buf); err != nil {
-		return err
-	}
-	s.d.cells[s.key] = append(s.d.cells[s.key], buf.Bytes())
-	return nil
+	s.d.req.do(s.key, "append", func() {
+		var buf bytes.Buffer
+		if err = s.d.enc.Encode(tx.Val, &buf); err == nil {
+			s.d.cells[s.key] = append(s.d.cells[s.key], buf.Bytes())
+		}
+	})
+	return err
 }
 
 func (s *restoreState) ClearBagState(tx state.Transaction) error {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	delete(s.d.cells, s.key)
+	s.d.req.do(s.key, "clear", func() { delete(s.d.cells, s.key) })
 	return nil
 }
 

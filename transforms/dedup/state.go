@@ -57,20 +57,37 @@ type stored struct {
 }
 
 // store keeps a key's core.State in a stateful step's state cell, in one of
-// coders/statecoder's layouts.
+// coders/statecoder's layouts. Its methods are split so that the step can
+// issue the requests apart from the DoFn's goroutine (overlap.go): fetch
+// and apply make the requests and touch nothing but the element's
+// provider; plan, on the DoFn's goroutine, works out and counts a write.
 type store interface {
-	// read reads the key's state.
-	read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error)
-	// write stores st, which the key's state became since it was read as
-	// was, and returns what the cell holds after it (its own copy).
-	write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error)
+	// fetch reads the key's state through sp.
+	fetch(sp state.Provider) (stored, error)
+	// plan works out the change that stores st, which the key's state
+	// became since it was read as was, counts its requests, and returns
+	// it with what the cell holds after it (its own copy).
+	plan(ctx context.Context, m *metricSet, was *stored, st *core.State) (change, stored, error)
+	// apply makes a change's requests through sp, in order: the clear,
+	// then the appends.
+	apply(sp state.Provider, c change) error
 }
+
+// change is a write of a key's state cell: a clear (the rewrite, or a
+// deletion), then the marks or the version to append.
+type change struct {
+	clear   bool
+	marks   []int64
+	version []byte // fresh: the runner may keep it
+}
+
+// none reports whether the change makes no request.
+func (c change) none() bool { return !c.clear && len(c.marks) == 0 && c.version == nil }
 
 // marksStore keeps the state as marks in a Bag[int64].
 type marksStore struct{ cell *state.Bag[int64] }
 
-func (ms marksStore) read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error) {
-	m.read(ctx)
+func (ms marksStore) fetch(sp state.Provider) (stored, error) {
 	marks, _, err := ms.cell.Read(sp)
 	if err != nil {
 		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
@@ -79,34 +96,39 @@ func (ms marksStore) read(ctx context.Context, sp state.Provider, m *metricSet) 
 	return stored{st: st, marks: marks}, err
 }
 
-func (ms marksStore) write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error) {
+func (ms marksStore) plan(ctx context.Context, m *metricSet, was *stored, st *core.State) (change, stored, error) {
 	clear, add, err := statecoder.MarkChanges(was.marks, &was.st, st)
 	if err != nil {
-		return stored{}, err
+		return change{}, stored{}, err
 	}
 	m.stateWrites.Inc(ctx, 1)
 	marks := was.marks
 	if clear {
-		if err := ms.cell.Clear(sp); err != nil {
-			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
-		}
 		m.stateClears.Inc(ctx, clearsPerClear)
 		marks = nil
 	}
-	for _, mk := range add {
-		if err := ms.cell.Add(sp, mk); err != nil {
-			return stored{}, fmt.Errorf("dedup: writing state: %w", err)
+	m.stateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
+	return change{clear: clear, marks: add}, stored{st: *st, marks: slices.Concat(marks, add)}, nil
+}
+
+func (ms marksStore) apply(sp state.Provider, c change) error {
+	if c.clear {
+		if err := ms.cell.Clear(sp); err != nil {
+			return fmt.Errorf("dedup: clearing state: %w", err)
 		}
 	}
-	m.stateAppends.Inc(ctx, int64(len(add)*appendsPerMark))
-	return stored{st: *st, marks: slices.Concat(marks, add)}, nil
+	for _, mk := range c.marks {
+		if err := ms.cell.Add(sp, mk); err != nil {
+			return fmt.Errorf("dedup: writing state: %w", err)
+		}
+	}
+	return nil
 }
 
 // versionsStore keeps the state as versions in a Bag[[]byte].
 type versionsStore struct{ cell *state.Bag[[]byte] }
 
-func (v versionsStore) read(ctx context.Context, sp state.Provider, m *metricSet) (stored, error) {
-	m.read(ctx)
+func (v versionsStore) fetch(sp state.Provider) (stored, error) {
 	vs, _, err := v.cell.Read(sp)
 	if err != nil {
 		return stored{}, fmt.Errorf("dedup: reading state: %w", err)
@@ -115,27 +137,36 @@ func (v versionsStore) read(ctx context.Context, sp state.Provider, m *metricSet
 	return stored{st: st, versions: len(vs)}, err
 }
 
-func (v versionsStore) write(ctx context.Context, sp state.Provider, m *metricSet, was *stored, st *core.State) (stored, error) {
+func (v versionsStore) plan(ctx context.Context, m *metricSet, was *stored, st *core.State) (change, stored, error) {
 	clear, add := statecoder.VersionChanges(was.versions, st)
 	m.stateWrites.Inc(ctx, 1)
 	held := was.versions
 	if clear {
-		if err := v.cell.Clear(sp); err != nil {
-			return stored{}, fmt.Errorf("dedup: clearing state: %w", err)
-		}
 		m.stateClears.Inc(ctx, clearsPerClear)
 		held = 0
 	}
 	if add == nil {
-		return stored{versions: held}, nil
-	}
-	if err := v.cell.Add(sp, add); err != nil { // a fresh slice: the runner may keep it
-		return stored{}, fmt.Errorf("dedup: writing state: %w", err)
+		return change{clear: clear}, stored{versions: held}, nil
 	}
 	m.stateAppends.Inc(ctx, appendsPerVersion)
 	kept := *st // st's rows may be scratch buffers
 	kept.Cand, kept.Seq = bytes.Clone(st.Cand), bytes.Clone(st.Seq)
-	return stored{st: kept, versions: held + 1}, nil
+	return change{clear: clear, version: add}, stored{st: kept, versions: held + 1}, nil
+}
+
+func (v versionsStore) apply(sp state.Provider, c change) error {
+	if c.clear {
+		if err := v.cell.Clear(sp); err != nil {
+			return fmt.Errorf("dedup: clearing state: %w", err)
+		}
+	}
+	if c.version == nil {
+		return nil
+	}
+	if err := v.cell.Add(sp, c.version); err != nil {
+		return fmt.Errorf("dedup: writing state: %w", err)
+	}
+	return nil
 }
 
 // bundleCache keeps the state of the keys a bundle read or wrote, so that a
@@ -179,18 +210,11 @@ func (c *bundleCache) id(w beam.Window, key any) ([]byte, error) {
 	return c.buf.Bytes(), nil
 }
 
-// read returns the state of the key called id: from the cache, or from the
-// store (then cached).
-func (c *bundleCache) read(ctx context.Context, sp state.Provider, s store, m *metricSet, id []byte) (stored, error) {
-	if was, ok := c.states[string(id)]; ok {
-		m.stateCacheHits.Inc(ctx, 1)
-		return was, nil
-	}
-	was, err := s.read(ctx, sp, m)
-	if err == nil {
-		c.put(id, was)
-	}
-	return was, err
+// get returns the state of the key called id, if the bundle read or
+// wrote it.
+func (c *bundleCache) get(id []byte) (stored, bool) {
+	was, ok := c.states[string(id)] // no allocation for the lookup
+	return was, ok
 }
 
 // put records what the cell of the key called id holds.

@@ -54,6 +54,8 @@ type params struct {
 	Clock               string
 	Dropped             bool   // emit the rows dropped (OutputDropped)
 	Metrics             string // the namespace of the transform's counters
+	// Overlap is how the step issues its state requests (overlap.go).
+	Overlap overlapMode
 }
 
 // rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
@@ -77,6 +79,7 @@ type step struct {
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder
 	buf      bytes.Buffer
+	ov       overlap
 }
 
 func (s *step) setup(p *params, st store) error {
@@ -104,6 +107,7 @@ func (s *step) setup(p *params, st store) error {
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
 	s.dec = beam.NewElementDecoder(p.ValueType.T)
+	s.setupOverlap(context.Background(), p.Overlap)
 	return nil
 }
 
@@ -159,13 +163,16 @@ func (s *step) insertForm(a *arrival) any {
 	return a.asInsert
 }
 
-// startBundle forgets what the last bundle cached: a failed bundle may have
-// written nothing of it.
-func (s *step) startBundle() { s.cache.reset() }
+// startBundle forgets what the last bundle cached, and what it had in
+// flight: a failed bundle may have written nothing of it.
+func (s *step) startBundle() {
+	s.cache.reset()
+	s.abort(nil)
+}
 
-// process decides on one row of key in window w and returns the timer to
-// set.
-func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
+// process decides on one row of key in window w, arriving at processing
+// time at, and returns the timer to set.
+func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at time.Time, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
 	a, err := s.arrive(ts, row)
 	if err != nil {
 		return arming{}, err
@@ -174,12 +181,12 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	if err != nil {
 		return arming{}, err
 	}
-	was, err := s.cache.read(ctx, sp, s.store, s.m, id)
+	was, err := s.read(ctx, sp, id)
 	if err != nil {
 		return arming{}, err
 	}
 	st := was.st
-	now := s.now(ts.ToTime()).UnixMilli()
+	now := at.UnixMilli()
 	// a.Row and a.Seq are scratch buffers: st may keep them only until the
 	// write below encodes it.
 	d := s.rules.OnRow(&st, a.Row, now)
@@ -205,10 +212,9 @@ func (s *step) process(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	after := was
 	if d.Write {
-		if after, err = s.store.write(ctx, sp, s.m, &was, &st); err != nil {
+		if after, err = s.write(ctx, sp, id, &was, &st); err != nil {
 			return arming{}, err
 		}
-		s.cache.put(id, after)
 	}
 	t := arming{Timer: d.Timer, now: now}
 	if d.Timer.Kind == core.Finalize {
@@ -246,7 +252,7 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 	}
 	var was stored
 	if tag == "" {
-		if was, err = s.cache.read(ctx, sp, s.store, s.m, id); err != nil {
+		if was, err = s.read(ctx, sp, id); err != nil {
 			return arming{}, err
 		}
 	} else {
@@ -283,11 +289,9 @@ func (s *step) onTimer(ctx context.Context, w beam.Window, ts beam.EventTime, sp
 		}
 	}
 	if d.Write {
-		after, err := s.store.write(ctx, sp, s.m, &was, &st)
-		if err != nil {
+		if _, err := s.write(ctx, sp, id, &was, &st); err != nil {
 			return arming{}, err
 		}
-		s.cache.put(id, after)
 	}
 	return arming{Timer: d.Timer, now: now}, nil
 }
@@ -390,6 +394,7 @@ func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any 
 	pr := params{
 		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: kt}, ValueType: beam.EncodedType{T: vt},
 		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, TimeCol: c.onTime, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
+		Overlap: p.overlap,
 	}
 	names := firstNames
 	if p.last {

@@ -78,13 +78,22 @@ func TestCandidateTag_GoldenBytes(t *testing.T) {
 // fakeStore counts reads.
 type fakeStore struct{ reads int }
 
-func (f *fakeStore) read(context.Context, state.Provider, *metricSet) (stored, error) {
+func (f *fakeStore) fetch(state.Provider) (stored, error) {
 	f.reads++
 	return stored{st: core.State{Phase: core.Emitted}}, nil
 }
 
-func (f *fakeStore) write(context.Context, state.Provider, *metricSet, *stored, *core.State) (stored, error) {
-	return stored{}, nil
+func (f *fakeStore) plan(context.Context, *metricSet, *stored, *core.State) (change, stored, error) {
+	return change{}, stored{}, nil
+}
+
+func (f *fakeStore) apply(state.Provider, change) error { return nil }
+
+// testStep is a step on st for keys of type kt, as Setup makes it.
+func testStep(st store, kt reflect.Type, mode overlapMode) *step {
+	s := &step{store: st, cache: newBundleCache(kt), m: newMetricSet("test")}
+	s.setupOverlap(context.Background(), mode)
+	return s
 }
 
 // A bundle's cache names a key's state by its key and window, serves a key
@@ -113,18 +122,19 @@ func TestBundleCache_ServesAKeysStateWithinABundleOnly(t *testing.T) {
 			}
 			assert.Len(t, ids, 6, "one state per key and window")
 
-			var s fakeStore
-			id, err := c.id(window.GlobalWindow{}, tc.keys[0])
+			var fs fakeStore
+			s := testStep(&fs, tc.kt, waitEach)
+			id, err := s.cache.id(window.GlobalWindow{}, tc.keys[0])
 			require.NoError(t, err)
-			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
+			_, err = s.read(ctx, nil, id)
 			require.NoError(t, err)
-			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
+			_, err = s.read(ctx, nil, id)
 			require.NoError(t, err)
-			assert.Equal(t, 1, s.reads, "the key's later rows come from the cache")
-			c.reset()
-			_, err = c.read(ctx, nil, &s, newMetricSet("test"), id)
+			assert.Equal(t, 1, fs.reads, "the key's later rows come from the cache")
+			s.startBundle()
+			_, err = s.read(ctx, nil, id)
 			require.NoError(t, err)
-			assert.Equal(t, 2, s.reads, "a new bundle reads again")
+			assert.Equal(t, 2, fs.reads, "a new bundle reads again")
 		})
 	}
 }

@@ -3,6 +3,7 @@ package core_test
 import (
 	"testing"
 
+	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
@@ -20,7 +21,7 @@ func benchRows(b *testing.B, period int, next func(i int, st *core.State) core.D
 	b.ReportAllocs()
 	var st core.State
 	i := 0
-	cpu0 := processCPUTime()
+	cpu0 := rsstest.CPUTime()
 	for b.Loop() {
 		if i%period == 0 {
 			st = core.State{}
@@ -28,7 +29,7 @@ func benchRows(b *testing.B, period int, next func(i int, st *core.State) core.D
 		sinkDecision = next(i%period, &st)
 		i++
 	}
-	cpu := processCPUTime() - cpu0
+	cpu := rsstest.CPUTime() - cpu0
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/row")
 	if cpu > 0 {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/row")

@@ -1,0 +1,58 @@
+package bench_test
+
+import (
+	"testing"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/testing/fnapitest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle follows every
+// state request the stateful step sends (fnapitest.Flight) on the budget's
+// input: with the overlap on (the default) several of a bundle's requests
+// are in flight at once, in the batched modes (no timer) and in the
+// event-time mode, whose writes only overlap; every one is answered, and
+// none after its bundle ended. OverlapState(false) waits for each in turn.
+// The requests themselves are the budget's either way (statefulRun checks
+// the counters against the requests sent).
+func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keep   func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result
+		opts   []dedup.Option
+		cell   string
+		insert bool
+	}{
+		{"keepfirst", dedup.KeepFirst, nil, "keepfirst", false},
+		{"keepfirst_eventtime", dedup.KeepFirst, []dedup.Option{dedup.OnTime("ts")}, "keepfirst", false},
+		{"keeplast_changelog", dedup.KeepLast, []dedup.Option{dedup.KindColumn("op")}, "keeplast", true},
+	} {
+		for _, on := range []bool{true, false} {
+			name := tc.name
+			if !on {
+				name += "/waiting"
+			}
+			t.Run(name, func(t *testing.T) {
+				w := budgetInput
+				w.InsertOnly = tc.insert
+				opts := append([]dedup.Option{dedup.MiniBatch(false), dedup.OverlapState(on)}, tc.opts...)
+				_, out := statefulRun(t, tc.keep, w, opts, tc.cell)
+				require.Equal(t, int64(w.Keys), min(out, int64(w.Keys)), "every key out")
+				f := fnapitest.Flight()
+				t.Logf("%+v", f)
+				require.Positive(t, f.Answered)
+				assert.Zero(t, f.Unanswered, "every request answered")
+				assert.Zero(t, f.AfterEnd, "no request sent or answered after its bundle ended")
+				if on {
+					assert.Greater(t, f.MaxInFlight, 1, "requests in flight together")
+				} else {
+					assert.Equal(t, 1, f.MaxInFlight, "each request waited for in turn")
+				}
+			})
+		}
+	}
+}

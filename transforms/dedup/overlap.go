@@ -1,0 +1,458 @@
+package dedup
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	beamcore "github.com/apache/beam/sdks/v2/go/pkg/beam/core"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+)
+
+// Overlapped state requests. The Go SDK sends each state request and
+// blocks until its answer (harness/statemgr.go StateChannel.Send), so a
+// step that waits for each in turn spends most of a row waiting for round
+// trips. The step instead keeps several in flight within a bundle:
+//
+//   - overlapBatch (no timer family, global windows): rows are buffered,
+//     batchRows at a time or until the bundle ends; the reads of the keys
+//     the bundle has not cached go out together, then the rows are decided
+//     one after the other in their arrival order on the bundle cache,
+//     exactly as they would have been one by one, and their output is
+//     emitted with each row's own timestamp.
+//   - overlapWrites (a timer family, or windows): a row is decided in its
+//     own ProcessElement, because a timer can only be set there (the
+//     SDK's timer provider sets it on the key of the element being
+//     processed, exec/timers.go userTimerAdapter) and an emitter only
+//     emits into that element's window; its read is waited for, its writes
+//     are not.
+//   - waitEach: every request is made and waited for in turn (OverlapState
+//     (false), an SDK this was not checked on, a state provider of
+//     another kind than Beam's harness).
+//
+// Either way a key's requests are made in order (each after the key's
+// previous one is answered), a key with requests in flight is read only
+// after they are answered, every request is answered before the bundle
+// finishes (FinishBundle waits), and a failed request fails the bundle, so
+// the runner retries it whole. What this rests on in the SDK is
+// undocumented: notes/overlapped-state.md has the lines, and
+// TestBeamStateProvidersOutliveTheirElement fails if they stop holding.
+type overlapMode uint8
+
+const (
+	waitEach overlapMode = iota
+	overlapWrites
+	overlapBatch
+)
+
+var overlapNames = [...]string{"wait for each request", "overlap writes", "overlap reads and writes"}
+
+func (o overlapMode) String() string { return overlapNames[o] }
+
+const (
+	// batchRows is how many rows a batch holds before its reads go out: a
+	// row waits at most this many rows or its bundle's end.
+	batchRows = 128
+	// maxInFlight bounds the requests a step has issued and not yet seen
+	// answered; the DoFn waits for a slot beyond it.
+	maxInFlight = 128
+)
+
+// vettedSDKs are the Beam Go SDK versions the reliance was checked on
+// (TestBeamStateProvidersOutliveTheirElement); on any other the step waits
+// for each request.
+var vettedSDKs = []string{"2.77.0"}
+
+// unvettedSDK logs, once per process, that the SDK is not one of them.
+var unvettedSDK sync.Once
+
+// harnessProvider is the type of the state provider Beam's harness hands
+// a DoFn: the one whose behaviour the reliance test checks.
+const harnessProvider = "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec.stateProvider"
+
+// reusedProviders is set, for the rest of the process, once a step saw the
+// SDK hand two elements of one bundle the same state provider: every step
+// then waits for each request.
+var reusedProviders atomic.Bool
+
+// otherProviders are the provider types, not the harness's, a step of the
+// process was handed: each is logged once (a test's own state backend
+// would otherwise log it for each DoFn instance).
+var otherProviders sync.Map
+
+// requests issues a step's state requests apart from the DoFn's goroutine
+// and tracks them until they are answered.
+type requests struct {
+	last  map[string]*op // each key's latest request, by the cache's id
+	slots chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	err   error // the first failure
+}
+
+// op is a request (or a key's requests of one write) in flight.
+type op struct {
+	done chan struct{}
+	err  error
+}
+
+func newRequests() *requests {
+	return &requests{last: make(map[string]*op), slots: make(chan struct{}, maxInFlight)}
+}
+
+// issue makes f's requests on another goroutine once the key's earlier
+// ones are answered, and returns at once (or once a slot is free).
+func (r *requests) issue(id string, f func() error) *op {
+	o := &op{done: make(chan struct{})}
+	prev := r.last[id]
+	r.last[id] = o
+	r.slots <- struct{}{}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if prev != nil {
+			<-prev.done
+			o.err = prev.err // a key's requests after a failed one are not made
+		}
+		if o.err == nil {
+			o.err = f()
+		}
+		if o.err != nil {
+			r.fail(o.err)
+		}
+		<-r.slots
+		close(o.done)
+	}()
+	return o
+}
+
+func (r *requests) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// failed returns the first failure so far.
+func (r *requests) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// settle waits until the key's requests are answered.
+func (r *requests) settle(id []byte) error {
+	o, ok := r.last[string(id)]
+	if !ok {
+		return nil
+	}
+	<-o.done
+	delete(r.last, string(id))
+	return o.err
+}
+
+// wait waits until every request issued is answered and returns the first
+// failure.
+func (r *requests) wait() error {
+	r.wg.Wait()
+	clear(r.last)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.err
+	r.err = nil
+	return err
+}
+
+// pendingRow is a row of the batch, with what deciding it later needs: its
+// element's state provider and its processing time at arrival.
+type pendingRow struct {
+	w   beam.Window
+	ts  beam.EventTime
+	at  time.Time
+	sp  state.Provider
+	key beam.T
+	row beam.V
+}
+
+// fetched is a read issued for a batch: the key's state once op is done.
+type fetched struct {
+	op  *op
+	was stored
+}
+
+// heldRow is an output row waiting for an emitter in its pane.
+type heldRow struct {
+	ts      beam.EventTime
+	key     beam.T
+	row     beam.V
+	dropped bool
+}
+
+// overlap is a step's runtime of the overlap: its mode and what a bundle
+// has in flight.
+type overlap struct {
+	mode    overlapMode
+	io      *requests
+	batch   []pendingRow
+	fetched map[string]*fetched
+	// held are output rows decided while the emitters were in another
+	// pane than theirs (a row of another pane arrived, and the batch was
+	// decided before it), emitted at the next chance in their own.
+	held                  []heldRow
+	holdKept, holdDropped rowEmit
+	// spType is the provider type vetted; lastSP the previous element's.
+	spType reflect.Type
+	lastSP state.Provider
+}
+
+// setupOverlap sets the mode, falling back to waitEach on an SDK the
+// reliance was not checked on.
+func (s *step) setupOverlap(ctx context.Context, mode overlapMode) {
+	if mode != waitEach && !slices.Contains(vettedSDKs, beamcore.SdkVersion) {
+		unvettedSDK.Do(func() {
+			log.Warnf(ctx, "dedup: the stateful step waits for each state request: overlapping them was checked on Beam Go %v, not %v", vettedSDKs, beamcore.SdkVersion)
+		})
+		mode = waitEach
+	}
+	s.ov = overlap{mode: mode, io: newRequests(), fetched: make(map[string]*fetched)}
+	s.ov.holdKept = func(ts beam.EventTime, key beam.T, row beam.V) {
+		s.ov.held = append(s.ov.held, heldRow{ts: ts, key: key, row: row})
+	}
+	s.ov.holdDropped = func(ts beam.EventTime, key beam.T, row beam.V) {
+		s.ov.held = append(s.ov.held, heldRow{ts: ts, key: key, row: row, dropped: true})
+	}
+}
+
+// overlapping reports whether requests are issued apart from the DoFn.
+func (s *step) overlapping() bool { return s.ov.mode != waitEach && !reusedProviders.Load() }
+
+// vet checks, before relying on it, that sp is what the reliance test
+// checked: a harness provider of this element alone. A provider of another
+// type (a test's own state backend) makes the step wait for each request
+// from here on. The same provider for two elements of a bundle fails the
+// bundle: the rows batched before it hold it too, and would read and write
+// through it the state of another key; from then on every step of the
+// process waits for each request, so the runner's retry is exact.
+func (s *step) vet(ctx context.Context, sp state.Provider) error {
+	t := reflect.TypeOf(sp)
+	if t != s.ov.spType {
+		if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath()+"."+t.Elem().Name() != harnessProvider {
+			if _, told := otherProviders.LoadOrStore(t, true); !told {
+				log.Warnf(ctx, "dedup: the stateful step waits for each state request: its state provider is a %v, not Beam's harness provider", t)
+			}
+			s.ov.mode = waitEach
+			return nil
+		}
+		s.ov.spType = t
+	}
+	reused := sp == s.ov.lastSP
+	for i := range s.ov.batch {
+		reused = reused || s.ov.batch[i].sp == sp
+	}
+	s.ov.lastSP = sp
+	if reused {
+		reusedProviders.Store(true)
+		return fmt.Errorf("dedup: Beam handed two elements of a bundle the same state provider, which the stateful step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request")
+	}
+	return nil
+}
+
+// admit checks, before a row or a firing is decided, that no request of
+// the bundle failed and that its provider may be relied on.
+func (s *step) admit(ctx context.Context, sp state.Provider) error {
+	if err := s.ov.io.failed(); err != nil {
+		return s.abort(err)
+	}
+	if s.overlapping() {
+		if err := s.vet(ctx, sp); err != nil {
+			return s.abort(err)
+		}
+	}
+	return nil
+}
+
+// add takes a row of a step without timers: into the batch, or decided
+// now. Only rows in the no-firing pane wait in the batch: its rows are
+// emitted while the emitters are in the pane of the element at hand, or,
+// from FinishBundle, in that one (and the global window, the batch's).
+func (s *step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	if err := s.admit(ctx, sp); err != nil {
+		return err
+	}
+	at := s.now(ts.ToTime())
+	inPane := pn == typex.NoFiringPane()
+	if s.ov.mode == overlapBatch && s.overlapping() && inPane {
+		s.ov.batch = append(s.ov.batch, pendingRow{w: w, ts: ts, at: at, sp: sp, key: key, row: row})
+		if len(s.ov.batch) < batchRows {
+			return nil
+		}
+		return s.flush(ctx, emit, drop, true)
+	}
+	// The batch's rows are decided first; in another pane, what they emit
+	// is held for the next emitter in theirs.
+	if err := s.flush(ctx, emit, drop, inPane); err != nil {
+		return err
+	}
+	if _, err := s.process(ctx, w, ts, at, sp, key, row, emit, drop); err != nil {
+		return s.abort(err)
+	}
+	return nil
+}
+
+// decide decides a row in its own ProcessElement, for a step with timers,
+// and returns the timer to set.
+func (s *step) decide(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
+	if err := s.admit(ctx, sp); err != nil {
+		return arming{}, err
+	}
+	a, err := s.process(ctx, w, ts, s.now(ts.ToTime()), sp, key, row, emit, drop)
+	if err != nil {
+		return arming{}, s.abort(err)
+	}
+	return a, nil
+}
+
+// fire decides a firing of the key's timer and returns the timer to set
+// next (onTimer).
+func (s *step) fire(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit rowEmit) (arming, error) {
+	if err := s.admit(ctx, sp); err != nil {
+		return arming{}, err
+	}
+	a, err := s.onTimer(ctx, w, ts, sp, proc, key, tag, emit)
+	if err != nil {
+		return arming{}, s.abort(err)
+	}
+	return a, nil
+}
+
+// flush decides the batch: the reads of the keys it needs go out together,
+// then each row is decided in its arrival order as its read is answered.
+// inPane: the emitters are in the batch's pane, so the rows held for it
+// are emitted first; else what the batch emits is held.
+func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error {
+	if !inPane {
+		emit, drop = s.ov.holdKept, s.ov.holdDropped
+	} else if len(s.ov.held) > 0 {
+		for _, h := range s.ov.held {
+			if h.dropped {
+				drop(h.ts, h.key, h.row)
+			} else {
+				emit(h.ts, h.key, h.row)
+			}
+		}
+		clear(s.ov.held)
+		s.ov.held = s.ov.held[:0]
+	}
+	for i := range s.ov.batch {
+		r := &s.ov.batch[i]
+		id, err := s.cache.id(r.w, r.key)
+		if err != nil {
+			return s.abort(err)
+		}
+		if _, ok := s.cache.get(id); ok || s.ov.fetched[string(id)] != nil {
+			continue
+		}
+		s.m.read(ctx)
+		f, sp := &fetched{}, r.sp
+		f.op = s.ov.io.issue(string(id), func() (err error) {
+			f.was, err = s.store.fetch(sp)
+			return err
+		})
+		s.ov.fetched[string(id)] = f
+	}
+	for i := range s.ov.batch {
+		r := &s.ov.batch[i]
+		if _, err := s.process(ctx, r.w, r.ts, r.at, r.sp, r.key, r.row, emit, drop); err != nil {
+			return s.abort(err)
+		}
+	}
+	clear(s.ov.batch)
+	s.ov.batch = s.ov.batch[:0]
+	return nil
+}
+
+// read returns the state of the key called id: from the bundle's cache, a
+// read its batch issued, or a read made now, after the key's requests in
+// flight are answered.
+func (s *step) read(ctx context.Context, sp state.Provider, id []byte) (stored, error) {
+	if was, ok := s.cache.get(id); ok {
+		s.m.stateCacheHits.Inc(ctx, 1)
+		return was, nil
+	}
+	if f, ok := s.ov.fetched[string(id)]; ok {
+		delete(s.ov.fetched, string(id))
+		<-f.op.done
+		if f.op.err != nil {
+			return stored{}, f.op.err
+		}
+		s.cache.put(id, f.was)
+		return f.was, nil
+	}
+	if err := s.ov.io.settle(id); err != nil {
+		return stored{}, err
+	}
+	s.m.read(ctx)
+	was, err := s.store.fetch(sp)
+	if err != nil {
+		return stored{}, err
+	}
+	s.cache.put(id, was)
+	return was, nil
+}
+
+// write stores st, which the key called id's state became since it was
+// read as was: counted and cached now, its requests made now or issued.
+func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *stored, st *core.State) (stored, error) {
+	c, after, err := s.store.plan(ctx, s.m, was, st)
+	if err != nil {
+		return stored{}, err
+	}
+	s.cache.put(id, after)
+	switch {
+	case c.none():
+	case s.overlapping():
+		s.ov.io.issue(string(id), func() error { return s.store.apply(sp, c) })
+	default:
+		if err := s.ov.io.settle(id); err != nil {
+			return stored{}, err
+		}
+		if err := s.store.apply(sp, c); err != nil {
+			return stored{}, err
+		}
+	}
+	return after, nil
+}
+
+// finishBundle decides what the batch holds, emits what was held and
+// waits until every request is answered.
+func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
+	err := s.flush(ctx, emit, drop, true)
+	s.ov.lastSP = nil
+	if werr := s.ov.io.wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// abort waits for the bundle's requests in flight, so that none outlives
+// it, forgets its batch and returns err.
+func (s *step) abort(err error) error {
+	s.ov.io.wait()
+	clear(s.ov.batch)
+	s.ov.batch = s.ov.batch[:0]
+	clear(s.ov.fetched)
+	clear(s.ov.held)
+	s.ov.held = s.ov.held[:0]
+	s.ov.lastSP = nil
+	return err
+}
