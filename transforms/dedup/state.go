@@ -175,7 +175,7 @@ func (v versionsStore) apply(sp state.Provider, c change) error {
 // no user state across elements (harness/statecache/statecache.go). It is
 // cleared at every bundle's start, and when it holds miniBatchMaxKeys keys.
 type bundleCache struct {
-	keyEnc beam.ElementEncoder // for keys that are not []byte (KeepFirstPerKey)
+	keyEnc beam.ElementEncoder // for keys that are not []byte (KV input)
 	states map[string]stored
 	buf    bytes.Buffer
 }

@@ -45,9 +45,9 @@ type params struct {
 	Last      bool
 	KeyType   beam.EncodedType
 	ValueType beam.EncodedType
-	// KindCol is the input's kind column (Changelog); OutKindCol the column
-	// each output row's kind is written into (KeepLast's OutputKind, or
-	// Changelog, where KeepFirst writes +I).
+	// KindCol is the input's kind column (KindColumn); OutKindCol the column
+	// each output row's kind is written into (the same KindColumn: KeepLast
+	// writes the row's new kind, KeepFirst +I).
 	KindCol, OutKindCol string
 	SeqCol              string // SequenceBy
 	TimeCol             string // OnTime: its microseconds order rows
