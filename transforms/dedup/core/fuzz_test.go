@@ -22,18 +22,6 @@ import (
 
 const fuzzGrain = 1000 // ms
 
-// Known core bugs in finite windows, each with a skipped test that
-// reproduces it. While a flag is true, the fuzzer avoids it; set it to false
-// once the core is fixed.
-const (
-	// A cleanup firing clamped to the window end ends the key's period
-	// while the window still takes rows:
-	// TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpires.
-	// While true, rows arrive only while the watermark is before the window
-	// end (it reaches the end only once the input is over).
-	knownBugWindowEndCleanupEndsThePeriod = false
-)
-
 // refModel keeps, per key, the phase, the candidate, when retention was
 // last (re)started and the largest event time that set or refreshed it.
 type refModel struct {
@@ -221,10 +209,7 @@ func FuzzCoreMatchesReferenceModel(f *testing.F) {
 				m.now = s.now
 				m.advance()
 			case 'w':
-				wm := min(s.wm+op.at, fc.windowEnd)
-				if knownBugWindowEndCleanupEndsThePeriod {
-					wm = min(wm, fc.windowEnd-1)
-				}
+				wm := min(s.wm+op.at, fc.windowEnd) // the window end too, while the window still takes rows
 				s.AdvanceWatermark(wm)
 				m.wm = wm
 				m.advance()

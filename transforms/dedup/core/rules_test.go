@@ -646,9 +646,6 @@ func TestRule_StateTTLExpiryHoldsWhateverTheClockValue(t *testing.T) {
 // (beam.AllowedLateness). The firing must not end the key's period unless
 // its retention really ended; here it had not.
 func TestRule_CleanupClampedToTheWindowEndDoesNotEndThePeriodBeforeTheWindowExpires(t *testing.T) {
-	t.Skip("BUG: OnTimer treats the cleanup firing clamped to the window end as an expiry and clears the key, " +
-		"though neither its EventTTL nor its StateTTL ended; the window still accepts rows (watermark == max timestamp, " +
-		"or within allowed lateness), so a later row of the key in that window is emitted a second time")
 	e := at(10, 0)
 	windowEnd := e + 10*minute - 1 // window [10:00, 10:10)
 	for _, tc := range []struct {
