@@ -363,12 +363,12 @@ func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error
 			continue
 		}
 		s.m.read(ctx)
-		f, sp := &fetched{}, r.sp
-		f.op = s.ov.io.issue(string(id), func() (err error) {
+		k, f, sp := string(id), &fetched{}, r.sp // one copy of id for both maps
+		f.op = s.ov.io.issue(k, func() (err error) {
 			f.was, err = s.store.fetch(sp)
 			return err
 		})
-		s.ov.fetched[string(id)] = f
+		s.ov.fetched[k] = f
 	}
 	for i := range s.ov.batch {
 		r := &s.ov.batch[i]
