@@ -350,8 +350,7 @@ func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error
 				emit(h.ts, h.key, h.row)
 			}
 		}
-		clear(s.ov.held)
-		s.ov.held = s.ov.held[:0]
+		s.ov.held = emptied(s.ov.held)
 	}
 	for i := range s.ov.batch {
 		r := &s.ov.batch[i]
@@ -363,12 +362,12 @@ func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error
 			continue
 		}
 		s.m.read(ctx)
-		f, sp := &fetched{}, r.sp
-		f.op = s.ov.io.issue(string(id), func() (err error) {
+		k, f, sp := string(id), &fetched{}, r.sp // one copy of id for both maps
+		f.op = s.ov.io.issue(k, func() (err error) {
 			f.was, err = s.store.fetch(sp)
 			return err
 		})
-		s.ov.fetched[string(id)] = f
+		s.ov.fetched[k] = f
 	}
 	for i := range s.ov.batch {
 		r := &s.ov.batch[i]
@@ -376,8 +375,7 @@ func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error
 			return s.abort(err)
 		}
 	}
-	clear(s.ov.batch)
-	s.ov.batch = s.ov.batch[:0]
+	s.ov.batch = emptied(s.ov.batch)
 	return nil
 }
 
@@ -448,11 +446,16 @@ func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
 // it, forgets its batch and returns err.
 func (s *step) abort(err error) error {
 	s.ov.io.wait()
-	clear(s.ov.batch)
-	s.ov.batch = s.ov.batch[:0]
+	s.ov.batch = emptied(s.ov.batch)
 	clear(s.ov.fetched)
-	clear(s.ov.held)
-	s.ov.held = s.ov.held[:0]
+	s.ov.held = emptied(s.ov.held)
 	s.ov.lastSP = nil
 	return err
+}
+
+// emptied is rows with none left, its backing array kept for the next
+// rows and cleared, so that it holds on to no row, key or provider.
+func emptied[T any](rows []T) []T {
+	clear(rows)
+	return rows[:0]
 }

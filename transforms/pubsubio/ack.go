@@ -59,12 +59,9 @@ type ackFn struct {
 }
 
 func (fn *ackFn) Setup(ctx context.Context) error {
-	c, err := subscriberClient(ctx, fn.Endpoint)
-	if err != nil {
-		return fmt.Errorf("pubsubio: dialing %s: %w", Target(fn.Endpoint), err)
-	}
-	fn.sub = c
-	return nil
+	var err error
+	fn.sub, err = subscriberClient(ctx, fn.Endpoint)
+	return err
 }
 
 func (fn *ackFn) StartBundle(context.Context) {

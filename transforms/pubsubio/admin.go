@@ -33,11 +33,11 @@ func Target(endpoint string) string {
 func CheckExists(ctx context.Context, endpoint, subscription string, topics ...string) error {
 	sub, err := subscriberClient(ctx, endpoint)
 	if err != nil {
-		return fmt.Errorf("pubsubio: dialing %s: %w", Target(endpoint), err)
+		return err
 	}
 	pub, err := publisherClient(ctx, endpoint)
 	if err != nil {
-		return fmt.Errorf("pubsubio: dialing %s: %w", Target(endpoint), err)
+		return err
 	}
 	check := func(kind, name string, err error) error {
 		switch status.Code(err) {

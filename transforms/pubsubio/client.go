@@ -2,6 +2,7 @@ package pubsubio
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 
@@ -42,32 +43,28 @@ func cacheKey(endpoint string) string {
 	return endpoint
 }
 
+// subscriberClient and publisherClient are the process's clients for
+// endpoint, dialed the first time; the error names the service (Target).
 func subscriberClient(ctx context.Context, endpoint string) (*pubsub.SubscriptionAdminClient, error) {
-	clientsMu.Lock()
-	defer clientsMu.Unlock()
-	key := cacheKey(endpoint)
-	if c, ok := subClients[key]; ok {
-		return c, nil
-	}
-	c, err := pubsub.NewSubscriptionAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
-	if err != nil {
-		return nil, err
-	}
-	subClients[key] = c
-	return c, nil
+	return cachedClient(ctx, subClients, endpoint, pubsub.NewSubscriptionAdminClient)
 }
 
 func publisherClient(ctx context.Context, endpoint string) (*pubsub.TopicAdminClient, error) {
+	return cachedClient(ctx, pubClients, endpoint, pubsub.NewTopicAdminClient)
+}
+
+func cachedClient[C any](ctx context.Context, cache map[string]C, endpoint string, dial func(context.Context, ...option.ClientOption) (C, error)) (C, error) {
 	clientsMu.Lock()
 	defer clientsMu.Unlock()
 	key := cacheKey(endpoint)
-	if c, ok := pubClients[key]; ok {
+	if c, ok := cache[key]; ok {
 		return c, nil
 	}
-	c, err := pubsub.NewTopicAdminClient(context.WithoutCancel(ctx), clientOptions(endpoint)...)
+	c, err := dial(context.WithoutCancel(ctx), clientOptions(endpoint)...)
 	if err != nil {
-		return nil, err
+		var none C
+		return none, fmt.Errorf("pubsubio: dialing %s: %w", Target(endpoint), err)
 	}
-	pubClients[key] = c
+	cache[key] = c
 	return c, nil
 }

@@ -108,12 +108,9 @@ func newReadFn(subscription string, c config) *readFn {
 }
 
 func (fn *readFn) Setup(ctx context.Context) error {
-	c, err := subscriberClient(ctx, fn.Endpoint)
-	if err != nil {
-		return fmt.Errorf("pubsubio: dialing %s: %w", Target(fn.Endpoint), err)
-	}
-	fn.sub = c
-	return nil
+	var err error
+	fn.sub, err = subscriberClient(ctx, fn.Endpoint)
+	return err
 }
 
 func (fn *readFn) CreateInitialRestriction(_ int) restriction { return restriction{} }

@@ -55,12 +55,9 @@ type writeFn struct {
 }
 
 func (fn *writeFn) Setup(ctx context.Context) error {
-	c, err := publisherClient(ctx, fn.Endpoint)
-	if err != nil {
-		return fmt.Errorf("pubsubio: dialing %s: %w", Target(fn.Endpoint), err)
-	}
-	fn.pub = c
-	return nil
+	var err error
+	fn.pub, err = publisherClient(ctx, fn.Endpoint)
+	return err
 }
 
 func (fn *writeFn) StartBundle(_ context.Context, _ func(Message)) {

@@ -161,10 +161,16 @@ func TestSeqColumnReadsEachSupportedTypeAndRejectsOthers(t *testing.T) {
 		assert.Empty(t, reason, col)
 		assert.Equal(t, want, got, col)
 	}
-	for _, col := range []string{"p", "pt"} {
+	p, pt := int64(-9), time.Unix(5, 6_789)
+	set := reflect.ValueOf(row{P: &p, PT: &pt})
+	for col, want := range map[string][]byte{"p": ordercoder.Int(nil, -9), "pt": ordercoder.Time(nil, time.Unix(5, 6_000))} {
 		c, err := NewSeqColumn(rt, col)
 		require.NoError(t, err)
-		got, reason := c.Append([]byte{1}, v)
+		got, reason := c.Append([]byte{1}, set)
+		assert.Empty(t, reason, col)
+		assert.Equal(t, append([]byte{1}, want...), got, "a pointer reads what it points to, appended to dst: %s", col)
+
+		got, reason = c.Append([]byte{1}, v)
 		assert.Equal(t, `SequenceBy column "`+col+`" is NULL`, reason)
 		assert.Equal(t, []byte{1}, got, "dst unchanged")
 	}
