@@ -179,13 +179,15 @@ func lineCounts(in jsonl.Input) string {
 // duplicate (or late, or replaced, or a swallowed change) or
 // dead-lettered.
 func accounting(in jsonl.Input, c dedup.Counters) (string, bool) {
+	// always: shown even when zero; the others only when they happened.
 	terms := []struct {
-		n    int64
-		what string
+		n      int64
+		what   string
+		always bool
 	}{
-		{c.Emitted, "emitted"}, {c.DuplicatesDropped, "duplicates dropped"}, {c.LateDropped, "late"},
-		{c.CandidatesReplaced, "replaced"}, {c.ChangelogSwallowed + c.RetractionsIgnored, "changes swallowed"},
-		{in.Malformed + c.DeadLettered, "dead-lettered"}, {in.Blank, "blank"},
+		{c.Emitted, "emitted", true}, {c.DuplicatesDropped, "duplicates dropped", true}, {c.LateDropped, "late", false},
+		{c.CandidatesReplaced, "replaced", false}, {c.ChangelogSwallowed + c.RetractionsIgnored, "changes swallowed", false},
+		{in.Malformed + c.DeadLettered, "dead-lettered", true}, {in.Blank, "blank", true},
 	}
 	var b strings.Builder
 	var sum int64
@@ -193,7 +195,7 @@ func accounting(in jsonl.Input, c dedup.Counters) (string, bool) {
 	first := true
 	for _, t := range terms {
 		sum += t.n
-		if t.n == 0 && t.what != "emitted" && t.what != "duplicates dropped" && t.what != "dead-lettered" && t.what != "blank" {
+		if t.n == 0 && !t.always {
 			continue
 		}
 		if !first {

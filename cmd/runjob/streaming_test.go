@@ -227,12 +227,8 @@ func streamUntilStopped(t *testing.T, server string, start startFunc, extra ...s
 	t.Setenv("PUBSUB_EMULATOR_HOST", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pub, err := pubsub.NewTopicAdminClient(ctx)
-	require.NoError(t, err)
-	defer pub.Close()
-	subs, err := pubsub.NewSubscriptionAdminClient(ctx)
-	require.NoError(t, err)
-	defer subs.Close()
+	c := newClients(t)
+	pub, subs := c.pub, c.subs
 
 	published := 0
 	publish := func(msgs ...*pubsubpb.PubsubMessage) {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	jobpb "github.com/apache/beam/sdks/v2/go/pkg/beam/model/jobmanagement_v1"
 	"github.com/stretchr/testify/assert"
@@ -260,18 +259,14 @@ func TestRunStreamingOnAWorkerPoolFailsWithinTheStallLimitWhenTheWorkerFreezes(t
 	t.Setenv("PUBSUB_EMULATOR_HOST", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	pub, err := pubsub.NewTopicAdminClient(ctx)
-	require.NoError(t, err)
-	defer pub.Close()
-	subs, err := pubsub.NewSubscriptionAdminClient(ctx)
-	require.NoError(t, err)
-	defer subs.Close()
+	c := newClients(t)
+	pub, subs := c.pub, c.subs
 	var msgs []*pubsubpb.PubsubMessage
 	for i := range 50 {
 		b, _ := json.Marshal(orders.Order{OrderID: fmt.Sprintf("o-%d", i), Quantity: 1, Price: 1, CreatedAt: time.Unix(int64(i), 0).UTC()})
 		msgs = append(msgs, &pubsubpb.PubsubMessage{Data: b})
 	}
-	_, err = pub.Publish(ctx, &pubsubpb.PublishRequest{Topic: "projects/p/topics/orders", Messages: msgs})
+	_, err := pub.Publish(ctx, &pubsubpb.PublishRequest{Topic: "projects/p/topics/orders", Messages: msgs})
 	require.NoError(t, err)
 
 	const limit = 10 * time.Second

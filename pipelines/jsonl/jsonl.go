@@ -152,39 +152,41 @@ func CheckPath(path string) (err error) {
 type parseFn struct {
 	RowType beam.EncodedType `json:"row_type"`
 
-	counters map[fileCounter]beam.Counter
+	counters map[string]*fileCounters // by file
 }
 
-// fileCounter is a per-file counter: its kind and the file.
-type fileCounter struct{ kind, file string }
+// fileCounters are one file's counters, made once per file so that a
+// line costs one map lookup.
+type fileCounters struct{ lines, rows, blank, malformed beam.Counter }
 
-func (f *parseFn) count(ctx context.Context, kind, file string) {
-	k := fileCounter{kind, file}
-	c, ok := f.counters[k]
-	if !ok {
+func (f *parseFn) countersOf(file string) *fileCounters {
+	c := f.counters[file]
+	if c == nil {
 		if f.counters == nil {
-			f.counters = map[fileCounter]beam.Counter{}
+			f.counters = map[string]*fileCounters{}
 		}
-		c = beam.NewCounter(Namespace, kind+"/"+file)
-		f.counters[k] = c
+		counter := func(kind string) beam.Counter { return beam.NewCounter(Namespace, kind+"/"+file) }
+		c = &fileCounters{counter(Lines), counter(Rows), counter(BlankLines), counter(MalformedLines)}
+		f.counters[file] = c
 	}
-	c.Inc(ctx, 1)
+	return c
 }
 
 func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit func(beam.Y), dead func(ErrorLine)) {
-	f.count(ctx, Lines, file)
+	c := f.countersOf(file)
+	c.lines.Inc(ctx, 1)
 	if strings.TrimSpace(line) == "" {
-		f.count(ctx, BlankLines, file)
+		c.blank.Inc(ctx, 1)
 		return
 	}
 	row, e := parse(f.RowType.T, line)
 	if e.Reason != "" {
-		f.count(ctx, MalformedLines, file)
+		c.malformed.Inc(ctx, 1)
 		e.Source, e.Stage = file, StageParse
 		dead(e)
 		return
 	}
-	f.count(ctx, Rows, file)
+	c.rows.Inc(ctx, 1)
 	emit(row)
 }
 

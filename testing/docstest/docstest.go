@@ -100,7 +100,7 @@ func pageCommands(root, page string) ([]Command, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+		if _, ok := fence(line); ok {
 			inBlock, exports, pending = !inBlock, map[string]string{}, ""
 			continue
 		}
@@ -144,6 +144,12 @@ func pageCommands(root, page string) ([]Command, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// fence reports whether line opens or closes a fenced code block, and
+// returns what follows its backquotes (a block's info string).
+func fence(line string) (info string, ok bool) {
+	return strings.CutPrefix(strings.TrimSpace(line), "```")
 }
 
 var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
@@ -256,7 +262,7 @@ func Links(root string, pages []string) ([]Link, error) {
 		}
 		inBlock := false
 		for i, line := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			if _, ok := fence(line); ok {
 				inBlock = !inBlock
 				continue
 			}
@@ -284,7 +290,7 @@ func Anchors(path string) (map[string]bool, error) {
 	anchors := map[string]bool{}
 	inBlock := false
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+		if _, ok := fence(line); ok {
 			inBlock = !inBlock
 			continue
 		}

@@ -41,8 +41,8 @@ func Snippets(root string, pages []string) ([]Snippet, error) {
 			inBlock bool
 		)
 		for i, line := range strings.Split(string(data), "\n") {
-			fence := strings.TrimSpace(line)
-			if !strings.HasPrefix(fence, "```") {
+			info, ok := fence(line)
+			if !ok {
 				if cur != nil {
 					cur.Code += line + "\n"
 				}
@@ -56,7 +56,7 @@ func Snippets(root string, pages []string) ([]Snippet, error) {
 				continue
 			}
 			inBlock = true
-			if info := strings.Fields(strings.TrimPrefix(fence, "```")); len(info) > 0 && info[0] == "go" {
+			if words := strings.Fields(info); len(words) > 0 && words[0] == "go" {
 				cur = &Snippet{File: page, Line: i + 2}
 			}
 		}

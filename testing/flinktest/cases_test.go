@@ -97,13 +97,12 @@ func TestKeepFirst_WatermarklessOnAStreamKeepsTheFirstArrival(t *testing.T) {
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			ts := new(teststream.Config)
-			*ts = teststream.NewConfig()
-			addEach(t, ts,
+			ts := teststream.NewConfig()
+			addEach(t, &ts,
 				event{Key: "k1", Val: "b", Ts: at(10, 0)}, event{Key: "k2", Val: "c", Ts: at(10, 1)},
 				event{Key: "k1", Val: "a", Ts: at(10, 2)}, event{Key: "k1", Val: "b", Ts: at(10, 3)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, *ts), dedup.PartitionBy("key")).Rows, true)
+			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("key")).Rows, true)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			require.Len(t, got, 2)
@@ -134,18 +133,17 @@ func TestKeepFirst_EventTimeEmitsTheEarliestRowAtTheWatermark(t *testing.T) {
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			ts := new(teststream.Config)
-			*ts = teststream.NewConfig()
-			addEach(t, ts, event{Key: "u1", Val: "click", Ts: at(10, 2)})
+			ts := teststream.NewConfig()
+			addEach(t, &ts, event{Key: "u1", Val: "click", Ts: at(10, 2)})
 			require.NoError(t, ts.AdvanceWatermark(ms(at(9, 57))))
-			addEach(t, ts, event{Key: "u1", Val: "view", Ts: at(10, 1)})
+			addEach(t, &ts, event{Key: "u1", Val: "view", Ts: at(10, 1)})
 			require.NoError(t, ts.AdvanceWatermark(ms(at(9, 57))+1))
-			addEach(t, ts, event{Key: "u1", Val: "scroll", Ts: at(10, 6)})
+			addEach(t, &ts, event{Key: "u1", Val: "scroll", Ts: at(10, 6)})
 			require.NoError(t, ts.AdvanceWatermark(ms(at(10, 1))))
-			addEach(t, ts, event{Key: "u1", Val: "signup", Ts: at(10, 0)})
+			addEach(t, &ts, event{Key: "u1", Val: "signup", Ts: at(10, 0)})
 			require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))))
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, *ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.StateTTL(5*time.Minute)).Rows, true)
+			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.StateTTL(5*time.Minute)).Rows, true)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			assert.Equal(t, []string{want[r]}, rowsOf(out))
 			assert.Equal(t, int64(4), c.RowsIn)
@@ -199,15 +197,14 @@ func TestKeepLast_ChangelogOnAStreamAppliesToTheSameRowsOnBothRunners(t *testing
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			ts := new(teststream.Config)
-			*ts = teststream.NewConfig()
-			addEach(t, ts,
+			ts := teststream.NewConfig()
+			addEach(t, &ts,
 				event{Key: "o1", Status: "created", Ts: at(9, 0)},
 				event{Key: "o2", Status: "created", Ts: at(9, 1)},
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)}) // an identical resend
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepLast(s, teststream.Create(s, *ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.MiniBatch(false)).Rows, false)
+			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.MiniBatch(false)).Rows, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			if r == onPrism {
@@ -257,14 +254,13 @@ func TestKeepLast_UpsertsOnAStreamEndWithTheKeysLastRowOnBothRunners(t *testing.
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			ts := new(teststream.Config)
-			*ts = teststream.NewConfig()
-			addEach(t, ts,
+			ts := teststream.NewConfig()
+			addEach(t, &ts,
 				event{Key: "o1", Status: "created", Ts: at(9, 0)},
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o1", Status: "shipped", Ts: at(9, 9)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepLast(s, teststream.Create(s, *ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.Upsert(), dedup.MiniBatch(false)).Rows, false)
+			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.Upsert(), dedup.MiniBatch(false)).Rows, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			if r == onPrism {
@@ -344,14 +340,13 @@ func TestCountPerKey_AppliesAChangelogOnBothRunners(t *testing.T) {
 				p, s := beam.NewPipelineWithRoot()
 				var in beam.PCollection
 				if stream {
-					ts := new(teststream.Config)
-					*ts = teststream.NewConfig()
+					ts := teststream.NewConfig()
 					for i, e := range changes {
 						e.Ts = at(9, i)
-						addEach(t, ts, e)
+						addEach(t, &ts, e)
 					}
 					require.NoError(t, ts.AdvanceWatermarkToInfinity())
-					in = teststream.Create(s, *ts)
+					in = teststream.Create(s, ts)
 				} else {
 					var rows []any
 					for _, e := range changes {
@@ -392,14 +387,13 @@ func TestPgsink_WritesEachKeysLastRowOnBothRunners(t *testing.T) {
 			require.NoError(t, err)
 
 			p, s := beam.NewPipelineWithRoot()
-			ts := new(teststream.Config)
-			*ts = teststream.NewConfig()
-			addEach(t, ts,
+			ts := teststream.NewConfig()
+			addEach(t, &ts,
 				event{Key: "o1", Status: "created", Ts: at(9, 0)}, event{Key: "o2", Status: "created", Ts: at(9, 1)},
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)}, event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o2", Status: "cancelled", Ts: at(9, 6)}, event{Key: "o1", Status: "shipped", Ts: at(9, 9)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			changes := dedup.KeepLast(s, teststream.Create(s, *ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"))
+			changes := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"))
 			dead := collect(s, pgsink.Write(s, changes.Rows, pgsink.DSN(dsn), pgsink.Table("status"),
 				pgsink.PartitionBy("key"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")).DeadLetters, false)
 			runOn(t, r, p, 2*time.Minute)

@@ -7,22 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/testing/bench"
 )
-
-// WriteOrderStatus writes the order-status sample's events (seed 003's
-// shape by default, orderstatus.DefaultGen) to path as JSON Lines.
-func WriteOrderStatus(path string, cfg orderstatus.GenConfig) error {
-	return orderstatus.WriteSample(path, cfg)
-}
-
-// WriteOrders writes the orders workload (every order priced under 100
-// sent twice) to path as JSON Lines.
-func WriteOrders(path string, count int, seed uint64) error {
-	return orders.WriteSample(path, count, seed)
-}
 
 // WriteNexmarkBids writes the bids among the first events Nexmark events
 // of seed (testing/bench's generator, the one our Nexmark benchmark reads)

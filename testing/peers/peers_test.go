@@ -62,7 +62,7 @@ func TestFlinkSQL_ReproducesSeed003sChangelog(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, tc.pairs, keepLastPairs(events), "%s: the pairs Flink's rule gives these events", tc.name)
 		path := filepath.Join(t.TempDir(), "events.jsonl")
-		require.NoError(t, peers.WriteOrderStatus(path, cfg))
+		require.NoError(t, orderstatus.WriteSample(path, cfg))
 		paths = append(paths, path)
 	}
 	// One JVM for both files.
@@ -109,7 +109,7 @@ func TestBeamPython_DeduplicatePerKeyOnOurPrismKeepsEachOrderOnce(t *testing.T) 
 	prism, err := jobservertest.Binary()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "orders.jsonl")
-	require.NoError(t, peers.WriteOrders(path, 300, 1))
+	require.NoError(t, orders.WriteSample(path, 300, 1))
 	rows := len(orders.Generate(300, 1))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/testing/peers"
 )
@@ -37,9 +38,9 @@ func main() {
 		if flagGiven("seed") {
 			cfg.Seed = *seed
 		}
-		err = peers.WriteOrderStatus(*out, cfg)
+		err = orderstatus.WriteSample(*out, cfg)
 	case "orders":
-		err = peers.WriteOrders(*out, orDefault(*count, 100_000), *seed)
+		err = orders.WriteSample(*out, orDefault(*count, 100_000), *seed)
 	case "nexmark":
 		var n int
 		n, err = peers.WriteNexmarkBids(*out, orDefault(*count, 200_000), *seed)
