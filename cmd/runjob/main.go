@@ -56,6 +56,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
@@ -97,6 +98,8 @@ type options struct {
 	inputNote    string          // how the input came about
 	distinctRows int             // distinct order_ids of generated input; 0 if unknown
 	live         liveOptions     // --pipeline=streaming against a subscription
+	flink        *flinkopts.Options
+	flinkREST    string // the Flink cluster's REST address
 }
 
 // newFlagSet defines runjob's flags on a new FlagSet and shares Beam's
@@ -126,6 +129,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
 	fs.StringVar(&o.postgres, "postgres", "", "orderstatus: write each order's current status into the table "+orderstatus.DefaultTable+" of this PostgreSQL database (a DSN; created if missing; give the password in PGPASSWORD, not in the DSN)")
 	addLiveFlags(fs, &o.live)
+	o.flink = flinkopts.Register(fs)
+	fs.StringVar(&o.flinkREST, "flink_rest", "", "flink: the REST address (HOST:PORT) of the Flink cluster the job server submits to (its --flink-master): the watchdog follows the job's progress there, since Flink reports metrics to the Job API only when a job ends")
 	flag.CommandLine.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "test.") || fs.Lookup(f.Name) != nil {
 			return
@@ -285,6 +290,9 @@ func checkOptions(o *options) error {
 		return fmt.Errorf("--state_ttl and --event_time_ttl must be >= 0 (0 disables), got %v and %v", o.stateTTL, o.eventTTL)
 	}
 	if err := flagsApply(o); err != nil {
+		return err
+	}
+	if err := o.flink.Check(); err != nil {
 		return err
 	}
 	if pl.check != nil {

@@ -22,7 +22,8 @@ import (
 // says otherwise), with a warning when other hosts can reach it. Beam's
 // other flags reach the runner as they are.
 func jobOptions(o *options) (job jobrun.Options, warning string, err error) {
-	job = jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job"}
+	job = jobrun.Options{Runner: o.runner, StallLimit: o.stallLimit, What: o.pipeline + " job",
+		Flink: *o.flink, FlinkREST: o.flinkREST}
 	if o.graph != "" {
 		job.BeforeSubmit = func(p *beam.Pipeline) error {
 			if err := writeGraph(p, o.graph); err != nil {
@@ -31,8 +32,11 @@ func jobOptions(o *options) (job jobrun.Options, warning string, err error) {
 			return nil
 		}
 	}
+	if o.runner == "flink" && o.flinkREST == "" && o.stallLimit >= 0 {
+		warning = "--runner=flink without --flink_rest: no watchdog (Beam's Flink runner reports a job's metrics only when it ends, so a healthy job would look stalled); --timeout still bounds the job. Give --flink_rest=HOST:PORT, the job server's --flink-master, to have one"
+	}
 	if o.runner != "prism" || *jobopts.Endpoint != "" {
-		return job, "", nil
+		return job, warning, nil
 	}
 	job, err = localprism.Options(job)
 	if err != nil {

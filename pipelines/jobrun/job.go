@@ -35,6 +35,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
@@ -79,6 +81,22 @@ type Options struct {
 	// cancelled in the runner and Wait returns a *TimedOut. 0: no bound
 	// but Start's context.
 	Timeout time.Duration
+	// Parallelism is the job's parallelism on a runner that takes one
+	// (Flink; Beam's --parallelism); 0: --parallelism, else the runner's.
+	Parallelism int
+	// Flink are the job's Flink runner options (checkpoints, max
+	// parallelism, the savepoint to restore, ...), sent as the Go options
+	// of their names, which testing/flinktest's job server lifts into the
+	// runner's options (pipelines/jobrun/flinkopts). Their flags, when set
+	// (flinkopts.Register), reach the runner too; these take precedence.
+	Flink flinkopts.Options
+	// FlinkREST is the REST address ("host:port") of the Flink cluster the
+	// job server submits to (its --flink-master). With runner flink, the
+	// watchdog reads the job's progress there: Beam's Flink runner reports
+	// a job's metrics to the Job API only when the job ends. Runner flink
+	// without it has no watchdog (Timeout and Start's context still bound
+	// the job): the Job API shows a healthy job as one that never moves.
+	FlinkREST string
 	// BeforeSubmit is called with the pipeline before it is submitted (to
 	// write its graph, say), with Beam's flags as the submission sees
 	// them; its error stops the job before it starts.
@@ -155,6 +173,9 @@ type Job struct {
 	runCancel context.CancelCauseFunc // beam.Run's context
 	stopWatch context.CancelFunc
 
+	flink   *flinkrest.Client // nil: not on Flink, or no FlinkREST
+	flinkID string            // the Flink job's id, once found (under mu)
+
 	mu       sync.Mutex
 	why      error // why the job was cancelled; nil: it ended by itself
 	stall    *Stall
@@ -174,7 +195,13 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		return nil, errors.New("jobrun: Options.Runner is required")
 	}
 	o = o.withDefaults()
+	if err := o.Flink.Check(); err != nil {
+		return nil, fmt.Errorf("jobrun: %w", err)
+	}
 	j := &Job{o: o, start: time.Now(), done: make(chan struct{}), stopWatch: func() {}}
+	if isFlink(o.Runner) && o.FlinkREST != "" {
+		j.flink = flinkrest.New(o.FlinkREST)
+	}
 	if Followed(o.Runner) {
 		if o.Endpoint == "" {
 			return nil, fmt.Errorf("jobrun: runner %s needs a job server (Options.Endpoint or --endpoint): a standalone one, or Prism in this process (pipelines/jobrun/localprism)", o.Runner)
@@ -212,7 +239,8 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
 		vals[jobopts.Experiments] = prismsplit.WithExperiment(*jobopts.Experiments)
 	}
-	restore := setFlags(vals)
+	restoreFlags, restoreRunner := setFlags(vals), setRunnerOptions(o)
+	restore := func() { restoreRunner(); restoreFlags() }
 	if err := j.beforeSubmit(p); err != nil {
 		restore()
 		flagsMu.Unlock()
@@ -227,7 +255,7 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		defer restore()
 		j.awaitSubmission()
 	}()
-	if o.StallLimit > 0 {
+	if o.StallLimit > 0 && (!isFlink(o.Runner) || j.flink != nil) {
 		wctx, stop := context.WithCancel(context.Background())
 		j.stopWatch = stop
 		go func() {
@@ -297,6 +325,32 @@ func setFlags(vals map[*string]string) func() {
 			*p = v
 		}
 	}
+}
+
+// setRunnerOptions sets the job's parallelism flag and its Flink options
+// (as Go options, which Beam sends with every job) and returns a function
+// that puts them back. An option left empty is sent empty, which the job
+// server reads as unset (a Go option cannot be removed).
+func setRunnerOptions(o Options) func() {
+	oldPar := *jobopts.Parallelism
+	if o.Parallelism > 0 {
+		*jobopts.Parallelism = o.Parallelism
+	}
+	vals := o.Flink.Values()
+	for name, v := range vals {
+		beam.PipelineOptions.Set(name, v)
+	}
+	return func() {
+		*jobopts.Parallelism = oldPar
+		for name := range vals {
+			beam.PipelineOptions.Set(name, "")
+		}
+	}
+}
+
+func isFlink(runner string) bool {
+	r := strings.ToLower(runner)
+	return r == "flink" || r == "flinkrunner"
 }
 
 // giveUpWith cancels the job when ctx ends first; release frees ctx.
@@ -500,6 +554,9 @@ func (j *Job) watchConfig() Config {
 func (j *Job) sample(ctx context.Context) (Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if j.flink != nil {
+		return j.flinkSample(ctx)
+	}
 	committed, attempted, err := j.remote.monitoring(ctx)
 	if err != nil {
 		return Sample{}, err

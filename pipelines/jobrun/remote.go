@@ -32,6 +32,7 @@ type Remote struct {
 	conn   *grpc.ClientConn
 	client jobpb.JobServiceClient
 	id     string
+	listed string // the name the job server lists the job under
 }
 
 // Follow connects to the job server at endpoint for the job called name.
@@ -62,11 +63,22 @@ func (r *Remote) ID(ctx context.Context) (string, error) {
 	for _, info := range resp.GetJobInfo() {
 		name := info.GetJobName()
 		if (name == r.Name || strings.HasPrefix(name, java)) && !terminal(info.GetState()) {
-			r.id = info.GetJobId()
+			r.id, r.listed = info.GetJobId(), name
 			return r.id, nil
 		}
 	}
 	return "", fmt.Errorf("job %s is not on the job server at %s", r.Name, r.Endpoint)
+}
+
+// ListedName is the name the job server lists the job under (a Java job
+// server's own, on Flink also the Flink job's name), once submitted.
+func (r *Remote) ListedName(ctx context.Context) (string, error) {
+	if _, err := r.ID(ctx); err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.listed, nil
 }
 
 // javaJobName is the start of the name Beam's Java job servers (Flink's,

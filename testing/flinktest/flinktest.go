@@ -26,7 +26,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -54,6 +54,9 @@ const FlinkVersion = "1.19"
 
 //go:embed jobserver/pom.xml
 var flinkPom []byte
+
+//go:embed jobserver/src
+var flinkSources embed.FS
 
 //go:embed sparkjobserver/pom.xml
 var sparkPom []byte
@@ -207,6 +210,14 @@ func (p *Project) compile(cp string) (string, error) {
 	return classes, os.Rename(filepath.Join(src, "classes"), classes)
 }
 
+func mustSub(f fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(f, dir)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
 func jarsExist(cp string) bool {
 	jars := strings.Split(strings.TrimSpace(cp), string(os.PathListSeparator))
 	if len(jars) < 10 {
@@ -223,7 +234,7 @@ func jarsExist(cp string) bool {
 // JobServer is a Beam job server of a JVM runner, from a Maven project
 // that depends on the module holding its driver.
 type JobServer struct {
-	Project
+	*Project
 	// Main is the driver's class.
 	Main string
 	// Args are the driver's arguments besides its ports.
@@ -232,18 +243,29 @@ type JobServer struct {
 	JVM []string
 }
 
-// Flink is Beam's Flink job server with an embedded Flink cluster.
+// Flink is Beam's Flink job server with an embedded Flink cluster. Its
+// driver is Beam's with the Go job's Flink options lifted
+// (jobserver/src, GoOptionsJobServer): a Go job's --checkpointing_interval,
+// --savepoint_path, ... reach the runner (pipelines/jobrun/flinkopts).
 var Flink = &JobServer{
-	Project: Project{Name: "flink-" + FlinkVersion + "-beam-" + BeamVersion, Pom: flinkPom},
-	Main:    "org.apache.beam.runners.flink.FlinkJobServerDriver",
+	Project: &Project{Name: "flink-" + FlinkVersion + "-beam-" + BeamVersion, Pom: flinkPom, Sources: mustSub(flinkSources, "jobserver/src")},
+	Main:    "org.apache.beam.runners.flink.GoOptionsJobServer",
 	Args:    []string{"--flink-master=[local]"},
 	// Flink's MiniCluster sizes its memory from the heap.
 	JVM: []string{"-Xmx2g"},
 }
 
+// Against is the Flink job server submitting to the running cluster whose
+// JobManager's REST API is at master (HOST:PORT). It stages its classpath
+// with every job, as Beam's job server does: a cluster started from
+// Flink's distribution has no Beam runner of its own.
+func (j *JobServer) Against(master string) *JobServer {
+	return &JobServer{Project: j.Project, Main: j.Main, Args: []string{"--flink-master=" + master}, JVM: []string{"-Xmx512m"}}
+}
+
 // Spark is Beam's Spark job server with a local Spark (two threads).
 var Spark = &JobServer{
-	Project: Project{Name: "spark-" + SparkVersion + "-beam-" + BeamVersion, Pom: sparkPom},
+	Project: &Project{Name: "spark-" + SparkVersion + "-beam-" + BeamVersion, Pom: sparkPom},
 	Main:    "org.apache.beam.runners.spark.SparkJobServerDriver",
 	Args:    []string{"--spark-master-url=local[2]"},
 	// Spark 3.2 reaches into the JDK's internals, which Java 17 closes.
@@ -270,26 +292,20 @@ type Server struct {
 	// write there).
 	Dir string
 
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	proc *Process
 }
 
 // Output is what the server printed so far (its log file, server.log in
 // Dir).
-func (s *Server) Output() string {
-	b, _ := os.ReadFile(s.log)
-	return string(b)
-}
+func (s *Server) Output() string { return s.proc.Output() }
 
 // LogFile is the path of the server's log file.
-func (s *Server) LogFile() string { return s.log }
+func (s *Server) LogFile() string { return s.proc.Log }
 
 // Stop kills the server with its process group and removes its
 // directory.
 func (s *Server) Stop() {
-	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-	<-s.done
+	s.proc.Kill()
 	os.RemoveAll(s.Dir)
 }
 
@@ -297,6 +313,20 @@ func (s *Server) Stop() {
 // it accepts jobs. The caller stops it (Stop); it also dies with the
 // process that started it.
 func (j *JobServer) Start() (*Server, error) {
+	dir, err := os.MkdirTemp("", "flinktest-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := j.start(dir, j.JVM, j.Args...)
+	if err != nil {
+		os.RemoveAll(dir)
+	}
+	return s, err
+}
+
+// start starts the job server in dir with the JVM options jvm and the
+// driver arguments args; the caller removes dir.
+func (j *JobServer) start(dir string, jvm []string, args ...string) (*Server, error) {
 	cp, err := j.Classpath()
 	if err != nil {
 		return nil, err
@@ -307,20 +337,41 @@ func (j *JobServer) Start() (*Server, error) {
 			return nil, err
 		}
 	}
-	dir, err := os.MkdirTemp("", "flinktest-")
-	if err != nil {
-		return nil, err
-	}
-	args := append(append(append([]string{}, j.JVM...), logLevels...), "-cp", cp, j.Main,
+	cmd := append(append(append([]string{}, jvm...), logLevels...), "-cp", cp, j.Main,
 		"--job-host=localhost",
 		"--job-port="+strconv.Itoa(ports[0]),
 		"--artifact-port="+strconv.Itoa(ports[1]),
 		"--expansion-port="+strconv.Itoa(ports[2]))
-	args = append(args, j.Args...)
-	s := &Server{Endpoint: net.JoinHostPort("localhost", strconv.Itoa(ports[0])), Dir: dir, log: filepath.Join(dir, "server.log"), done: make(chan struct{})}
-	logFile, err := os.Create(s.log)
+	p, err := StartJVM(dir, "server", append(cmd, args...))
 	if err != nil {
-		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{Endpoint: net.JoinHostPort("localhost", strconv.Itoa(ports[0])), Dir: dir, proc: p}
+	if err := p.AwaitOutput(ready, StartTimeout); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("flinktest: the %s job server %w", j.Name, err)
+	}
+	return s, nil
+}
+
+// Process is a JVM started by StartJVM.
+type Process struct {
+	// Name names it in messages ("server", "taskmanager-1").
+	Name string
+	// Log is its log file (stdout and stderr).
+	Log string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartJVM starts java with args in dir, its output in dir/<name>.log. It
+// dies with the process that started it (and Kill kills its process
+// group).
+func StartJVM(dir, name string, args []string, env ...string) (*Process, error) {
+	p := &Process{Name: name, Log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.Log)
+	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close()
@@ -328,39 +379,70 @@ func (j *JobServer) Start() (*Server, error) {
 	go func() {
 		// The JVM is killed when the thread that started it ends
 		// (Pdeathsig), so that thread is this goroutine's, held until the
-		// JVM exits: a test binary that dies leaves no job server behind.
+		// JVM exits: a test binary that dies leaves no JVM behind.
 		runtime.LockOSThread()
-		s.cmd = exec.Command("java", args...)
-		s.cmd.Dir = dir
-		s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := s.cmd.Start(); err != nil {
+		p.cmd = exec.Command("java", args...)
+		p.cmd.Dir = dir
+		p.cmd.Env = append(os.Environ(), env...)
+		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := p.cmd.Start(); err != nil {
 			started <- err
-			close(s.done)
+			close(p.done)
 			return
 		}
 		started <- nil
-		s.cmd.Wait()
-		close(s.done)
+		p.cmd.Wait()
+		close(p.done)
 	}()
 	if err := <-started; err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("flinktest: starting java: %v", err)
+		return nil, fmt.Errorf("flinktest: starting java for %s: %v", name, err)
 	}
-	deadline := time.Now().Add(StartTimeout)
-	for !strings.Contains(s.Output(), ready) {
+	return p, nil
+}
+
+// Pid is the JVM's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the JVM has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Output is what the JVM printed so far.
+func (p *Process) Output() string {
+	b, _ := os.ReadFile(p.Log)
+	return string(b)
+}
+
+// Kill kills the JVM with its process group (SIGKILL, as kill -9) and
+// waits until it has exited.
+func (p *Process) Kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// AwaitOutput waits until the JVM has printed line, at most timeout; an
+// error says it exited first or did not within timeout, with the end of
+// its output.
+func (p *Process) AwaitOutput(line string, timeout time.Duration) error {
+	return p.Await(func() bool { return strings.Contains(p.Output(), line) }, timeout, fmt.Sprintf("print %q", line))
+}
+
+// Await polls ok until it holds, at most timeout; an error says the JVM
+// exited first or what did not happen (what) within timeout, with the end
+// of its output.
+func (p *Process) Await(ok func() bool, timeout time.Duration, what string) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
 		select {
-		case <-s.done:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("flinktest: the %s job server exited before accepting jobs:\n%s", j.Name, tail(s.Output(), 4000))
+		case <-p.done:
+			return fmt.Errorf("exited before it could %s:\n%s", what, tail(p.Output(), 4000))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, fmt.Errorf("flinktest: the %s job server did not start within %v:\n%s", j.Name, StartTimeout, tail(s.Output(), 4000))
+			return fmt.Errorf("did not %s within %v:\n%s", what, timeout, tail(p.Output(), 4000))
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // StartT starts the job server for one test (skipped or failed by

@@ -26,7 +26,7 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == "resolve" {
 		// .ci/run, before the tests: a fresh machine's downloads do not
 		// count against a test's deadline.
-		for _, p := range []*flinktest.Project{&flinktest.Flink.Project, peers.FlinkSQL} {
+		for _, p := range []*flinktest.Project{flinktest.Flink.Project, peers.FlinkSQL} {
 			if _, err := p.Classpath(); err != nil {
 				fmt.Fprintln(os.Stderr, "jvmpeer:", err)
 				os.Exit(1)

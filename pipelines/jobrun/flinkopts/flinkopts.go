@@ -1,0 +1,222 @@
+// Package flinkopts holds the options of Beam's Flink runner that a Go job
+// sets: checkpointing, max parallelism, the state backend, the savepoint
+// to restore, streaming mode. Beam Go (v2.77.0) sends a Java job server
+// only --parallelism of those (notes/beam-defects.md, 16): every other
+// flag travels among the job's Go options, which Beam's Flink job server
+// ignores. testing/flinktest's job server lifts each Go option named
+// after a Flink runner option (FlinkPipelineOptions, in snake_case) into
+// the options the runner reads, so a flag of that name works:
+//
+//	func main() {
+//		flinkopts.Register(flag.CommandLine) // --checkpointing_interval=5s, --savepoint_path=..., ...
+//		flag.Parse()
+//		beam.Init()
+//		...
+//		beamx.Run(ctx, p)
+//	}
+//
+// jobrun sets the same options for one job (jobrun.Options.Flink).
+package flinkopts
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are the Flink runner options of a job. The zero value of each
+// leaves the runner's (or the cluster's) default.
+type Options struct {
+	// MaxParallelism pins the key groups of keyed state: a savepoint can
+	// be restored at any parallelism up to it (rescaling keeps each key's
+	// state). Set it before the first run: Flink derives a default from
+	// the parallelism, and a restore must use the same.
+	MaxParallelism int
+	// CheckpointingInterval turns checkpointing on (streaming mode only).
+	CheckpointingInterval time.Duration
+	// CheckpointingMode is EXACTLY_ONCE (Flink's default) or
+	// AT_LEAST_ONCE.
+	CheckpointingMode string
+	// StateBackend is rocksdb or filesystem (the heap, as Flink's
+	// hashmap), with StateBackendStoragePath its checkpoint directory (a
+	// URI); empty: the cluster's state.backend.type.
+	StateBackend            string
+	StateBackendStoragePath string
+	// SavepointPath is a savepoint (or retained checkpoint) to restore the
+	// job from; AllowNonRestoredState lets a job start from it although
+	// some of its state belongs to no operator of the job.
+	SavepointPath         string
+	AllowNonRestoredState bool
+	// Streaming runs a bounded pipeline in streaming mode (Flink runs it
+	// in batch mode otherwise, with no checkpoints).
+	Streaming bool
+}
+
+// option is one row of the table: a flag, the Java option it sets and the
+// field it reads.
+type option struct {
+	name, usage string
+	value       func(*Options) flag.Value
+}
+
+var table = []option{
+	{"max_parallelism", "Flink: the max parallelism (key groups) of the job's keyed state; keep it across restores", func(o *Options) flag.Value { return (*intValue)(&o.MaxParallelism) }},
+	{"checkpointing_interval", "Flink: checkpoint this often (e.g. 5s); 0: no checkpoints", func(o *Options) flag.Value { return (*millis)(&o.CheckpointingInterval) }},
+	{"checkpointing_mode", "Flink: EXACTLY_ONCE (default) or AT_LEAST_ONCE", func(o *Options) flag.Value { return (*upper)(&o.CheckpointingMode) }},
+	{"state_backend", "Flink: rocksdb or filesystem; empty: the cluster's state.backend.type", func(o *Options) flag.Value { return (*lower)(&o.StateBackend) }},
+	{"state_backend_storage_path", "Flink: the state backend's checkpoint directory (a URI), with --state_backend", func(o *Options) flag.Value { return (*text)(&o.StateBackendStoragePath) }},
+	{"savepoint_path", "Flink: restore the job from this savepoint or retained checkpoint", func(o *Options) flag.Value { return (*text)(&o.SavepointPath) }},
+	{"allow_non_restored_state", "Flink: start from --savepoint_path even if some of its state maps to no operator", func(o *Options) flag.Value { return (*boolValue)(&o.AllowNonRestoredState) }},
+	{"streaming", "Flink: run a bounded pipeline in streaming mode (checkpoints, no batch translation)", func(o *Options) flag.Value { return (*boolValue)(&o.Streaming) }},
+}
+
+// Names are the options' names, as flags and as Go options.
+func Names() []string {
+	names := make([]string, len(table))
+	for i, op := range table {
+		names[i] = op.name
+	}
+	return names
+}
+
+// Register defines a flag for each option on fs and returns the options
+// they set. On flag.CommandLine, a job's flags reach the runner as they
+// are: Beam sends every flag set among its Go options.
+func Register(fs *flag.FlagSet) *Options {
+	o := &Options{}
+	for _, op := range table {
+		fs.Var(op.value(o), op.name, op.usage)
+	}
+	return o
+}
+
+// Values are the options set, as the Go options that carry them: each by
+// its name, in the runner's format (milliseconds, booleans as true).
+func (o Options) Values() map[string]string {
+	out := map[string]string{}
+	for _, op := range table {
+		v := op.value(&o)
+		if s := v.String(); s != "" && s != "0" && s != "false" {
+			out[op.name] = s
+		}
+	}
+	return out
+}
+
+// Check says what is wrong with the options, naming the flag.
+func (o Options) Check() error {
+	switch o.CheckpointingMode {
+	case "", "EXACTLY_ONCE", "AT_LEAST_ONCE":
+	default:
+		return fmt.Errorf("--checkpointing_mode=%s: want EXACTLY_ONCE or AT_LEAST_ONCE", o.CheckpointingMode)
+	}
+	switch o.StateBackend {
+	case "", "rocksdb", "filesystem":
+	default:
+		return fmt.Errorf("--state_backend=%s: want rocksdb or filesystem (Beam's Flink runner knows no other)", o.StateBackend)
+	}
+	if o.StateBackend != "" && o.StateBackendStoragePath == "" {
+		return fmt.Errorf("--state_backend=%s needs --state_backend_storage_path (a URI, file:///... on this machine)", o.StateBackend)
+	}
+	if o.CheckpointingInterval < 0 || (o.CheckpointingInterval > 0 && o.CheckpointingInterval < time.Millisecond) {
+		return fmt.Errorf("--checkpointing_interval=%v: want a positive duration of at least 1ms, such as 5s", o.CheckpointingInterval)
+	}
+	if o.MaxParallelism < 0 || o.MaxParallelism > 32768 {
+		return fmt.Errorf("--max_parallelism=%d: want 1..32768 (Flink's limit)", o.MaxParallelism)
+	}
+	return nil
+}
+
+// millis is a duration flag that prints itself in milliseconds, the
+// runner's unit; it accepts a Go duration (5s) or milliseconds (5000).
+type millis time.Duration
+
+func (m *millis) String() string {
+	if m == nil || *m == 0 {
+		return ""
+	}
+	return strconv.FormatInt(time.Duration(*m).Milliseconds(), 10)
+}
+
+func (m *millis) Set(s string) error {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*m = millis(time.Duration(n) * time.Millisecond)
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration; want one such as 5s or 500ms (or milliseconds)")
+	}
+	*m = millis(d)
+	return nil
+}
+
+type intValue int
+
+func (v *intValue) String() string {
+	if v == nil || *v == 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*v))
+}
+
+func (v *intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	*v = intValue(n)
+	return nil
+}
+
+type boolValue bool
+
+func (v *boolValue) String() string {
+	if v == nil || !*v {
+		return ""
+	}
+	return "true"
+}
+
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	*v = boolValue(b)
+	return err
+}
+
+func (v *boolValue) IsBoolFlag() bool { return true }
+
+type text string
+
+func (v *text) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
+}
+
+func (v *text) Set(s string) error { *v = text(s); return nil }
+
+type upper string
+
+func (v *upper) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
+}
+
+func (v *upper) Set(s string) error { *v = upper(strings.ToUpper(s)); return nil }
+
+type lower string
+
+func (v *lower) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
+}
+
+func (v *lower) Set(s string) error { *v = lower(strings.ToLower(s)); return nil }

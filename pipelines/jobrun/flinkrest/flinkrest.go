@@ -1,0 +1,313 @@
+// Package flinkrest reads a Flink cluster's REST API (the JobManager's,
+// Flink 1.19) for what Beam's Job API does not give a Go job on Flink: its
+// metrics while it runs (the portable Flink runner reports them to the Job
+// API only when the job ends), its checkpoints, the options it runs with,
+// and stop-with-savepoint (the Job API can only cancel).
+package flinkrest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Client reads the REST API at Addr ("host:port", the address the job
+// server's --flink-master names).
+type Client struct {
+	Addr string
+	HTTP *http.Client // nil: http.DefaultClient
+}
+
+// New returns a client of the REST API at addr ("host:port" or a URL).
+func New(addr string) *Client {
+	addr = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://"), "/")
+	return &Client{Addr: addr}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+c.Addr+path, r)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("flink REST API at %s: %w", c.Addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("flink REST API at %s: %s %s: %s: %s", c.Addr, method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+// JobOverview is a job as /jobs/overview lists it.
+type JobOverview struct {
+	ID    string `json:"jid"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Start int64  `json:"start-time"`
+}
+
+// Terminal reports whether the job has ended (FINISHED, FAILED,
+// CANCELED).
+func (j JobOverview) Terminal() bool { return Terminal(j.State) }
+
+// Terminal reports whether a job state is final.
+func Terminal(state string) bool {
+	switch state {
+	case "FINISHED", "FAILED", "CANCELED":
+		return true
+	}
+	return false
+}
+
+// Jobs lists the cluster's jobs, newest first.
+func (c *Client) Jobs(ctx context.Context) ([]JobOverview, error) {
+	var o struct {
+		Jobs []JobOverview `json:"jobs"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/jobs/overview", nil, &o); err != nil {
+		return nil, err
+	}
+	sort.Slice(o.Jobs, func(i, k int) bool { return o.Jobs[i].Start > o.Jobs[k].Start })
+	return o.Jobs, nil
+}
+
+// FindJob returns the newest job whose name is name or starts with
+// prefix (Beam's job server names a Flink job as it lists it on the Job
+// API); a job that has not reached the cluster yet is an error.
+func (c *Client) FindJob(ctx context.Context, name, prefix string) (JobOverview, error) {
+	jobs, err := c.Jobs(ctx)
+	if err != nil {
+		return JobOverview{}, err
+	}
+	for _, j := range jobs {
+		if j.Name == name || (prefix != "" && strings.HasPrefix(j.Name, prefix)) {
+			return j, nil
+		}
+	}
+	return JobOverview{}, fmt.Errorf("no job %s on the Flink cluster at %s", name, c.Addr)
+}
+
+// Vertex is one task of a job's graph (a chain of operators).
+type Vertex struct {
+	ID             string `json:"id"`
+	Name           string `json:"name"`
+	Parallelism    int    `json:"parallelism"`
+	MaxParallelism int    `json:"maxParallelism"`
+	Status         string `json:"status"`
+	Metrics        struct {
+		ReadRecords  int64 `json:"read-records"`
+		WriteRecords int64 `json:"write-records"`
+	} `json:"metrics"`
+}
+
+// Job is a job's details.
+type Job struct {
+	ID             string   `json:"jid"`
+	Name           string   `json:"name"`
+	State          string   `json:"state"`
+	MaxParallelism int      `json:"maxParallelism"`
+	Vertices       []Vertex `json:"vertices"`
+}
+
+// Job returns a job's details.
+func (c *Client) Job(ctx context.Context, id string) (Job, error) {
+	var j Job
+	return j, c.do(ctx, http.MethodGet, "/jobs/"+id, nil, &j)
+}
+
+// Cancel cancels a job.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPatch, "/jobs/"+id+"?mode=cancel", nil, nil)
+}
+
+// VertexMetrics returns the metrics of a vertex summed over its subtasks,
+// those whose ids keep reports true (nil: all), by id ("<operator>.<name>"
+// for an operator's, with Flink's spaces, dots, colons and commas made
+// underscores).
+func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep func(id string) bool) (map[string]float64, error) {
+	path := "/jobs/" + job + "/vertices/" + vertex + "/subtasks/metrics"
+	var ids []struct {
+		ID string `json:"id"`
+	}
+	if err := c.do(ctx, http.MethodGet, path, nil, &ids); err != nil {
+		return nil, err
+	}
+	var want []string
+	for _, m := range ids {
+		if keep == nil || keep(m.ID) {
+			want = append(want, m.ID)
+		}
+	}
+	out := map[string]float64{}
+	// A URL holds some thousands of characters: ask in batches.
+	for len(want) > 0 {
+		n := 0
+		size := 0
+		for n < len(want) && size < 1500 {
+			size += len(want[n]) + 1
+			n++
+		}
+		var vals []struct {
+			ID  string   `json:"id"`
+			Sum *float64 `json:"sum"`
+		}
+		q := url.Values{"get": {strings.Join(want[:n], ",")}, "agg": {"sum"}}
+		if err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &vals); err != nil {
+			return nil, err
+		}
+		for _, v := range vals {
+			if v.Sum != nil {
+				out[v.ID] = *v.Sum
+			}
+		}
+		want = want[n:]
+	}
+	return out, nil
+}
+
+// CheckpointConfig is a job's checkpointing as Flink runs it.
+type CheckpointConfig struct {
+	Mode              string `json:"mode"` // "exactly_once", "at_least_once"
+	Interval          int64  `json:"interval"`
+	Timeout           int64  `json:"timeout"`
+	StateBackend      string `json:"state_backend"`
+	CheckpointStorage string `json:"checkpoint_storage"`
+	Externalization   struct {
+		Enabled bool `json:"enabled"`
+	} `json:"externalization"`
+}
+
+// CheckpointConfig returns a job's checkpointing configuration; a job
+// without checkpointing is an error (Flink answers 404).
+func (c *Client) CheckpointConfig(ctx context.Context, job string) (CheckpointConfig, error) {
+	var cc CheckpointConfig
+	return cc, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints/config", nil, &cc)
+}
+
+// Checkpoint is one checkpoint or savepoint.
+type Checkpoint struct {
+	ID           int64  `json:"id"`
+	ExternalPath string `json:"external_path"`
+	IsSavepoint  bool   `json:"is_savepoint"`
+}
+
+// Checkpoints is what a job's checkpoints are.
+type Checkpoints struct {
+	Counts struct {
+		Completed int `json:"completed"`
+		Failed    int `json:"failed"`
+		Restored  int `json:"restored"`
+	} `json:"counts"`
+	Latest struct {
+		Completed *Checkpoint `json:"completed"`
+		Restored  *Checkpoint `json:"restored"`
+	} `json:"latest"`
+}
+
+// Checkpoints returns a job's checkpoint statistics.
+func (c *Client) Checkpoints(ctx context.Context, job string) (Checkpoints, error) {
+	var cp Checkpoints
+	return cp, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints", nil, &cp)
+}
+
+// JobConfig is the execution configuration a job runs with.
+type JobConfig struct {
+	Parallelism int               `json:"job-parallelism"`
+	User        map[string]string `json:"user-config"`
+}
+
+// JobConfig returns a job's execution configuration.
+func (c *Client) JobConfig(ctx context.Context, job string) (JobConfig, error) {
+	var o struct {
+		Exec JobConfig `json:"execution-config"`
+	}
+	return o.Exec, c.do(ctx, http.MethodGet, "/jobs/"+job+"/config", nil, &o)
+}
+
+// StopWithSavepoint stops a job with a savepoint into dir (a URI; empty:
+// the cluster's state.savepoints.dir) and returns the savepoint's path
+// once Flink has written it, at most timeout. With drain, the sources
+// first emit a final watermark (timers fire, windows close); without, the
+// job stops as it is, for a resubmission that resumes it.
+func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, drain bool, timeout time.Duration) (string, error) {
+	body := map[string]any{"drain": drain}
+	if dir != "" {
+		body["targetDirectory"] = dir
+	}
+	var trig struct {
+		ID string `json:"request-id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/jobs/"+job+"/stop", body, &trig); err != nil {
+		return "", err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var st struct {
+			Status struct {
+				ID string `json:"id"`
+			} `json:"status"`
+			Operation struct {
+				Location     string `json:"location"`
+				FailureCause struct {
+					Stack string `json:"stack-trace"`
+				} `json:"failure-cause"`
+			} `json:"operation"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/savepoints/"+trig.ID, nil, &st); err != nil {
+			return "", err
+		}
+		if st.Status.ID == "COMPLETED" {
+			if st.Operation.Location == "" {
+				return "", fmt.Errorf("stop-with-savepoint of job %s failed: %s", job, firstLines(st.Operation.FailureCause.Stack, 6))
+			}
+			return st.Operation.Location, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("stop-with-savepoint of job %s did not complete within %v", job, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
