@@ -2,10 +2,12 @@ package flinktest
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -67,7 +69,10 @@ var (
 	// memory the framework's off-heap and the network buffers, as the
 	// taskmanager.memory.* keys below say (Flink's start scripts compute
 	// the same from them).
-	taskManagerJVM = []string{"-Xmx384m", "-XX:MaxDirectMemorySize=96m", "-XX:MaxMetaspaceSize=192m"}
+	// The direct memory is also where Beam's gRPC servers buffer what they
+	// send: the worker binary a PROCESS worker's boot loader fetches
+	// (a test binary is some 100 MB) passes through it whole.
+	taskManagerJVM = []string{"-Xmx384m", "-XX:MaxDirectMemorySize=352m", "-XX:MaxMetaspaceSize=192m"}
 	// The job server translates and submits; it stages no jar, since the
 	// cluster's classpath holds the runner (GoOptionsJobServer).
 	clusterJobServerJVM = []string{"-Xmx384m", "-Dbeamdedup.stage=none"}
@@ -85,7 +90,7 @@ var clusterConf = map[string]string{
 	"taskmanager.memory.task.heap.size":          "320m",
 	"taskmanager.memory.managed.size":            "64m",
 	"taskmanager.memory.framework.off-heap.size": "64m",
-	"taskmanager.memory.task.off-heap.size":      "0m",
+	"taskmanager.memory.task.off-heap.size":      "256m",
 	"taskmanager.memory.network.min":             "32m",
 	"taskmanager.memory.network.max":             "32m",
 	"taskmanager.memory.jvm-metaspace.size":      "192m",
@@ -371,3 +376,73 @@ func MainCluster(m *testing.M) {
 	sharedCluster.Unlock()
 	os.Exit(code)
 }
+
+// Listeners lists the listening TCP sockets of the process pid (Linux:
+// its descriptors' socket inodes, looked up in /proc/<pid>/net/tcp and
+// tcp6).
+func Listeners(pid int) ([]netip.AddrPort, error) {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(link, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] = true
+		}
+	}
+	var out []netip.AddrPort
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" || !inodes[f[9]] { // 0A: LISTEN
+				continue
+			}
+			ap, err := procAddr(f[1])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ap)
+		}
+	}
+	return out, nil
+}
+
+// procAddr parses /proc/net/tcp's "HEXADDR:HEXPORT", the address in 32-bit
+// words of host byte order (little-endian here).
+func procAddr(s string) (netip.AddrPort, error) {
+	host, port, ok := strings.Cut(s, ":")
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("bad address %q", s)
+	}
+	raw, err := hex.DecodeString(host)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	for i := 0; i+4 <= len(raw); i += 4 {
+		raw[i], raw[i+1], raw[i+2], raw[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	p, err := strconv.ParseUint(port, 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	addr, ok := netip.AddrFromSlice(raw)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("bad address %q", s)
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(p)), nil
+}
+
+// Processes are the cluster's processes: the JobManager, the live
+// TaskManagers and the job server.
+func (c *Cluster) Processes() []*Process {
+	return append(append([]*Process{c.JobManager}, c.TaskManagers()...), c.JobServer.proc)
+}
+
+// Name is the job server process's name in messages and Processes.
+func (s *Server) Name() string { return s.proc.Name }
