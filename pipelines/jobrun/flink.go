@@ -86,9 +86,11 @@ func progressMetric(id string) bool {
 		id == "numRecordsIn" || id == "numRecordsOut"
 }
 
-// flinkSample observes the job on its Flink cluster: its state and what
-// each running task has counted. Any count that moves is progress: a
-// worker that finishes a bundle moves its step's element counts.
+// flinkSample observes the job on its Flink cluster: its state, its
+// subtasks' states and what each running task has counted. Any of them
+// that moves is progress: a subtask deployed or started (a job's start
+// takes seconds with nothing counted), a worker that finishes a bundle
+// (its step's element counts).
 func (j *Job) flinkSample(ctx context.Context) (Sample, error) {
 	id, err := j.FlinkJobID(ctx)
 	if err != nil {
@@ -123,8 +125,14 @@ func (j *Job) flinkSample(ctx context.Context) (Sample, error) {
 	if len(running) > 0 {
 		note += "; running: " + strings.Join(running, ", ")
 	}
+	counters := map[string]int64{"flink elements and records": total}
+	for state, n := range fj.StatusCounts {
+		if n > 0 {
+			counters["flink subtasks "+strings.ToLower(state)] = int64(n)
+		}
+	}
 	return Sample{
-		Counters: map[string]int64{"flink elements and records": total},
+		Counters: counters,
 		Pending:  !flinkrest.Terminal(fj.State),
 		Note:     note,
 	}, nil

@@ -72,7 +72,7 @@ var (
 	// The direct memory is also where Beam's gRPC servers buffer what they
 	// send: the worker binary a PROCESS worker's boot loader fetches
 	// (a test binary is some 100 MB) passes through it whole.
-	taskManagerJVM = []string{"-Xmx384m", "-XX:MaxDirectMemorySize=352m", "-XX:MaxMetaspaceSize=192m"}
+	taskManagerJVM = []string{"-Xmx576m", "-XX:MaxDirectMemorySize=352m", "-XX:MaxMetaspaceSize=192m"}
 	// The job server translates and submits; it stages no jar, since the
 	// cluster's classpath holds the runner (GoOptionsJobServer).
 	clusterJobServerJVM = []string{"-Xmx384m", "-Dbeamdedup.stage=none"}
@@ -87,7 +87,7 @@ var clusterConf = map[string]string{
 	"jobmanager.memory.jvm-overhead.min":         "64m",
 	"jobmanager.memory.jvm-overhead.max":         "64m",
 	"taskmanager.memory.framework.heap.size":     "64m",
-	"taskmanager.memory.task.heap.size":          "320m",
+	"taskmanager.memory.task.heap.size":          "512m",
 	"taskmanager.memory.managed.size":            "64m",
 	"taskmanager.memory.framework.off-heap.size": "64m",
 	"taskmanager.memory.task.off-heap.size":      "256m",
@@ -102,15 +102,21 @@ var clusterConf = map[string]string{
 	// A job's subtasks on different TaskManagers, so that losing one
 	// TaskManager fails a part of every job.
 	"cluster.evenly-spread-out-slots": "true",
-	// A killed TaskManager is declared lost within seconds, not 50 s.
+	// A killed TaskManager is declared lost at its first failed heartbeat
+	// RPC (its port refuses), not after heartbeat.timeout; the timeout
+	// stays long enough for a TaskManager on a loaded machine.
 	"heartbeat.interval":                    "1000",
-	"heartbeat.timeout":                     "6000",
+	"heartbeat.timeout":                     "30000",
 	"heartbeat.rpc-failure-threshold":       "1",
 	"restart-strategy.type":                 "fixed-delay",
 	"restart-strategy.fixed-delay.attempts": "20",
 	"restart-strategy.fixed-delay.delay":    "1 s",
 	"web.submit.enable":                     "false",
-	"state.backend.type":                    "hashmap",
+	// The REST API's metrics are at most this old. Flink's default, 10 s,
+	// is the floor of a watchdog's stall limit on Flink; the tests' limits
+	// are a few seconds.
+	"metrics.fetcher.update-interval": "1000",
+	"state.backend.type":              "hashmap",
 }
 
 // StartCluster starts a cluster and its job server and returns once every

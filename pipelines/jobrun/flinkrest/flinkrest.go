@@ -138,6 +138,9 @@ type Job struct {
 	State          string   `json:"state"`
 	MaxParallelism int      `json:"maxParallelism"`
 	Vertices       []Vertex `json:"vertices"`
+	// StatusCounts counts the job's subtasks by state (CREATED,
+	// SCHEDULED, DEPLOYING, INITIALIZING, RUNNING, FINISHED, ...).
+	StatusCounts map[string]int `json:"status-counts"`
 }
 
 // Job returns a job's details.
