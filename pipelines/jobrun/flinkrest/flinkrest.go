@@ -314,3 +314,23 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Exceptions returns the stack traces of a job's task failures, newest
+// first, their causes included (none: no failure yet).
+func (c *Client) Exceptions(ctx context.Context, job string) ([]string, error) {
+	var e struct {
+		History struct {
+			Entries []struct {
+				Stack string `json:"stacktrace"`
+			} `json:"entries"`
+		} `json:"exceptionHistory"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/exceptions", nil, &e); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range e.History.Entries {
+		out = append(out, x.Stack)
+	}
+	return out, nil
+}

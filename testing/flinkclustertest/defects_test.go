@@ -1,0 +1,92 @@
+package flinkclustertest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// Beam's Flink job server (2.62.0) cancels a job on a remote cluster by
+// forgetting it: the Job API reports it CANCELLED and the Flink job runs
+// on (notes/beam-defects.md, 17). jobrun cancels it on the cluster too.
+// This test fails the day the job server cancels the Flink job.
+func TestBeamDefect_TheJobAPIsCancelLeavesTheFlinkJobRunning(t *testing.T) {
+	flinktest.SharedCluster(t) // started before the ticks' clock
+	p, s := beam.NewPipelineWithRoot()
+	dedup.KeepFirst(s, ticks(s, time.Now().Add(time.Hour)), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	j := start(t, p, jobrun.Options{})
+	id := flinkJob(t, j)
+	ctx := context.Background()
+	name, err := rest(t).Job(ctx, id)
+	require.NoError(t, err)
+	// The Job API alone, as Beam's own clients cancel.
+	r, err := jobrun.Follow(flinktest.SharedCluster(t).Endpoint, name.Name)
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.Cancel(ctx))
+	jobs, err := jobrun.Jobs(ctx, flinktest.SharedCluster(t).Endpoint)
+	require.NoError(t, err)
+	for _, info := range jobs {
+		if info.GetJobName() == name.Name {
+			assert.Equal(t, "CANCELLED", info.GetState().String(), "the Job API's state")
+		}
+	}
+	// Give a cancellation that was sent its time to arrive.
+	for range 10 {
+		fj, err := rest(t).Job(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "RUNNING", fj.State, "the Flink job after the Job API cancelled it")
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.NoError(t, rest(t).Cancel(ctx, id))
+}
+
+// Beam's LOOPBACK (and EXTERNAL) environment serves one TaskManager: each
+// TaskManager's JVM numbers its SDK workers 1-1, 2-1, ... (a static
+// counter of Beam's DefaultJobBundleFactory), and the submitting process's
+// worker pool refuses a second worker of an id it already started. A job
+// whose tasks run on two TaskManagers fails ("worker with ID \"1-1\"
+// already exists") and restarts until Flink gives up
+// (notes/beam-defects.md, 18). A PROCESS environment, or one worker pool
+// per TaskManager, does not share ids. This test fails the day the ids
+// are unique across TaskManagers.
+func TestBeamDefect_LoopbackWorkersOfTwoTaskManagersCollide(t *testing.T) {
+	flinktest.SharedCluster(t)
+	p, s := beam.NewPipelineWithRoot()
+	dedup.KeepFirst(s, ticks(s, time.Now().Add(time.Hour)), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	j := start(t, p, jobrun.Options{Parallelism: 2, StallLimit: -1})
+	ctx := context.Background()
+	var failures []string
+	await(t, 2*time.Minute, "a task failure whose cause is a worker id in use", func() bool {
+		id, err := j.FlinkJobID(ctx)
+		if err != nil {
+			return false
+		}
+		if failures, err = rest(t).Exceptions(ctx, id); err != nil {
+			return false
+		}
+		for _, f := range failures {
+			if strings.Contains(f, "already exists") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, f := range failures {
+		for _, l := range strings.Split(f, "\n") {
+			if strings.Contains(l, "already exists") {
+				assert.Regexp(t, `worker with ID "\d+-\d+" already exists`, l)
+				return
+			}
+		}
+	}
+}
