@@ -15,9 +15,13 @@
 // modules are both served is 2.62.0 (Flink 1.19); the Go SDK of this
 // module is 2.77.0, and docs/runners.md says what that mix does.
 //
-// A server binds its ports on every interface (Beam's job server takes no
-// bind address: --job-host only names the host it reports), so use it on
-// a machine whose network you trust. Without java or mvn a test is
+// StartCluster starts a Flink session cluster of separate processes (a
+// JobManager, TaskManagers) and the job server against it (cluster.go).
+// The Flink job server's Job API and artifact service listen on loopback
+// (GoOptionsJobServer); Spark's listen on every interface (Beam's job
+// servers take no bind address: --job-host only names the host they
+// report), so use that one on a machine whose network you trust.
+// Without java or mvn a test is
 // skipped, unless the CI environment variable is set: then it fails, since
 // CI (.ci/run) installs what it needs.
 package flinktest
