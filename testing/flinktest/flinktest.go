@@ -286,6 +286,7 @@ const ready = "Job server now running"
 var logLevels = []string{
 	"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 	"-Dorg.slf4j.simpleLogger.log.org.apache.beam.runners.jobsubmission=info",
+	"-Dorg.slf4j.simpleLogger.log.org.apache.beam.runners.flink.GoOptionsJobServer=info",
 }
 
 // Server is a running job server.

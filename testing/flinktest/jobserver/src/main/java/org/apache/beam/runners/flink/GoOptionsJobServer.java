@@ -13,6 +13,7 @@ import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.apache.beam.model.pipeline.v1.Endpoints;
 import org.apache.beam.model.pipeline.v1.RunnerApi;
+import org.apache.beam.model.pipeline.v1.SchemaApi;
 import org.apache.beam.runners.jobsubmission.JobInvocation;
 import org.apache.beam.runners.jobsubmission.JobServerDriver;
 import org.apache.beam.sdk.fn.server.GrpcContextHeaderAccessorProvider;
@@ -21,6 +22,7 @@ import org.apache.beam.sdk.options.PipelineOptions;
 import org.apache.beam.sdk.options.PipelineOptionsFactory;
 import org.apache.beam.sdk.options.StreamingOptions;
 import org.apache.beam.sdk.util.construction.PipelineOptionsTranslation;
+import org.apache.beam.vendor.grpc.v1p60p1.com.google.protobuf.InvalidProtocolBufferException;
 import org.apache.beam.vendor.grpc.v1p60p1.com.google.protobuf.Struct;
 import org.apache.beam.vendor.grpc.v1p60p1.com.google.protobuf.Value;
 import org.apache.beam.vendor.grpc.v1p60p1.io.grpc.BindableService;
@@ -33,7 +35,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Beam's Flink job server (FlinkJobServerDriver, same arguments) with three changes.
+ * Beam's Flink job server (FlinkJobServerDriver, same arguments) with four changes.
  *
  * <p>The Go SDK's portable runner sends only parallelism, experiments and the application name
  * as pipeline options a Java runner reads; every other flag of the Go program travels inside
@@ -45,6 +47,15 @@ import org.slf4j.LoggerFactory;
  * <p>With {@code -Dbeamdedup.stage=none} it stages no jar with a job: for a cluster whose
  * processes have the runner on their classpath (testing/flinktest's cluster), instead of
  * uploading the job server's whole classpath with every job (Beam's default, kept otherwise).
+ *
+ * <p>A Go job's schema rows keep their nil slices, maps and byte slices. Beam Go writes a nil
+ * one as a null field, of a field its schema declares non-nullable; Beam Java's RowCoder decodes
+ * the null, and re-encodes a row of a schema without nullable fields with no null bits and the
+ * null field left out, so the Go worker that reads it runs into the next field and the next
+ * elements: rows are lost or garbled silently, or the job fails (notes/beam-defects.md, 15). This
+ * driver declares those fields of a Go job's row schemas nullable, which changes no Go type (Beam
+ * Go finds a row's type by its schema's id) and makes Java write their null bits. The Go option
+ * {@code keep_go_schemas=true} leaves a job's schemas as sent (the defect's reproduction).
  *
  * <p>Its Job API and artifact service listen on the loopback interface only: Beam's listen on
  * every interface, whatever {@code --job-host} says (ServerFactory builds its servers with
@@ -168,6 +179,103 @@ public class GoOptionsJobServer extends JobServerDriver {
     return out.build();
   }
 
+  static boolean isGo(Struct options) {
+    return options.getFieldsMap().containsKey(GO_OPTIONS);
+  }
+
+  static String goOption(Struct options, String name) {
+    Value go = options.getFieldsMap().get(GO_OPTIONS);
+    if (go == null || !go.hasStructValue()) {
+      return null;
+    }
+    Value inner = go.getStructValue().getFieldsMap().get("options");
+    if (inner == null || !inner.hasStructValue()) {
+      return null;
+    }
+    Value v = inner.getStructValue().getFieldsMap().get(name);
+    return v == null ? null : v.getStringValue();
+  }
+
+  /** The pipeline with every slice, map and bytes field of its row coders' schemas nullable. */
+  static RunnerApi.Pipeline nullableGoFields(RunnerApi.Pipeline pipeline, List<String> made) {
+    RunnerApi.Pipeline.Builder out = pipeline.toBuilder();
+    for (Map.Entry<String, RunnerApi.Coder> e : pipeline.getComponents().getCodersMap().entrySet()) {
+      RunnerApi.Coder coder = e.getValue();
+      if (!"beam:coder:row:v1".equals(coder.getSpec().getUrn())) {
+        continue;
+      }
+      SchemaApi.Schema schema;
+      try {
+        schema = SchemaApi.Schema.parseFrom(coder.getSpec().getPayload());
+      } catch (InvalidProtocolBufferException ex) {
+        throw new IllegalArgumentException("coder " + e.getKey() + ": not a row schema", ex);
+      }
+      SchemaApi.Schema fixed = nullable(schema, e.getKey(), made);
+      if (!fixed.equals(schema)) {
+        out.getComponentsBuilder()
+            .putCoders(
+                e.getKey(),
+                coder.toBuilder()
+                    .setSpec(coder.getSpec().toBuilder().setPayload(fixed.toByteString()))
+                    .build());
+      }
+    }
+    return out.build();
+  }
+
+  private static SchemaApi.Schema nullable(SchemaApi.Schema schema, String where, List<String> made) {
+    SchemaApi.Schema.Builder b = schema.toBuilder();
+    for (int i = 0; i < b.getFieldsCount(); i++) {
+      SchemaApi.Field f = b.getFields(i);
+      SchemaApi.FieldType t = nullable(f.getType(), where + "." + f.getName(), made);
+      boolean nilable =
+          t.hasArrayType()
+              || t.hasIterableType()
+              || t.hasMapType()
+              || (t.hasAtomicType() && t.getAtomicType() == SchemaApi.AtomicType.BYTES);
+      if (nilable && !t.getNullable()) {
+        t = t.toBuilder().setNullable(true).build();
+        made.add(where + "." + f.getName());
+      }
+      b.setFields(i, f.toBuilder().setType(t));
+    }
+    return b.build();
+  }
+
+  /** The field type with the fields of the rows it holds made nullable likewise. */
+  private static SchemaApi.FieldType nullable(
+      SchemaApi.FieldType t, String where, List<String> made) {
+    if (t.hasRowType()) {
+      return t.toBuilder()
+          .setRowType(
+              t.getRowType().toBuilder().setSchema(nullable(t.getRowType().getSchema(), where, made)))
+          .build();
+    }
+    if (t.hasArrayType()) {
+      return t.toBuilder()
+          .setArrayType(
+              t.getArrayType().toBuilder()
+                  .setElementType(nullable(t.getArrayType().getElementType(), where, made)))
+          .build();
+    }
+    if (t.hasIterableType()) {
+      return t.toBuilder()
+          .setIterableType(
+              t.getIterableType().toBuilder()
+                  .setElementType(nullable(t.getIterableType().getElementType(), where, made)))
+          .build();
+    }
+    if (t.hasMapType()) {
+      return t.toBuilder()
+          .setMapType(
+              t.getMapType().toBuilder()
+                  .setKeyType(nullable(t.getMapType().getKeyType(), where, made))
+                  .setValueType(nullable(t.getMapType().getValueType(), where, made)))
+          .build();
+    }
+    return t;
+  }
+
   static class Invoker extends FlinkJobInvoker {
     private final FlinkJobServerDriver.FlinkServerConfiguration config;
     private final boolean stage;
@@ -186,6 +294,13 @@ public class GoOptionsJobServer extends JobServerDriver {
         ListeningExecutorService executorService) {
       Map<String, String> lifted = new TreeMap<>();
       Struct withGo = lift(options, lifted);
+      if (isGo(options) && !"true".equals(goOption(options, "keep_go_schemas"))) {
+        List<String> made = new ArrayList<>();
+        pipeline = nullableGoFields(pipeline, made);
+        if (!made.isEmpty()) {
+          LOG.info("Go row fields declared nullable (a nil one is written as null): {}", made);
+        }
+      }
       FlinkPipelineOptions flinkOptions =
           PipelineOptionsTranslation.fromProto(withGo).as(FlinkPipelineOptions.class);
       LOG.info("Flink options from the job's Go flags: {}", lifted);
