@@ -61,20 +61,27 @@ func runOn(t *testing.T, r runner, p *beam.Pipeline, deadline time.Duration) bea
 	return pr
 }
 
-// runUntil runs p on Flink until stop, then cancels it (a Flink streaming
-// job with a splittable source does not end by itself) and returns the
-// counters it had committed.
-func runUntil(t *testing.T, p *beam.Pipeline, stop time.Time) dedup.Counters {
+// runUntil runs p on Flink until done reports true (polled every 200 ms,
+// at most timeout: past it the test fails), then cancels it (a Flink
+// streaming job with a splittable source does not end by itself) and
+// returns the counters it had committed.
+func runUntil(t *testing.T, p *beam.Pipeline, done func() bool, timeout time.Duration) dedup.Counters {
 	t.Helper()
 	o := jobrun.Options{Runner: string(onFlink), Endpoint: flinktest.Shared(t).Endpoint, EnvironmentType: "LOOPBACK",
 		StallLimit: -1, What: t.Name()}
 	j, err := jobrun.Start(context.Background(), p, o)
 	require.NoError(t, err)
-	select {
-	case <-j.Done():
-		_, err := j.Wait()
-		t.Fatalf("the job ended before it was cancelled: %v", err)
-	case <-time.After(time.Until(stop)):
+	defer j.Cancel()
+	deadline := time.After(timeout)
+	for !done() {
+		select {
+		case <-j.Done():
+			_, err := j.Wait()
+			t.Fatalf("the job ended before it was cancelled: %v", err)
+		case <-deadline:
+			t.Fatalf("the job did not get there within %v", timeout)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	m, err := j.Metrics(context.Background())
 	require.NoError(t, err, "the job's metrics")
