@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"flag"
 	"log"
+	"path/filepath"
 	"reflect"
 	"time"
 
@@ -63,6 +64,16 @@ func main() {
 	beam.Init()
 	if *input == "" || *output == "" {
 		log.Fatal("dedupexample: --input and --output are required")
+	}
+	// Workers in another process (a worker pool, a TaskManager) resolve a
+	// relative path in their own directory, and textio reads a glob that
+	// matches nothing as no input at all.
+	for _, p := range []*string{input, output} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			log.Fatalf("dedupexample: %v", err)
+		}
+		*p = abs
 	}
 	p, s := beam.NewPipelineWithRoot()
 	orders := beam.ParDo(s, parse, textio.Read(s, *input))
