@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -207,6 +208,25 @@ func TestRunRefusesAnExternalEnvironmentWithoutItsWorkerPool(t *testing.T) {
 			assert.Contains(t, stderr, tc.want)
 		})
 	}
+}
+
+// Without --environment_type a portable runner's workers run in Docker
+// (Beam's default); without a Docker engine runjob refuses before Beam
+// compiles anything, naming the environments to give instead.
+func TestRunRefusesBeamsDockerDefaultWithoutADockerEngine(t *testing.T) {
+	if _, err := exec.LookPath("docker"); err == nil {
+		t.Skip("docker is on PATH")
+	}
+	jobServer, err := net.Listen("tcp", "127.0.0.1:0") // the probe only dials
+	require.NoError(t, err)
+	defer jobServer.Close()
+	start := time.Now()
+	code, stdout, stderr := runJob(t, "--runner=universal", "--endpoint="+jobServer.Addr().String(), "--count=10")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "Beam's default, DOCKER, needs a Docker engine")
+	assert.Contains(t, stderr, "--environment_type=LOOPBACK")
+	assert.Less(t, time.Since(start), 10*time.Second)
 }
 
 // The Job API path a Flink job server serves, against a real standalone

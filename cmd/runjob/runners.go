@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -80,6 +81,14 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 		}
 		if err := probe(ctx, name); err != nil {
 			return "", "", err
+		}
+		if *jobopts.EnvironmentType == "" && name != "flink" && name != "spark" {
+			// Beam's default environment: the workers in Docker containers.
+			// Without a Docker engine the job would fail at its first
+			// docker run, after Beam compiled this program for them.
+			if _, err := exec.LookPath("docker"); err != nil {
+				return "", "", fmt.Errorf("--runner=%s: no --environment_type given, and Beam's default, DOCKER, needs a Docker engine beside the job server (docker is not on PATH here): give --environment_type=LOOPBACK (the SDK workers in this process), EXTERNAL with a worker pool, or PROCESS (docs/runners.md, \"Where the SDK workers run\")", name)
+			}
 		}
 		if (name == "flink" || name == "spark") && *jobopts.EnvironmentType == "" {
 			// Beam's default, DOCKER, needs a Docker engine beside the job
