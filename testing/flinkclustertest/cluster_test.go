@@ -214,7 +214,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 			p, s := beam.NewPipelineWithRoot()
 			var rows beam.PCollection
 			if tc.stream {
-				rows = ticks(s, time.Now().Add(map[bool]time.Duration{false: 30 * time.Second, true: time.Hour}[tc.freeze]))
+				rows = ticks(s, time.Now().Add(time.Hour))
 			} else {
 				var ns []any
 				for i := range 8000 {
@@ -238,10 +238,26 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt}, rows)
 			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), deduptest.ForceStateful(), dedup.UID("watched")).Rows
 			out := collect(s, kept)
+			all := collect(s, rows)
 			began := time.Now()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			_, err := jobrun.Run(ctx, p, options(t, jobrun.Options{StallLimit: limit, Flink: flinkopts.Options{Streaming: tc.stream}}))
+			j, err := jobrun.Start(ctx, p, options(t, jobrun.Options{StallLimit: limit, Flink: flinkopts.Options{Streaming: tc.stream}}))
+			require.NoError(t, err)
+			if tc.stream && !tc.freeze {
+				// Healthy for three stall limits with the ticks flowing, then
+				// stopped: a stream's end (the watermark passing the last
+				// tick, the tasks finishing) counts nothing for a while.
+				await(t, time.Minute, "ticks for three stall limits", func() bool {
+					return len(rowsOf(all)) >= int(3*limit/tickEvery)
+				})
+				select {
+				case <-j.Done():
+				default:
+					require.NoError(t, j.Cancel())
+				}
+			}
+			_, err = j.Wait()
 			took := time.Since(began)
 			if !tc.freeze {
 				require.NoError(t, err)

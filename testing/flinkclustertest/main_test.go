@@ -36,6 +36,14 @@ func TestMain(m *testing.M) {
 // as processes of each TaskManager (process).
 func options(t *testing.T, o jobrun.Options) jobrun.Options {
 	c := flinktest.SharedCluster(t)
+	// A TaskManager that died in an earlier test (Java heap: see the
+	// report in its log) is replaced, so that one test's failure is not
+	// every later test's.
+	died, err := c.Replenish(2)
+	require.NoError(t, err)
+	if died != "" {
+		t.Logf("replaced TaskManagers that died before this test:\n%s", died)
+	}
 	o.Runner, o.Endpoint, o.FlinkREST = "flink", c.Endpoint, c.REST
 	if o.EnvironmentType == "" {
 		o.EnvironmentType = "LOOPBACK"
@@ -71,8 +79,30 @@ func start(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 			j.Cancel()
 			j.Wait()
 		}
+		ended(t, j)
 	})
 	return j
+}
+
+// ended fails the test when the job still runs on the cluster after it
+// ended for jobrun, and cancels it there: a job left running (its LOOPBACK
+// workers gone with its test) restarts on and starves the next tests.
+func ended(t *testing.T, j *jobrun.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := j.FlinkJobID(ctx)
+	if err != nil {
+		return // it never reached the cluster
+	}
+	for ctx.Err() == nil {
+		fj, err := j.Flink().Job(ctx, id)
+		if err == nil && flinkrest.Terminal(fj.State) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("the Flink job %s still runs on the cluster after its end; cancelled", id)
+	j.Flink().Cancel(context.Background(), id)
 }
 
 // await polls cond every 200 ms until it holds, failing the test past

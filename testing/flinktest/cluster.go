@@ -105,11 +105,14 @@ var clusterConf = map[string]string{
 	// A killed TaskManager is declared lost at its first failed heartbeat
 	// RPC (its port refuses), not after heartbeat.timeout; the timeout
 	// stays long enough for a TaskManager on a loaded machine.
-	"heartbeat.interval":                    "1000",
-	"heartbeat.timeout":                     "30000",
-	"heartbeat.rpc-failure-threshold":       "1",
-	"restart-strategy.type":                 "fixed-delay",
-	"restart-strategy.fixed-delay.attempts": "20",
+	"heartbeat.interval":              "1000",
+	"heartbeat.timeout":               "30000",
+	"heartbeat.rpc-failure-threshold": "1",
+	"restart-strategy.type":           "fixed-delay",
+	// A job restarts a few times, not twenty: each failed attempt of a
+	// job whose workers are gone leaves Beam's environment objects behind
+	// in the TaskManager's heap.
+	"restart-strategy.fixed-delay.attempts": "4",
 	"restart-strategy.fixed-delay.delay":    "1 s",
 	"web.submit.enable":                     "false",
 	// The REST API's metrics are at most this old. Flink's default, 10 s,
@@ -452,3 +455,29 @@ func (c *Cluster) Processes() []*Process {
 
 // Name is the job server process's name in messages and Processes.
 func (s *Server) Name() string { return s.proc.Name }
+
+// Replenish starts a TaskManager for each one that died since the cluster
+// started (killed by a test, or dead of its own) and waits until n are
+// registered; it returns the dead ones' names and the end of their logs.
+func (c *Cluster) Replenish(n int) (string, error) {
+	live := c.TaskManagers()
+	if len(live) >= n {
+		return "", nil
+	}
+	var died strings.Builder
+	c.mu.Lock()
+	for _, p := range c.taskManagers {
+		select {
+		case <-p.Done():
+			fmt.Fprintf(&died, "%s died; its log ends:\n%s\n", p.Name, tail(p.Output(), 1500))
+		default:
+		}
+	}
+	c.mu.Unlock()
+	for range n - len(live) {
+		if _, err := c.startTaskManager(); err != nil {
+			return died.String(), err
+		}
+	}
+	return died.String(), c.AwaitTaskManagers(n, StartTimeout)
+}
