@@ -248,7 +248,12 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 				// Healthy for three stall limits with the ticks flowing, then
 				// stopped: a stream's end (the watermark passing the last
 				// tick, the tasks finishing) counts nothing for a while.
-				await(t, time.Minute, "ticks for three stall limits", func() bool {
+				await(t, 2*time.Minute, "ticks for three stall limits, or the job's end", func() bool {
+					select {
+					case <-j.Done():
+						return true // Wait says why
+					default:
+					}
 					return len(rowsOf(all)) >= int(3*limit/tickEvery)
 				})
 				select {
