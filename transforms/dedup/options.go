@@ -252,9 +252,10 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // rows in batches of up to 128 whose reads go out together; otherwise it
 // waits for a row's read but not for its writes. Decisions and requests are
 // the same either way, and every request is answered before the bundle
-// finishes. A row's output may leave up to 127 rows later, or at its
-// bundle's end, which is when the runner passes a bundle's output on
-// anyway. KeepFirst and KeepLast only (docs/state.md).
+// finishes, and a key's outputs leave in the order they were decided in.
+// A row's output may leave up to 127 rows later, or at its bundle's end,
+// which is when the runner passes a bundle's output on anyway. KeepFirst
+// and KeepLast only (docs/state.md).
 func OverlapState(on bool) Option {
 	return func(c *config) { c.noOverlap, c.overlapSet = !on, true }
 }
