@@ -131,9 +131,10 @@ func PartitionBy(columns ...string) Option {
 }
 
 // Spec states the roles of the rows' columns at once: Key as PartitionBy,
-// Kind as KindColumn, OnTime and SequenceBy as those options (an empty
-// role sets nothing). A later option of the same kind replaces what it
-// set. Result.Spec hands the roles on to the sink (pgsink.Spec).
+// Kind as KindColumn, OnTime and SequenceBy as those options, and Upsert as
+// Upsert (an empty role sets nothing). A later option of the same kind
+// replaces what it set. Result.Spec hands the roles on to the sink
+// (pgsink.Spec).
 func Spec(spec rowspec.Spec) Option {
 	return func(c *config) {
 		if len(spec.Key) > 0 {
@@ -147,6 +148,9 @@ func Spec(spec rowspec.Spec) Option {
 		}
 		if spec.SequenceBy != "" {
 			c.sequenceBy = spec.SequenceBy
+		}
+		if spec.Upsert {
+			c.upsert = true
 		}
 	}
 }
