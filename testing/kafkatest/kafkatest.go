@@ -5,14 +5,16 @@
 // ports, with a small heap; topics are created explicitly (the broker does
 // not create them on first use), two partitions unless told otherwise.
 //
-//	func TestMain(m *testing.M) { kafkatest.Main(m) } // stops the shared broker at the end
-//	b := kafkatest.Shared(t)                         // b.Addr, "127.0.0.1:PORT"
-//	topic := b.NewTopic(t, 2)                        // a topic of the test's own
+//	b := kafkatest.Shared(t)  // the test binary's broker: b.Addr, "127.0.0.1:PORT"
+//	topic := b.NewTopic(t, 2) // a topic of the test's own, deleted after it
 //
 // The classpath is resolved with mvn once per machine and cached
 // (flinktest.Project). Without java or mvn a test is skipped, unless the
 // CI environment variable is set: then it fails, since CI (.ci/run)
-// installs what it needs. cmd/kafkabroker serves a broker until Ctrl-C.
+// installs what it needs. A broker dies with the process that started it,
+// and a small watcher process removes its storage then, however that
+// process exits (go test's TestMain may end with os.Exit before any
+// cleanup of ours runs). cmd/kafkabroker serves a broker until Ctrl-C.
 package kafkatest
 
 import (
@@ -183,7 +185,31 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if err := b.launch(fctx); err != nil {
 		return fail(err)
 	}
+	if err := b.watch(); err != nil {
+		b.Close()
+		return nil, err
+	}
 	return b, nil
+}
+
+// watcherScript removes the broker's directory once the process that
+// started it ($1) has exited (the JVM dies with it, Pdeathsig) or the
+// directory is gone. It runs in its own session with no inherited output,
+// so go test does not wait for it.
+const watcherScript = `parent=$1; dir=$2
+while kill -0 "$parent" 2>/dev/null && [ -d "$dir" ]; do sleep 1; done
+sleep 1
+rm -rf "$dir"
+`
+
+func (b *Broker) watch() error {
+	cmd := exec.Command("/bin/sh", "-c", watcherScript, "kafkatest-watch", strconv.Itoa(os.Getpid()), b.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("kafkatest: starting the broker's watcher: %v", err)
+	}
+	go cmd.Wait() // reap it if it ends while we run
+	return nil
 }
 
 // clusterID is a random KRaft cluster id: 16 bytes, base64url unpadded.
@@ -469,8 +495,8 @@ var shared struct {
 }
 
 // Shared returns the broker of this process, starting it on first use;
-// Main closes it when the tests end. A test that cannot have it is skipped
-// or failed (SkipOrFail).
+// it dies with the process. A test that cannot have it is skipped or
+// failed (SkipOrFail); one that fails logs the end of the broker's log.
 func Shared(tb testing.TB) *Broker {
 	tb.Helper()
 	b, err := SharedBroker()
@@ -478,12 +504,16 @@ func Shared(tb testing.TB) *Broker {
 		SkipOrFail(tb, err)
 		return nil
 	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("kafka broker log (last 4000 bytes):\n%s", tail(b.Output(), 4000))
+		}
+	})
 	return b
 }
 
-// SharedBroker is Shared outside a test (a benchmark's setup, a
-// TestMain): the process's broker, started on first use, or the error
-// that stopped it.
+// SharedBroker is Shared outside a test (a benchmark's setup): the
+// process's broker, started on first use, or the error that stopped it.
 func SharedBroker() (*Broker, error) {
 	shared.Lock()
 	defer shared.Unlock()
@@ -491,22 +521,6 @@ func SharedBroker() (*Broker, error) {
 		shared.b, shared.err = Start(context.Background(), Options{})
 	}
 	return shared.b, shared.err
-}
-
-// Main is the TestMain of a package whose tests use Shared: it runs the
-// tests and closes the shared broker, printing the end of its log when a
-// test failed.
-func Main(m *testing.M) {
-	code := m.Run()
-	shared.Lock()
-	if b := shared.b; b != nil {
-		if code != 0 {
-			fmt.Fprintf(os.Stderr, "kafka broker log (last 4000 bytes):\n%s\n", tail(b.Output(), 4000))
-		}
-		b.Close()
-	}
-	shared.Unlock()
-	os.Exit(code)
 }
 
 // SkipOrFail ends tb for a broker that could not start: a skip when java

@@ -10,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func TestMain(m *testing.M) { Main(m) }
-
 func produce(t *testing.T, addr, topic string, values ...string) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
