@@ -42,7 +42,7 @@ type partReader struct {
 	topic     string
 	partition int32
 	cl        *kgo.Client
-	next int64 // the offset of the next record the reader expects
+	next      int64 // the offset of the next record the reader expects
 
 	hwm       atomic.Int64 // the partition's end offset as last seen; -1: unknown
 	lastCheck time.Time    // when the end offset was last listed
