@@ -540,3 +540,81 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// Counter counts the records of a topic per key, as a consumer reading it
+// from the start would, in a goroutine, until Stop.
+type Counter struct {
+	mu     sync.Mutex
+	perKey map[string]int
+	total  int
+	recs   []*kgo.Record
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Count starts counting topic's records (from its start, every
+// partition, partitions added later included) and stops when tb ends.
+func (b *Broker) Count(tb testing.TB, topic string) *Counter {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(time.Second), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Counter{perKey: map[string]int{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer cl.Close()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			c.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				c.perKey[string(r.Key)]++
+				c.total++
+				c.recs = append(c.recs, r)
+			})
+			c.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(c.Stop)
+	return c
+}
+
+// Stop ends the counting; it may be called more than once.
+func (c *Counter) Stop() {
+	c.cancel()
+	<-c.done
+}
+
+// Total is the number of records counted.
+func (c *Counter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// Distinct is the number of distinct keys counted.
+func (c *Counter) Distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.perKey)
+}
+
+// PerKey is a copy of the counts by key.
+func (c *Counter) PerKey() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.perKey))
+	for k, n := range c.perKey {
+		out[k] = n
+	}
+	return out
+}
+
+// Records are the records counted, in the order they came.
+func (c *Counter) Records() []*kgo.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*kgo.Record(nil), c.recs...)
+}

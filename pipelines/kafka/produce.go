@@ -1,0 +1,48 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+)
+
+// ProduceOrders writes rows to topic on brokers as the seed's table holds
+// them: each keyed by its order_id (so an order and its duplicate share a
+// partition), its value the row as JSON, its timestamp created_at; and
+// after them the values in undecodable, keyless. It returns once Kafka
+// confirmed every record.
+func ProduceOrders(ctx context.Context, brokers, topic string, rows []orders.Order, undecodable ...string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seedsOf(brokers)...), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var first error
+	fail := func(_ *kgo.Record, err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, o := range rows {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return err
+		}
+		cl.Produce(ctx, &kgo.Record{Key: []byte(o.OrderID), Value: b, Timestamp: o.CreatedAt}, fail)
+	}
+	for _, u := range undecodable {
+		cl.Produce(ctx, &kgo.Record{Value: []byte(u)}, fail)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("kafka: writing orders to %s on %s: %w", topic, brokers, err)
+	}
+	if first != nil {
+		return fmt.Errorf("kafka: writing orders to %s on %s: %w", topic, brokers, first)
+	}
+	return nil
+}
