@@ -46,3 +46,30 @@ func ProduceOrders(ctx context.Context, brokers, topic string, rows []orders.Ord
 	}
 	return nil
 }
+
+// CreateTopics creates those of topics that do not exist on brokers, with
+// partitions partitions and one replica.
+func CreateTopics(ctx context.Context, brokers string, partitions int, topics ...string) error {
+	adm, closeAdm, err := admin(brokers)
+	if err != nil {
+		return err
+	}
+	defer closeAdm()
+	details, err := adm.ListTopics(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("kafka: looking up topics %v on %s: %w", topics, brokers, err)
+	}
+	for _, t := range topics {
+		if d, ok := details[t]; ok && d.Err == nil {
+			continue
+		}
+		resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, t)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: creating topic %s on %s: %w", t, brokers, err)
+		}
+	}
+	return nil
+}

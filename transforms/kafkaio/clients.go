@@ -47,6 +47,7 @@ type partReader struct {
 	hwm       atomic.Int64 // the partition's end offset as last seen; -1: unknown
 	lastCheck time.Time    // when the end offset was last listed
 	lastData  time.Time    // when a record last came (IdleStop)
+	failing   time.Time    // since when fetches fail (zero: they do not)
 }
 
 var (

@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"reflect"
+	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -267,9 +270,20 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 			return nil, ctx.Err()
 		}
 		if err := fetchError(fetches); err != nil {
-			keep = false
-			return nil, fmt.Errorf("kafkaio: reading topic %s partition %d on %s: %w", fn.Topic, p.Partition, fn.Brokers, err)
+			// A broker restarting, a leader moving: kgo retries. Past
+			// failTimeout the job fails, naming the topic and the
+			// brokers, rather than wait silently.
+			if pr.failing.IsZero() {
+				pr.failing = time.Now()
+			}
+			if !retriable(err) || time.Since(pr.failing) >= failTimeout {
+				keep = false
+				return nil, fmt.Errorf("kafkaio: reading topic %s partition %d on %s failed (for %v): %w; a rerun reads on from the group's committed offsets",
+					fn.Topic, p.Partition, fn.Brokers, time.Since(pr.failing).Round(time.Second), err)
+			}
+			continue
 		}
+		pr.failing = time.Time{}
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if fp.HighWatermark > 0 {
 				pr.hwm.Store(fp.HighWatermark)
@@ -364,6 +378,18 @@ func retry(ctx context.Context, f func() error) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// failTimeout is how long a reader's fetches may fail with errors Kafka
+// calls retriable (a restarting broker, a topic deleted under it) before
+// the reader fails its bundle.
+const failTimeout = 30 * time.Second
+
+// retriable reports whether a fetch may succeed if tried again: a network
+// error, or a Kafka error marked retriable.
+func retriable(err error) bool {
+	var ne net.Error
+	return kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // fetchError is the first error of a poll that is not its own deadline.
