@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
@@ -55,19 +57,12 @@ func CreateTopics(ctx context.Context, brokers string, partitions int, topics ..
 		return err
 	}
 	defer closeAdm()
-	details, err := adm.ListTopics(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("kafka: looking up topics %v on %s: %w", topics, brokers, err)
-	}
 	for _, t := range topics {
-		if d, ok := details[t]; ok && d.Err == nil {
-			continue
-		}
 		resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, t)
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("kafka: creating topic %s on %s: %w", t, brokers, err)
 		}
 	}

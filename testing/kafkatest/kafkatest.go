@@ -103,7 +103,10 @@ logger.ready.level = info
 
 // serverProperties is a single-node KRaft broker on loopback, sized for a
 // small shared machine: internal topics with one partition and one
-// replica, few threads, no topic created on first use.
+// replica, few threads, no topic created on first use, and no retention:
+// the tests write records with the seed's timestamps, months old, which
+// Kafka's default retention (7 days by record timestamp) deletes at its
+// next check.
 func serverProperties(dir string, port, controller, partitions int) string {
 	return fmt.Sprintf(`process.roles=broker,controller
 node.id=1
@@ -129,6 +132,8 @@ num.io.threads=2
 background.threads=2
 num.recovery.threads.per.data.dir=1
 log.cleaner.threads=1
+log.retention.ms=-1
+log.retention.bytes=-1
 `, filepath.Join(dir, "data"), port, controller, partitions)
 }
 
@@ -373,7 +378,9 @@ func (b *Broker) Admin() (*kadm.Client, error) {
 	return b.admin, nil
 }
 
-// CreateTopic creates topic with partitions partitions (one replica).
+// CreateTopic creates topic with partitions partitions (one replica) and
+// returns once the broker lists it with a leader for every partition (a
+// client that asks at once may otherwise be told it does not exist).
 func (b *Broker) CreateTopic(ctx context.Context, topic string, partitions int) error {
 	adm, err := b.Admin()
 	if err != nil {
@@ -386,7 +393,37 @@ func (b *Broker) CreateTopic(ctx context.Context, topic string, partitions int) 
 	if err != nil {
 		return fmt.Errorf("kafkatest: creating topic %s: %w", topic, err)
 	}
-	return nil
+	return b.waitListed(ctx, topic, partitions)
+}
+
+// waitListed waits until the broker's metadata lists topic with n
+// partitions, each with a leader.
+func (b *Broker) waitListed(ctx context.Context, topic string, n int) error {
+	adm, err := b.Admin()
+	if err != nil {
+		return err
+	}
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) == n {
+				led := 0
+				for _, p := range d.Partitions {
+					if p.Err == nil && p.Leader >= 0 {
+						led++
+					}
+				}
+				if led == n {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: topic %s not listed with %d partitions: %w", topic, n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // DeleteTopic deletes topic.
@@ -411,6 +448,10 @@ func (b *Broker) AddPartitions(ctx context.Context, topic string, n int) error {
 	if err != nil {
 		return err
 	}
+	before, err := b.EndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
 	resp, err := adm.CreatePartitions(ctx, n, topic)
 	if err == nil {
 		err = resp.Error()
@@ -418,7 +459,7 @@ func (b *Broker) AddPartitions(ctx context.Context, topic string, n int) error {
 	if err != nil {
 		return fmt.Errorf("kafkatest: adding %d partitions to %s: %w", n, topic, err)
 	}
-	return nil
+	return b.waitListed(ctx, topic, len(before)+n)
 }
 
 // Committed returns the offsets group has committed on topic, by
@@ -617,4 +658,50 @@ func (c *Counter) Records() []*kgo.Record {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*kgo.Record(nil), c.recs...)
+}
+
+// ReadAll reads every record of topic, from the start of each partition
+// to its end offset as listed when called.
+func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
+	end, err := b.EndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]kgo.Offset{}
+	for p, o := range end {
+		if o > 0 {
+			want[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, o := range end {
+			if next[p] < o {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("kafkatest: read %d records of %s by its end offsets %v: %w", len(out), topic, end, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < end[r.Partition] {
+				out = append(out, r)
+			}
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+	return out, nil
 }

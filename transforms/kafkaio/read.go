@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -161,9 +162,17 @@ func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group s
 		return nil, fmt.Errorf("kafkaio: fetching the committed offsets of group %s on %s: %w", group, brokers, err)
 	}
 	for p, o := range resp[topic] {
-		if _, ok := earliest[p]; ok && o.At >= 0 {
-			earliest[p] = max(o.At, earliest[p])
+		first, ok := earliest[p]
+		if !ok || o.At < 0 {
+			continue
 		}
+		if o.At < first {
+			// Retention deleted records the group had not committed: they
+			// are gone before anyone read them.
+			log.Warnf(ctx, "kafkaio: group %s committed offset %d of %s partition %d, which starts at %d now: %d records were deleted (retention) before the group read them",
+				group, o.At, topic, p, first, first-o.At)
+		}
+		earliest[p] = max(o.At, first)
 	}
 	return earliest, nil
 }
