@@ -57,7 +57,7 @@ func TestCommitCommitsAPartitionOnlyUpToItsFirstRecordThatIsNotSafe(t *testing.T
 	c := newCollection(name)
 	c.drop = map[int32]int64{0: 7} // partition 0 from offset 7 never reaches Commit
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), IdleStop(time.Second), CommitInterval(100*time.Millisecond))
+	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), CommitInterval(100*time.Millisecond))
 	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 	pr, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
@@ -83,7 +83,7 @@ func TestASecondRunReadsWhatTheFirstDidNotMakeSafe(t *testing.T) {
 		c.drop = drop
 		st := NewStopper()
 		p, s := beam.NewPipelineWithRoot()
-		recs := Read(s, b.Addr, topic, Group(group), IdleStop(time.Second), StopWith(st))
+		recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), StopWith(st))
 		Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 		_, err := runPipeline(t, p, 2*time.Minute)
 		require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestStopperEndsEveryReaderAndItsCloseCommitsWhatIsSafe(t *testing.T) {
 
 func TestTryCommitRejectsBadArgumentsNamingEach(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	err := TryCommit(s, "", beam.Create(s, "x"), IdleStop(time.Second))
+	err := TryCommit(s, "", beam.Create(s, "x"), IdleStop(quiet))
 	require.Error(t, err)
 	for _, w := range []string{"kafkaio.Commit:", "no group", "needs a PCollection<kafkaio.Record>, got string", "IdleStop does not apply to kafkaio.Commit"} {
 		assert.Contains(t, err.Error(), w)

@@ -28,6 +28,10 @@ func init() {
 	register.DoFn3x0[context.Context, Record, func(Record)](&collectFn{})
 }
 
+// quiet is the IdleStop of the tests' jobs: their records are all
+// written before the job starts.
+const quiet = 500 * time.Millisecond
+
 // runPipeline runs p as a job on the test runner with a deadline.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
 	t.Helper()

@@ -22,7 +22,7 @@ func TestReadEmitsEveryRecordOfEveryPartitionWithWhereItWasRead(t *testing.T) {
 
 	c := newCollection(t.Name())
 	p, s := beam.NewPipelineWithRoot()
-	beam.ParDo(s, &collectFn{Name: t.Name()}, Read(s, b.Addr, topic, IdleStop(time.Second), MaxBundleRecords(50)))
+	beam.ParDo(s, &collectFn{Name: t.Name()}, Read(s, b.Addr, topic, IdleStop(quiet), MaxBundleRecords(50)))
 	pr, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
 
@@ -81,7 +81,7 @@ func TestReadStartsWhereItIsTold(t *testing.T) {
 			name := t.Name()
 			c := newCollection(name)
 			p, s := beam.NewPipelineWithRoot()
-			beam.ParDo(s, &collectFn{Name: name}, Read(s, b.Addr, topic, append(tt.opts(group), IdleStop(time.Second))...))
+			beam.ParDo(s, &collectFn{Name: name}, Read(s, b.Addr, topic, append(tt.opts(group), IdleStop(quiet))...))
 			_, err = runPipeline(t, p, 2*time.Minute)
 			require.NoError(t, err)
 
@@ -129,7 +129,7 @@ func TestTryReadRejectsBadConfigurationNamingEveryMistake(t *testing.T) {
 func TestReadOfATopicThatDoesNotExistFailsNamingIt(t *testing.T) {
 	b := kafkatest.Shared(t)
 	p, s := beam.NewPipelineWithRoot()
-	beam.ParDo(s, &collectFn{Name: t.Name()}, Read(s, b.Addr, "no-such-topic", IdleStop(time.Second)))
+	beam.ParDo(s, &collectFn{Name: t.Name()}, Read(s, b.Addr, "no-such-topic", IdleStop(quiet)))
 	newCollection(t.Name())
 	_, err := runPipeline(t, p, 2*time.Minute)
 	require.Error(t, err)
