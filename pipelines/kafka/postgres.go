@@ -9,7 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/pipelines/internal/pgkept"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
@@ -51,40 +51,32 @@ func writePostgres[T any](s beam.Scope, cfg Config, kept beam.PCollection) (writ
 	return written, refused, nil
 }
 
-// postgresFn writes the rows of the kept records into a table with
-// pgsink's writer (insert-only, keyed by the PartitionBy columns: a row
-// that is there already is left alone, so a record read again after a
-// restart changes nothing) and passes each record on once its row is
-// committed: to written, or to refused as a dead letter with the table's
-// reason. It emits at the end of the bundle, after the last batch
-// committed, so that the write and the commit that follow it in the stage
-// never run for a row that is not in the table. (As pipelines/streaming's
-// step of the same name does for Pub/Sub messages: pgsink.Write returns
-// no committed rows to commit after.)
+// postgresFn writes the rows of the kept records into a table
+// (pipelines/internal/pgkept: insert-only, keyed by the PartitionBy
+// columns) and passes each record on once its row is committed: to
+// written, or to refused as a dead letter with the table's reason. It
+// emits at the end of the bundle, after the last batch committed, so that
+// the write and the commit that follow it in the stage never run for a row
+// that is not in the table.
 type postgresFn[T any] struct {
 	DSN     string
 	Table   string
 	Columns []string
 
-	w       *pgsink.Writer
-	enc     *keycoder.Encoder
-	all     []kafkaio.Record
-	keys    [][]byte
-	reasons map[string]string // key of a refused row -> the table's reason
+	w    *pgkept.Writer[T]
+	all  []kafkaio.Record
+	keys [][]byte
 }
 
 func (f *postgresFn[T]) Setup(ctx context.Context) error {
-	enc, err := keycoder.New(reflect.TypeFor[T](), f.Columns)
-	if err != nil {
-		return err
-	}
-	f.enc = enc
-	f.w, err = pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
+	var err error
+	f.w, err = pgkept.New[T](ctx, f.DSN, f.Table, f.Columns)
 	return err
 }
 
 func (f *postgresFn[T]) StartBundle(context.Context, func([]byte, kafkaio.Record), func(kafkaio.Record)) {
-	f.all, f.keys, f.reasons = f.all[:0], f.keys[:0], map[string]string{}
+	f.all, f.keys = f.all[:0], f.keys[:0]
+	f.w.Start()
 }
 
 func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, r kafkaio.Record, _ func([]byte, kafkaio.Record), _ func(kafkaio.Record)) error {
@@ -93,23 +85,20 @@ func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, r kafkai
 		return fmt.Errorf("kafka: a kept record does not decode: %s", reason)
 	}
 	f.all, f.keys = append(f.all, r), append(f.keys, key)
-	c, dead, err := f.w.Add(ctx, row)
-	if err != nil {
-		return err
-	}
-	f.count(ctx, c.Written+c.Skipped, dead)
-	return nil
+	c, err := f.w.Add(ctx, row.(T))
+	count(ctx, c)
+	return err
 }
 
 // FinishBundle writes the rest and passes every record of the bundle on.
 func (f *postgresFn[T]) FinishBundle(ctx context.Context, written func([]byte, kafkaio.Record), refused func(kafkaio.Record)) error {
-	c, dead, err := f.w.Flush(ctx)
+	c, err := f.w.Flush(ctx)
+	count(ctx, c)
 	if err != nil {
 		return err
 	}
-	f.count(ctx, c.Written+c.Skipped, dead)
 	for i, r := range f.all {
-		if reason, ok := f.reasons[string(f.keys[i])]; ok {
+		if reason, ok := f.w.Refused(f.keys[i]); ok {
 			refused(DeadLetter(r, fmt.Sprintf("refused by PostgreSQL table %s: %s", f.Table, reason)))
 			continue
 		}
@@ -124,10 +113,7 @@ func (f *postgresFn[T]) Teardown() {
 	}
 }
 
-func (f *postgresFn[T]) count(ctx context.Context, written int64, refused []pgsink.Refused) {
-	pgWritten.Inc(ctx, written)
-	pgRefused.Inc(ctx, int64(len(refused)))
-	for _, r := range refused {
-		f.reasons[string(f.enc.Append(nil, reflect.ValueOf(r.Row)))] = r.DeadLetter.Reason
-	}
+func count(ctx context.Context, c pgkept.Counts) {
+	pgWritten.Inc(ctx, c.Written)
+	pgRefused.Inc(ctx, c.Refused)
 }

@@ -344,7 +344,7 @@ func (w *watch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, e
 }
 
 func (w *watch) status(m metrics.Results) Status {
-	return statusOf(result{m}, w.stopper.Ended(), w.partitions)
+	return statusOf(jobrun.Live(m), w.stopper.Ended(), w.partitions)
 }
 
 // statusOf reads a job's status from its metrics.
@@ -361,9 +361,3 @@ func statusOf(pr beam.PipelineResult, readersEnded, partitions int) Status {
 	}
 	return s
 }
-
-// result adapts live metrics to beam.PipelineResult for the ReadCounters.
-type result struct{ m metrics.Results }
-
-func (r result) Metrics() metrics.Results { return r.m }
-func (r result) JobID() string            { return "" }
