@@ -357,9 +357,12 @@ func (p *runjobProcess) wait(t *testing.T, d time.Duration) int {
 	}
 }
 
-var progressLine = regexp.MustCompile(`runjob: read (\d+), acked (\d+); dedup: (\d+) in, (\d+) emitted, (\d+) duplicates dropped; (\d+) dead-lettered; (\d+) published`)
+// progressLine is a progress line of a streaming run (acked, published)
+// or a Kafka run (safe, written).
+var progressLine = regexp.MustCompile(`runjob: read (\d+), (?:acked|safe) (\d+); dedup: (\d+) in, (\d+) emitted, (\d+) duplicates dropped; (\d+) dead-lettered; (\d+) (?:published|written)`)
 
-// progress is runjob's last progress line.
+// progress is runjob's last progress line (acked: acked or safe;
+// published: published or written).
 type progress struct{ read, acked, in, emitted, dropped, dead, published int }
 
 func (p *runjobProcess) progress() progress {

@@ -17,7 +17,7 @@ const (
 var (
 	fileModes      = modesWhere(func(p pipelineRun) bool { return p.files })
 	generatedModes = modesWhere(func(p pipelineRun) bool { return p.generated })
-	dedupModes     = append(slices.Clone(fileModes), streamingLive)
+	dedupModes     = append(slices.Clone(fileModes), streamingLive, "kafka")
 )
 
 // appliesTo is the one table of which of runjob's own flags apply to which
@@ -37,19 +37,25 @@ var appliesTo = map[string][]string{
 	"event_time_ttl":         dedupModes,
 	"reset_ttl_on_duplicate": dedupModes,
 	"uid":                    dedupModes,
-	"on_time":                fileModes,
+	"on_time":                append(slices.Clone(fileModes), "kafka"),
 	"force_stateful":         fileModes,
 	// The PostgreSQL table of the order-status sample, or of the kept
 	// orders of a streaming run.
-	"postgres": {"orderstatus", streamingLive},
+	"postgres": {"orderstatus", streamingLive, "kafka"},
 	// A subscription, read until stopped.
 	"subscription":      {streamingLive},
-	"output_topic":      {streamingLive},
-	"dead_letter_topic": {streamingLive},
+	"output_topic":      {streamingLive, "kafka"},
+	"dead_letter_topic": {streamingLive, "kafka"},
 	"readers":           {streamingLive},
 	"ack_deadline":      {streamingLive},
-	"drain_timeout":     {streamingLive},
-	"progress":          {streamingLive},
+	"drain_timeout":     {streamingLive, "kafka"},
+	"progress":          {streamingLive, "kafka"},
+	// A Kafka topic, read until stopped.
+	"brokers":     {"kafka"},
+	"input_topic": {"kafka"},
+	"group":       {"kafka"},
+	"produce":     {"kafka"},
+	"idle_stop":   {"kafka"},
 }
 
 // mode is the pipeline as appliesTo names it.

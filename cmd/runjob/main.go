@@ -1,7 +1,8 @@
 // Command runjob runs one of the sample deduplication pipelines — orders,
-// userevents, cdc (pipelines/...), or the Pub/Sub streaming pipeline (a
-// demo, or a real subscription until Ctrl-C) — on a Beam runner, and prints
-// a summary from the job's metrics.
+// userevents, cdc (pipelines/...), the Pub/Sub streaming pipeline (a
+// demo, or a real subscription until Ctrl-C), or the Kafka pipeline of
+// seed 001 — on a Beam runner, and prints a summary from the job's
+// metrics.
 //
 // With no flags it generates sample orders (every order priced under 100
 // duplicated exactly), deduplicates them by order_id on Prism, Beam's local
@@ -99,7 +100,8 @@ type options struct {
 	distinctRows int             // distinct order_ids of generated input; 0 if unknown
 	live         liveOptions     // --pipeline=streaming against a subscription
 	flink        *flinkopts.Options
-	flinkREST    string // the Flink cluster's REST address
+	flinkREST    string       // the Flink cluster's REST address
+	kafka        kafkaOptions // --pipeline=kafka
 }
 
 // newFlagSet defines runjob's flags on a new FlagSet and shares Beam's
@@ -127,10 +129,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on the job after this long (cancel it, exit 1); 0 = never. With --subscription: stop it then (drain, exit 0), only when given")
 	fs.DurationVar(&o.stallLimit, "stall_limit", jobrun.DefaultStallLimit, "when the job makes no progress this long (no SDK worker reports, no bundle finishes; with --subscription: a step holds work and finishes none, or nothing commits at all), cancel it and exit 1 saying what did not happen; 0 = the default, negative (-1s) = no watchdog")
 	fs.BoolVar(&o.verbose, "verbose", false, "show the runner's and the SDK's info logs")
-	fs.StringVar(&o.postgres, "postgres", "", "orderstatus: write each order's current status into the table "+orderstatus.DefaultTable+" of this PostgreSQL database (a DSN; created if missing; give the password in PGPASSWORD, not in the DSN)")
+	fs.StringVar(&o.postgres, "postgres", "", "orderstatus: write each order's current status into the table "+orderstatus.DefaultTable+" of this PostgreSQL database (a DSN; created if missing; give the password in PGPASSWORD, not in the DSN); streaming with --subscription, kafka: each kept order into its table orders")
 	addLiveFlags(fs, &o.live)
 	o.flink = flinkopts.Register(fs)
 	fs.StringVar(&o.flinkREST, "flink_rest", "", "flink: the REST address (HOST:PORT) of the Flink cluster the job server submits to (its --flink-master): the watchdog follows the job's progress there, since Flink reports metrics to the Job API only when a job ends")
+	addKafkaFlags(fs, &o.kafka)
 	flag.CommandLine.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Name, "test.") || fs.Lookup(f.Name) != nil {
 			return

@@ -59,6 +59,7 @@ var pipelineTable = []pipelineRun{
 	withMode(demoRun, "streaming", streamingDemo, func(p *pipelineRun) { p.generated = true }),
 	withMode(liveRun, "streaming", streamingLive, func(p *pipelineRun) { p.check = checkStreaming }),
 	withMode(orderStatusRun, "orderstatus", "orderstatus", func(p *pipelineRun) { p.files, p.generated = true, true }),
+	withMode(kafkaRun, "kafka", "kafka", func(p *pipelineRun) { p.generated = true }),
 }
 
 // withMode is the entry of a pipeline defined with its own file.

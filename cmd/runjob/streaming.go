@@ -33,12 +33,12 @@ type liveOptions struct {
 
 func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
 	fs.StringVar(&l.subscription, "subscription", "", "streaming: read this Pub/Sub subscription, projects/P/subscriptions/S, until stopped (Ctrl-C or SIGTERM, or --timeout when given: drains and exits); with PUBSUB_EMULATOR_HOST set, on that emulator. Without it --pipeline=streaming runs the demo")
-	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T")
-	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T")
+	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T; kafka: write one record per key to this topic (default "+defaultOutputTopic+")")
+	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T; kafka: write undecodable records here, with the reason in header dlq_reason (default "+defaultDeadLetterTopic+")")
 	fs.IntVar(&l.readers, "readers", 1, "streaming: concurrent readers of the subscription")
 	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease kept on each message pulled, renewed until the message is acked once its row is out (1s to 600s)")
-	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming: after Ctrl-C, how long to wait for what was read to be published and acked before giving up")
-	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming: print the job's counters this often")
+	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming, kafka: after Ctrl-C, how long to wait for what was read to be published and acked (committed) before giving up")
+	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming, kafka: print the job's counters this often")
 }
 
 // checkStreaming rejects an incomplete or malformed set of Pub/Sub names

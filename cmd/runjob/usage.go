@@ -41,6 +41,10 @@ Examples:
       --output_topic=projects/P/topics/orders-deduped --dead_letter_topic=projects/P/topics/orders-dlq
   # keep-last by order, then a count per status, beside the naive count
   go run ./cmd/runjob --pipeline=orderstatus
+  # seed 001 on Kafka: a local broker, generated orders with duplicates in a
+  # 2-partition topic, deduplicated into orders_deduplicated (docs/kafka.md)
+  go run ./testing/kafkatest/cmd/kafkabroker   # prints KAFKA_BROKERS=127.0.0.1:PORT
+  go run ./cmd/runjob --pipeline=kafka --brokers=127.0.0.1:PORT --produce --idle_stop=5s
 `
 
 // beamFlags are the Beam flags --help lists; every other Beam flag is

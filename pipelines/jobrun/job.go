@@ -641,3 +641,13 @@ func (j *Job) hint(noWorkerYet bool) string {
 	}
 	return fmt.Sprintf("the runner starts SDK workers in Docker (--environment_type=%q): check that Docker runs where the job server at %s starts them and can pull the SDK image (docs/runners.md)", o.EnvironmentType, o.Endpoint)
 }
+
+// Live adapts a job's metrics as Job.Metrics or a watchdog's sample
+// reads them (committed, while it runs) to a beam.PipelineResult, for the
+// transforms' counter readers (dedup.ReadCounters, ...).
+func Live(m metrics.Results) beam.PipelineResult { return liveResult{m} }
+
+type liveResult struct{ m metrics.Results }
+
+func (r liveResult) Metrics() metrics.Results { return r.m }
+func (r liveResult) JobID() string            { return "" }

@@ -190,6 +190,15 @@ func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit fu
 	emit(row)
 }
 
+// ParseRow decodes data, one JSON value, into a row of type t (a value of
+// t, checked by its Validate when it has one) as Read decodes a line of a
+// file, or says why it cannot: the files' rule, for a source of records
+// other than files (a Kafka topic).
+func ParseRow(t reflect.Type, data string) (row any, reason string) {
+	row, el := parse(t, data)
+	return row, el.Reason
+}
+
 // parse decodes line into a row of type t, or returns its dead letter's
 // line and reason.
 func parse(t reflect.Type, line string) (any, ErrorLine) {

@@ -29,17 +29,22 @@ func keepFirst(s beam.Scope, kvs beam.PCollection, opts []dedup.Option) (kept, d
 	return res.Rows, res.Dropped, beam.ParDo(s, &refusedFn{}, res.DeadLetters), nil
 }
 
-// refusedFn turns a message KeepFirst refused back into the message (its
-// row, under its column names, is the message), as a dead letter with
-// KeepFirst's reason, so that it is acked once the dead letter is out.
+// refusedFn turns a message KeepFirst refused back into the message, as a
+// dead letter with KeepFirst's reason, so that it is acked once the dead
+// letter is out. KeepFirst ran on KV<key, message>: its dead letter's row
+// is {"key":…,"value":…}, the value the message under its column names
+// (which are its JSON names).
 type refusedFn struct{}
 
 func (*refusedFn) ProcessElement(d deadletter.DeadLetter, emit func(pubsubio.Message)) {
-	var m pubsubio.Message
-	if err := json.Unmarshal([]byte(d.Row), &m); err != nil {
-		// Not a message: publish what there is; its message is not acked
-		// here and comes back after its lease.
-		m = pubsubio.Message{Data: []byte(d.Row)}
+	var kv struct {
+		Value *pubsubio.Message `json:"value"`
 	}
+	m := pubsubio.Message{Data: []byte(d.Row)}
+	if err := json.Unmarshal([]byte(d.Row), &kv); err == nil && kv.Value != nil && kv.Value.AckID != "" {
+		m = *kv.Value
+	}
+	// Else not a message: publish what there is; its message is not acked
+	// here and comes back after its lease.
 	emit(deadLetter(m, errors.New(d.Transform+": "+d.Reason), ""))
 }

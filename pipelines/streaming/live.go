@@ -355,7 +355,7 @@ func (s LiveStatus) counters(claimed int64) map[string]int64 {
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {
-	return statusOf(result{m}, w.stopper.Ended())
+	return statusOf(jobrun.Live(m), w.stopper.Ended())
 }
 
 // statusOf reads a job's status from its metrics.
@@ -372,9 +372,3 @@ func statusOf(pr beam.PipelineResult, readersEnded int) LiveStatus {
 	}
 	return s
 }
-
-// result adapts live metrics to beam.PipelineResult for the ReadCounters.
-type result struct{ m metrics.Results }
-
-func (r result) Metrics() metrics.Results { return r.m }
-func (r result) JobID() string            { return "" }

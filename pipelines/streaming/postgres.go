@@ -3,14 +3,12 @@ package streaming
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/pipelines/internal/pgkept"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
@@ -51,16 +49,14 @@ func registerPostgres[T any]() {
 	register.DoFn5x1[context.Context, []byte, pubsubio.Message, func([]byte, pubsubio.Message), func(pubsubio.Message), error](&postgresFn[T]{})
 }
 
-// postgresFn writes the rows of the kept messages into a table with
-// pgsink's writer (insert-only, keyed by the PartitionBy columns: a row that is
-// there already is left alone, so a message delivered again after a
-// restart changes nothing) and passes each message on once its row is
-// committed: to written, or to refused, as a dead letter with the
-// table's reason. It emits at the end of the bundle, after the last
-// batch committed, so that the publish and the ack that follow it in the
-// stage never run for a row that is not in the table. (pgsink.Write
-// returns no committed rows to ack after, so this step runs the sink's
-// Writer itself: the same folding, batches, retries and dead letters.)
+// postgresFn writes the rows of the kept messages into a table
+// (pipelines/internal/pgkept: insert-only, keyed by the PartitionBy
+// columns: a row that is there already is left alone, so a message
+// delivered again after a restart changes nothing) and passes each message
+// on once its row is committed: to written, or to refused, as a dead
+// letter with the table's reason. It emits at the end of the bundle, after
+// the last batch committed, so that the publish and the ack that follow it
+// in the stage never run for a row that is not in the table.
 type postgresFn[T any] struct {
 	DSN     string
 	Table   string
@@ -68,25 +64,20 @@ type postgresFn[T any] struct {
 	// Subscription names the input in dead letters.
 	Subscription string
 
-	w       *pgsink.Writer
-	enc     *keycoder.Encoder
-	all     []pubsubio.Message // the bundle's messages
-	keys    [][]byte           // their keys
-	reasons map[string]string  // key of a refused row -> the table's reason
+	w    *pgkept.Writer[T]
+	all  []pubsubio.Message // the bundle's messages
+	keys [][]byte           // their keys
 }
 
 func (f *postgresFn[T]) Setup(ctx context.Context) error {
-	enc, err := keycoder.New(reflect.TypeFor[T](), f.Columns)
-	if err != nil {
-		return err
-	}
-	f.enc = enc
-	f.w, err = pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(f.DSN), pgsink.Table(f.Table), pgsink.PartitionBy(f.Columns...))
+	var err error
+	f.w, err = pgkept.New[T](ctx, f.DSN, f.Table, f.Columns)
 	return err
 }
 
 func (f *postgresFn[T]) StartBundle(context.Context, func([]byte, pubsubio.Message), func(pubsubio.Message)) {
-	f.all, f.keys, f.reasons = f.all[:0], f.keys[:0], map[string]string{}
+	f.all, f.keys = f.all[:0], f.keys[:0]
+	f.w.Start()
 }
 
 func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, m pubsubio.Message, _ func([]byte, pubsubio.Message), _ func(pubsubio.Message)) error {
@@ -95,23 +86,20 @@ func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, m pubsub
 		return fmt.Errorf("streaming: a kept message does not decode: %v", err)
 	}
 	f.all, f.keys = append(f.all, m), append(f.keys, key)
-	c, dead, err := f.w.Add(ctx, row)
-	if err != nil {
-		return err
-	}
-	f.count(ctx, c.Written+c.Skipped, dead)
-	return nil
+	c, err := f.w.Add(ctx, row)
+	count(ctx, c)
+	return err
 }
 
 // FinishBundle writes the rest and passes every message of the bundle on.
 func (f *postgresFn[T]) FinishBundle(ctx context.Context, written func([]byte, pubsubio.Message), refused func(pubsubio.Message)) error {
-	c, dead, err := f.w.Flush(ctx)
+	c, err := f.w.Flush(ctx)
+	count(ctx, c)
 	if err != nil {
 		return err
 	}
-	f.count(ctx, c.Written+c.Skipped, dead)
 	for i, m := range f.all {
-		if reason, ok := f.reasons[string(f.keys[i])]; ok {
+		if reason, ok := f.w.Refused(f.keys[i]); ok {
 			refused(deadLetter(m, fmt.Errorf("refused by PostgreSQL table %s: %s", f.Table, reason), f.Subscription))
 			continue
 		}
@@ -126,11 +114,7 @@ func (f *postgresFn[T]) Teardown() {
 	}
 }
 
-// count counts a written batch and notes the keys of its refused rows.
-func (f *postgresFn[T]) count(ctx context.Context, written int64, refused []pgsink.Refused) {
-	pgWritten.Inc(ctx, written)
-	pgRefused.Inc(ctx, int64(len(refused)))
-	for _, r := range refused {
-		f.reasons[string(f.enc.Append(nil, reflect.ValueOf(r.Row)))] = r.DeadLetter.Reason
-	}
+func count(ctx context.Context, c pgkept.Counts) {
+	pgWritten.Inc(ctx, c.Written)
+	pgRefused.Inc(ctx, c.Refused)
 }

@@ -81,3 +81,36 @@ func TestBuildRejectsMissingNames(t *testing.T) {
 	_, err = BuildFor[orders.Order](s, Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"})
 	require.ErrorContains(t, err, "PartitionBy")
 }
+
+// A message KeepFirst refuses (here its kind column, the id attribute,
+// holds no kind) is published as a dead letter with its own data and
+// KeepFirst's reason, and acked once it is out, like one that does not
+// decode.
+func TestPipelineDeadLettersAndAcksTheMessagesKeepFirstRefuses(t *testing.T) {
+	srv := pubsubtest.New(t, 0)
+	srv.MustTopic(t, "in")
+	out := srv.MustTopic(t, "out")
+	dlq := srv.MustTopic(t, "dlq")
+	sub := srv.MustSubscription(t, "in", "in-sub", 10*time.Second)
+	o1, _ := json.Marshal(orders.Order{OrderID: "o-1", Quantity: 1, Price: 5, CreatedAt: time.Unix(100, 0).UTC()})
+	o2, _ := json.Marshal(orders.Order{OrderID: "o-2", Quantity: 2, Price: 500, CreatedAt: time.Unix(200, 0).UTC()})
+	srv.PublishRaw("in", o1, map[string]string{"kind": "+I"})
+	srv.PublishRaw("in", o2, map[string]string{"kind": "no kind"})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := Run(ctx, pipelinetest.Job(t), Config{
+		Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, IDAttribute: "kind",
+		Dedup: []dedup.Option{dedup.StateTTL(0), dedup.KindColumn("id")},
+		Read:  []pubsubio.Option{pubsubio.IdleStop(time.Second)},
+	})
+	require.NoError(t, err)
+
+	assert.Len(t, srv.MessagesOn("out"), 1)
+	dead := srv.MessagesOn("dlq")
+	require.Len(t, dead, 1)
+	assert.Equal(t, string(o2), string(dead[0].Data), "the refused message's own data")
+	assert.Contains(t, dead[0].Attributes[AttrReason], "kind")
+	assert.NotEmpty(t, dead[0].Attributes[AttrMessageID])
+	assert.Empty(t, srv.Unacked("in"), "the refused message acked once its dead letter is out")
+}

@@ -15,6 +15,7 @@ var (
 	runners = "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/"
 	fakes   = []string{
 		"cloud.google.com/go/pubsub/v2/pstest",
+		"github.com/twmb/franz-go/pkg/kfake",
 		"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/",
 		"github.com/beamdedup/beamdedup/testing/",
 		"testing",
@@ -34,7 +35,7 @@ func TestLibraryPackagesLinkNoRunnerTestFakeOrDockerClient(t *testing.T) {
 		// runner; the programs that run them (cmd/runjob, tests) link the
 		// runner, the in-process Prism (jobrun/localprism) and the Pub/Sub
 		// fake (streaming/demo).
-		{"pipelines", []string{"./pipelines/streaming", "./pipelines/jobrun", "./pipelines/jobrun/loopback", "./pipelines/orders", "./pipelines/userevents",
+		{"pipelines", []string{"./pipelines/streaming", "./pipelines/kafka", "./pipelines/jobrun", "./pipelines/jobrun/loopback", "./pipelines/orders", "./pipelines/userevents",
 			"./pipelines/cdc", "./pipelines/orderstatus", "./pipelines/jsonl"}, all},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
+	"github.com/beamdedup/beamdedup/testing/kafkatest"
 )
 
 // runjob's samples on the Flink job server, with the SDK workers in
@@ -27,6 +28,10 @@ func TestRunjob_RunsTheSamplesOnFlinkWithLoopbackAndAWorkerPool(t *testing.T) {
 	build.Dir = root
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build ./cmd/runjob: %s", out)
+	broker := kafkatest.Shared(t)
+	for _, topic := range []string{"orders_with_duplicates", "orders_deduplicated", "orders_dead_letters"} {
+		require.NoError(t, broker.CreateTopic(context.Background(), topic, 2))
+	}
 	pool := jobservertest.StartWorkerPool(t)
 	jobservertest.RemoveBootCopies(t, bin)
 	external := []string{"--environment_type=EXTERNAL", "--environment_config=" + pool.Addr, "--worker_binary=" + bin}
@@ -45,6 +50,13 @@ func TestRunjob_RunsTheSamplesOnFlinkWithLoopbackAndAWorkerPool(t *testing.T) {
 		{"orderstatus/loopback", []string{"--pipeline=orderstatus", "--output=" + filepath.Join(t.TempDir(), "status.jsonl")},
 			[]string{"events in           622", "changelog           240 +I,", "  created                24     252", "  total                 240     622"}},
 		{"streaming/loopback", []string{"--pipeline=streaming", "--count=300"}, []string{"output topic: 300 messages for 300 distinct orders"}},
+		// Seed 001 on Kafka (docs/kafka.md): processing-time timers off
+		// (Flink runs no Go processing-time timers), event time on
+		// created_at with an event-time retention.
+		{"kafka/loopback", []string{"--pipeline=kafka", "--brokers=" + broker.Addr, "--produce", "--count=300", "--idle_stop=5s",
+			"--state_ttl=0", "--event_time_ttl=2h", "--on_time=created_at"},
+			[]string{"records read        351, 351 safe", "emitted             300\n", "dead-lettered       3\n",
+				"every record        351 = 300 emitted + 48 duplicates dropped + 0 late + 3 dead-lettered"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -135,6 +135,9 @@ func Spec(spec rowspec.Spec) Option {
 		if err := spec.Err(); err != nil {
 			c.fail("Spec: %w", err)
 		}
+		if spec.Upsert {
+			c.fail("Spec: the rows are upserts (Spec.Upsert), which retract nothing, and a count applies a changelog's retractions: count KeepLast's changelog (KindColumn, without Upsert)")
+		}
 		if spec.Kind != "" {
 			c.kindCol = spec.Kind
 		}

@@ -305,6 +305,7 @@ func TestTryCountPerKeyReportsConfigurationErrors(t *testing.T) {
 		{"no kind column", []changelog.Option{changelog.GroupBy("status")}, "KindColumn is required"},
 		{"unknown kind column", []changelog.Option{changelog.KindColumn("kind")}, `"kind"`},
 		{"unknown group column", []changelog.Option{changelog.KindColumn("op"), changelog.GroupBy("state")}, `"state"`},
+		{"upserts, which retract nothing", []changelog.Option{changelog.Spec(rowspec.Spec{Kind: "op", Upsert: true})}, "retract nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

@@ -73,8 +73,9 @@ type Result struct {
 	Dropped beam.PCollection
 	// Spec is the roles of Rows' columns as a sink needs them
 	// (pgsink.Spec): the key columns (none for a KV input, keyed by K);
-	// for KeepLast also its kind and ordering columns. KeepFirst's and
-	// window dedup's rows are insert-only: a sink only inserts them.
+	// for KeepLast also its kind and ordering columns, and whether its
+	// rows are upserts (Upsert). KeepFirst's and window dedup's rows are
+	// insert-only: a sink only inserts them.
 	Spec rowspec.Spec
 }
 
@@ -150,7 +151,7 @@ func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Resu
 	}
 	r.Spec = rowspec.Spec{Key: sh.columns}
 	if t == keepLast {
-		r.Spec.Kind, r.Spec.OnTime, r.Spec.SequenceBy = c.kindCol, c.onTime, c.sequenceBy
+		r.Spec.Kind, r.Spec.OnTime, r.Spec.SequenceBy, r.Spec.Upsert = c.kindCol, c.onTime, c.sequenceBy, c.upsert
 	}
 	return r, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // orderEvent is seed 003's order-status event.
@@ -384,10 +385,36 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "dedup.KeepLast: "), err.Error())
 		})
 	}
-	for _, o := range []dedup.Option{dedup.Upsert(), dedup.RetractOnExpiry(true)} {
+	for _, o := range []dedup.Option{dedup.Upsert(), dedup.Spec(rowspec.Spec{Upsert: true}), dedup.RetractOnExpiry(true)} {
 		_, s := beam.NewPipelineWithRoot()
 		_, err := dedup.TryKeepFirst(s, beam.Create(s, orderEvent{}), o)
 		assert.ErrorContains(t, err, "is a KeepLast option")
+	}
+}
+
+// Result.Spec says what KeepLast emitted, so that a sink given it writes
+// the rows as they are meant: a changelog by its kind column, upserts as
+// upserts, and dedup.Spec of it builds the same KeepLast.
+func TestKeepLast_ResultSpecDescribesItsOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+		want rowspec.Spec
+	}{
+		{"changelog", []dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")},
+			rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}},
+		{"upserts", []dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Upsert()},
+			rowspec.Spec{Key: []string{"order_id"}, SequenceBy: "seq", Upsert: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, s := beam.NewPipelineWithRoot()
+			in := beam.Create(s, orderEvent{})
+			res := dedup.KeepLast(s, in, tc.opts...)
+			assert.Equal(t, tc.want, res.Spec)
+			again, err := dedup.TryKeepLast(s, in, dedup.Spec(res.Spec))
+			require.NoError(t, err)
+			assert.Equal(t, res.Spec, again.Spec)
+		})
 	}
 }
 

@@ -131,9 +131,10 @@ func PartitionBy(columns ...string) Option {
 }
 
 // Spec states the roles of the rows' columns at once: Key as PartitionBy,
-// Kind as KindColumn, OnTime and SequenceBy as those options (an empty
-// role sets nothing). A later option of the same kind replaces what it
-// set. Result.Spec hands the roles on to the sink (pgsink.Spec).
+// Kind as KindColumn, OnTime and SequenceBy as those options, and Upsert as
+// Upsert (an empty role sets nothing). A later option of the same kind
+// replaces what it set. Result.Spec hands the roles on to the sink
+// (pgsink.Spec).
 func Spec(spec rowspec.Spec) Option {
 	return func(c *config) {
 		if len(spec.Key) > 0 {
@@ -147,6 +148,9 @@ func Spec(spec rowspec.Spec) Option {
 		}
 		if spec.SequenceBy != "" {
 			c.sequenceBy = spec.SequenceBy
+		}
+		if spec.Upsert {
+			c.upsert = true
 		}
 	}
 }
@@ -252,9 +256,10 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // rows in batches of up to 128 whose reads go out together; otherwise it
 // waits for a row's read but not for its writes. Decisions and requests are
 // the same either way, and every request is answered before the bundle
-// finishes. A row's output may leave up to 127 rows later, or at its
-// bundle's end, which is when the runner passes a bundle's output on
-// anyway. KeepFirst and KeepLast only (docs/state.md).
+// finishes, and a key's outputs leave in the order they were decided in.
+// A row's output may leave up to 127 rows later, or at its bundle's end,
+// which is when the runner passes a bundle's output on anyway. KeepFirst
+// and KeepLast only (docs/state.md).
 func OverlapState(on bool) Option {
 	return func(c *config) { c.noOverlap, c.overlapSet = !on, true }
 }

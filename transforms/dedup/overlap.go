@@ -24,11 +24,13 @@ import (
 // trips. The step instead keeps several in flight within a bundle:
 //
 //   - overlapBatch (no timer family, global windows): rows are buffered,
-//     batchRows at a time or until the bundle ends; the reads of the keys
-//     the bundle has not cached go out together, then the rows are decided
-//     one after the other in their arrival order on the bundle cache,
-//     exactly as they would have been one by one, and their output is
-//     emitted with each row's own timestamp.
+//     batchRows at a time, until a row of another pane arrives or until
+//     the bundle ends; the reads of the keys the bundle has not cached go
+//     out together, then the rows are decided one after the other in their
+//     arrival order on the bundle cache, exactly as they would have been
+//     one by one, and their output is emitted then, with each row's own
+//     timestamp: every output of the step leaves in the order it was
+//     decided in.
 //   - overlapWrites (a timer family, or windows): a row is decided in its
 //     own ProcessElement, because a timer can only be set there (the
 //     SDK's timer provider sets it on the key of the element being
@@ -190,14 +192,6 @@ type fetched struct {
 	was stored
 }
 
-// heldRow is an output row waiting for an emitter in its pane.
-type heldRow struct {
-	ts      beam.EventTime
-	key     beam.T
-	row     beam.V
-	dropped bool
-}
-
 // overlap is a step's runtime of the overlap: its mode and what a bundle
 // has in flight.
 type overlap struct {
@@ -205,11 +199,6 @@ type overlap struct {
 	io      *requests
 	batch   []pendingRow
 	fetched map[string]*fetched
-	// held are output rows decided while the emitters were in another
-	// pane than theirs (a row of another pane arrived, and the batch was
-	// decided before it), emitted at the next chance in their own.
-	held                  []heldRow
-	holdKept, holdDropped rowEmit
 	// spType is the provider type vetted; lastSP the previous element's.
 	spType reflect.Type
 	lastSP state.Provider
@@ -225,12 +214,6 @@ func (s *step) setupOverlap(ctx context.Context, mode overlapMode) {
 		mode = waitEach
 	}
 	s.ov = overlap{mode: mode, io: newRequests(), fetched: make(map[string]*fetched)}
-	s.ov.holdKept = func(ts beam.EventTime, key beam.T, row beam.V) {
-		s.ov.held = append(s.ov.held, heldRow{ts: ts, key: key, row: row})
-	}
-	s.ov.holdDropped = func(ts beam.EventTime, key beam.T, row beam.V) {
-		s.ov.held = append(s.ov.held, heldRow{ts: ts, key: key, row: row, dropped: true})
-	}
 }
 
 // overlapping reports whether requests are issued apart from the DoFn.
@@ -282,9 +265,14 @@ func (s *step) admit(ctx context.Context, sp state.Provider) error {
 }
 
 // add takes a row of a step without timers: into the batch, or decided
-// now. Only rows in the no-firing pane wait in the batch: its rows are
-// emitted while the emitters are in the pane of the element at hand, or,
-// from FinishBundle, in that one (and the global window, the batch's).
+// now. Only rows in the no-firing pane wait in the batch, so that what the
+// batch emits from a later row's ProcessElement or from FinishBundle is in
+// its own pane (and the global window, the batch's). A row of another pane
+// (a GroupByKey's output, in one bundle with rows a FinishBundle emitted)
+// is decided at once, after the batch: the batch's output leaves first, in
+// that row's pane, since Beam's emitters carry the pane of the element at
+// hand, and a key's outputs must leave in the order they were decided in
+// (a sink that keeps the last row it is sent depends on it).
 func (s *step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
 	if err := s.admit(ctx, sp); err != nil {
 		return err
@@ -296,11 +284,9 @@ func (s *step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts bea
 		if len(s.ov.batch) < batchRows {
 			return nil
 		}
-		return s.flush(ctx, emit, drop, true)
+		return s.flush(ctx, emit, drop)
 	}
-	// The batch's rows are decided first; in another pane, what they emit
-	// is held for the next emitter in theirs.
-	if err := s.flush(ctx, emit, drop, inPane); err != nil {
+	if err := s.flush(ctx, emit, drop); err != nil {
 		return err
 	}
 	if _, err := s.process(ctx, w, ts, at, sp, key, row, emit, drop); err != nil {
@@ -336,22 +322,9 @@ func (s *step) fire(ctx context.Context, w beam.Window, ts beam.EventTime, sp st
 }
 
 // flush decides the batch: the reads of the keys it needs go out together,
-// then each row is decided in its arrival order as its read is answered.
-// inPane: the emitters are in the batch's pane, so the rows held for it
-// are emitted first; else what the batch emits is held.
-func (s *step) flush(ctx context.Context, emit, drop rowEmit, inPane bool) error {
-	if !inPane {
-		emit, drop = s.ov.holdKept, s.ov.holdDropped
-	} else if len(s.ov.held) > 0 {
-		for _, h := range s.ov.held {
-			if h.dropped {
-				drop(h.ts, h.key, h.row)
-			} else {
-				emit(h.ts, h.key, h.row)
-			}
-		}
-		s.ov.held = emptied(s.ov.held)
-	}
+// then each row is decided in its arrival order as its read is answered,
+// and its output emitted.
+func (s *step) flush(ctx context.Context, emit, drop rowEmit) error {
 	for i := range s.ov.batch {
 		r := &s.ov.batch[i]
 		id, err := s.cache.id(r.w, r.key)
@@ -431,10 +404,10 @@ func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *sto
 	return after, nil
 }
 
-// finishBundle decides what the batch holds, emits what was held and
-// waits until every request is answered.
+// finishBundle decides what the batch holds and waits until every request
+// is answered.
 func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
-	err := s.flush(ctx, emit, drop, true)
+	err := s.flush(ctx, emit, drop)
 	s.ov.lastSP = nil
 	if werr := s.ov.io.wait(); err == nil {
 		err = werr
@@ -448,7 +421,6 @@ func (s *step) abort(err error) error {
 	s.ov.io.wait()
 	s.ov.batch = emptied(s.ov.batch)
 	clear(s.ov.fetched)
-	s.ov.held = emptied(s.ov.held)
 	s.ov.lastSP = nil
 	return err
 }

@@ -120,12 +120,14 @@ func (p *memProvider) ClearBagState(state.Transaction) error {
 	return nil
 }
 
-// emitted is an output row with the pane its emitter was in.
+// emitted is an output row with the pane its emitter was in, and the
+// input row whose ProcessElement emitted it (-1: FinishBundle).
 type emitted struct {
 	ts      beam.EventTime
 	row     overlapRow
 	dropped bool
 	pane    typex.PaneInfo
+	by      int
 }
 
 // stepRun drives one stateful DoFn through bundles of rows as Beam does,
@@ -133,11 +135,12 @@ type emitted struct {
 type stepRun struct {
 	out  []emitted
 	pane typex.PaneInfo
+	by   int
 }
 
 func (r *stepRun) emitter(dropped bool) rowEmit {
 	return func(ts beam.EventTime, _ beam.T, v beam.V) {
-		r.out = append(r.out, emitted{ts: ts, row: v.(overlapRow), dropped: dropped, pane: r.pane})
+		r.out = append(r.out, emitted{ts: ts, row: v.(overlapRow), dropped: dropped, pane: r.pane, by: r.by})
 	}
 }
 
@@ -159,17 +162,17 @@ func runUntimed(t *testing.T, newFn func() (untimedFn, *untimed), in []stepInput
 	backend := newMemBags()
 	var r stepRun
 	emit, drop := r.emitter(false), r.emitter(true)
-	for len(in) > 0 {
+	for at := 0; len(in) > 0; at += bundle {
 		n := min(bundle, len(in))
 		backend.bundle(true)
-		r.pane = typex.NoFiringPane()
+		r.pane, r.by = typex.NoFiringPane(), -1
 		u.StartBundle(ctx, emit, drop)
-		for _, e := range in[:n] {
-			r.pane = e.pane
+		for i, e := range in[:n] {
+			r.pane, r.by = e.pane, at+i
 			sp := &memProvider{m: backend, key: e.row.Key}
 			require.NoError(t, u.ProcessElement(ctx, e.pane, window.GlobalWindow{}, e.ts, sp, []byte(e.row.Key), e.row, emit, drop))
 		}
-		r.pane = typex.NoFiringPane() // FinishBundle's emitters
+		r.pane, r.by = typex.NoFiringPane(), -1 // FinishBundle's emitters
 		require.NoError(t, u.FinishBundle(ctx, emit, drop))
 		backend.bundle(false)
 		in = in[n:]
@@ -180,22 +183,21 @@ func runUntimed(t *testing.T, newFn func() (untimedFn, *untimed), in []stepInput
 // untimedFn is marksFn or versionsFn.
 type untimedFn interface{ Setup() error }
 
-// outputs renders emitted rows in row order.
+// outputs renders emitted rows in the order they were emitted.
 func outputs(es []emitted) []string {
 	var out []string
 	for _, e := range es {
-		out = append(out, fmt.Sprintf("row %d %s of %s at %d, dropped %v, pane %+v", e.row.N, e.row.Op, e.row.Key, e.ts, e.dropped, e.pane))
+		out = append(out, fmt.Sprintf("row %d %s of %s at %d, dropped %v", e.row.N, e.row.Op, e.row.Key, e.ts, e.dropped))
 	}
-	slices.Sort(out)
 	return out
 }
 
 // The batched step decides exactly as the one that waits for each request:
-// the same rows out, each with its own timestamp and in its own pane (rows
-// of another pane arrive now and then: the batch's output then waits for
-// an emitter in its pane); the same requests per key
-// in the same order, never two of a key at once, none after its bundle;
-// the same state left. For KeepFirst's marks and KeepLast's versions, with
+// the same rows out in the same order, each with its own timestamp, and in
+// its own pane but where a row of another pane (which arrives now and
+// then) came after it in its batch: the batch is then emitted before that
+// row, by its emitters; the same requests per key in the same order, never
+// two of a key at once, none after its bundle; the same state left. For KeepFirst's marks and KeepLast's versions, with
 // the rows' bundles small and large.
 func TestOverlapBatch_DecidesAsWaitingForEachRequest(t *testing.T) {
 	rowType := beam.EncodedType{T: reflect.TypeFor[overlapRow]()}
@@ -238,16 +240,26 @@ func TestOverlapBatch_DecidesAsWaitingForEachRequest(t *testing.T) {
 				want, wantState := runUntimed(t, tc.newFn(waitEach), in, bundle)
 				got, gotState := runUntimed(t, tc.newFn(overlapBatch), in, bundle)
 				require.NotEmpty(t, want)
-				// The order may differ only where a row of another pane came:
-				// the batch's output then waits for an emitter in its own.
-				assert.Equal(t, outputs(want), outputs(got), "the same output, each row at its time and in its pane")
-				for _, e := range got {
+				assert.Equal(t, outputs(want), outputs(got), "the same output, in the same order")
+				require.Len(t, got, len(want))
+				for i, e := range got {
+					if e.pane != want[i].pane {
+						// Emitted early, by the row of another pane that cut its
+						// batch short: the next such row of its bundle.
+						n := want[i].by // the arriving row it was decided for
+						next := n + 1
+						for next < len(in) && next/bundle == n/bundle && in[next].pane == in[n].pane {
+							next++
+						}
+						require.Less(t, next, len(in), "output %d in the pane of a later row of its bundle", i)
+						assert.Equal(t, n/bundle, next/bundle, "output %d in the pane of a later row of its bundle", i)
+						assert.Equal(t, in[next].pane, e.pane, "output %d in the pane of the row that cut its batch short", i)
+					}
 					src := in[e.row.N]
 					if !e.dropped && tc.name == "keeplast" {
 						continue // KeepLast's -U is the stored row, at the arriving one's time
 					}
 					assert.Equal(t, src.ts, e.ts, "row %d at its own time", e.row.N)
-					assert.Equal(t, src.pane, e.pane, "row %d in its own pane", e.row.N)
 				}
 				assert.Equal(t, wantState.log, gotState.log, "each key's requests, in order")
 				assert.Equal(t, wantState.bags, gotState.bags, "the state left")

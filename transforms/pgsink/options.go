@@ -101,8 +101,9 @@ func PartitionBy(columns ...string) Option {
 
 // Spec takes the roles of the rows' columns from the deduplication that
 // produced them (dedup.Result.Spec): Key as PartitionBy, Kind as
-// KindColumn, OnTime and SequenceBy as the guard's columns. An empty role
-// sets nothing; a later option of the same kind replaces what it set.
+// KindColumn, OnTime and SequenceBy as the guard's columns, Upsert as
+// Upsert. An empty role sets nothing; a later option of the same kind
+// replaces what it set.
 func Spec(spec rowspec.Spec) Option {
 	return func(c *config) {
 		if len(spec.Key) > 0 {
@@ -116,6 +117,9 @@ func Spec(spec rowspec.Spec) Option {
 		}
 		if spec.SequenceBy != "" {
 			c.seqCol = spec.SequenceBy
+		}
+		if spec.Upsert {
+			c.upsert = true
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/panetest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
@@ -407,3 +408,35 @@ func TestABoundedKeepLastBackfillDeletesTheKeysItEndsDeleted(t *testing.T) {
 }
 
 func formatGroupCount(c changelog.GroupCount) string { return fmt.Sprintf("%s=%d", c.Group, c.Count) }
+
+// A table with no ordering column keeps the last row it is sent for a
+// key: KeepLast's changelog, into it, ends on each key's last version
+// when the key's rows reach the stateful step in one bundle and in two
+// panes (rows of a GroupByKey's pane with rows a FinishBundle emitted).
+func TestKeepLastIntoATableWithoutOrderingEndsOnEachKeysLastRowWhenItsRowsComeInMixedPanes(t *testing.T) {
+	const keys = 200
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+		sink []pgsink.Option
+	}{
+		{"changelog", []dedup.Option{dedup.KindColumn("op")}, nil},
+		{"upserts", []dedup.Option{dedup.Upsert()}, nil}, // Spec says they are
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn, conn := newDB(t, `CREATE TABLE versions (key text PRIMARY KEY, ver text NOT NULL, op text)`)
+			c := run(t, func(s beam.Scope) {
+				rows := beam.DropKey(s, panetest.Versions(s, keys))
+				// Without the mini-batch, which would fold each key's rows to the
+				// one that arrived last at the keying step, before the shuffle.
+				opts := []dedup.Option{deduptest.ForceStateful(), dedup.PartitionBy("key"), dedup.MiniBatch(false)}
+				res := dedup.KeepLast(s, rows, append(opts, tc.opts...)...)
+				sink := append([]pgsink.Option{pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("versions")}, tc.sink...)
+				passert.Empty(s, pgsink.Write(s, res.Rows, sink...).DeadLetters)
+			})
+			assert.Zero(t, c.Unaccounted())
+			assert.Equal(t, []string{fmt.Sprintf("%d %s", keys, panetest.Last)},
+				snapshot(t, conn, "SELECT count(*), ver FROM versions GROUP BY ver"), "every key on its last version")
+		})
+	}
+}

@@ -2,9 +2,10 @@ package pubsubio
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
 )
 
 // Defaults of the options.
@@ -24,9 +25,9 @@ const (
 // with them).
 type Option func(*config)
 
-// config is what the options set. An option records its name in given,
-// so that a transform can refuse the ones that are not its own, and its
-// errors in errs.
+// config is what the options set. An option records its name and its
+// errors (optcheck), so that a transform can refuse the ones that are not
+// its own.
 type config struct {
 	endpoint           string
 	idAttribute        string
@@ -42,14 +43,7 @@ type config struct {
 	disableLease       bool
 	publishBatch       int
 
-	given []string
-	errs  []error
-}
-
-func (c *config) set(name string) { c.given = append(c.given, name) }
-
-func (c *config) errorf(format string, args ...any) {
-	c.errs = append(c.errs, fmt.Errorf(format, args...))
+	optcheck.Record
 }
 
 // The options each transform takes.
@@ -76,26 +70,12 @@ func newConfig(transform string, allowed []string, opts []Option, more ...error)
 	}
 	for i, o := range opts {
 		if o == nil {
-			c.errorf("option %d of %d is nil", i+1, len(opts))
+			c.NilOption(i, len(opts))
 			continue
 		}
 		o(&c)
 	}
-	for _, name := range c.given {
-		if !slices.Contains(allowed, name) {
-			c.errorf("%s does not apply to %s (it takes %s)", name, transform, strings.Join(allowed, ", "))
-		}
-	}
-	var msgs []string
-	for _, err := range append(more, c.errs...) {
-		if err != nil {
-			msgs = append(msgs, err.Error())
-		}
-	}
-	if len(msgs) > 0 {
-		return c, fmt.Errorf("%s: %s", transform, strings.Join(msgs, "; "))
-	}
-	return c, nil
+	return c, c.Check(transform, allowed, more...)
 }
 
 // Endpoint connects to an emulator (host:port) without TLS or credentials.
@@ -103,9 +83,9 @@ func newConfig(transform string, allowed []string, opts []Option, more ...error)
 // endpoint with application default credentials. Read, Write and Ack.
 func Endpoint(hostPort string) Option {
 	return func(c *config) {
-		c.set("Endpoint")
+		c.Set("Endpoint")
 		if hostPort == "" {
-			c.errorf("Endpoint(\"\"): want host:port (leave the option out for PUBSUB_EMULATOR_HOST or Google's Pub/Sub)")
+			c.Errorf("Endpoint(\"\"): want host:port (leave the option out for PUBSUB_EMULATOR_HOST or Google's Pub/Sub)")
 		}
 		c.endpoint = hostPort
 	}
@@ -116,9 +96,9 @@ func Endpoint(hostPort string) Option {
 // and ReadNative.
 func IDAttribute(name string) Option {
 	return func(c *config) {
-		c.set("IDAttribute")
+		c.Set("IDAttribute")
 		if name == "" {
-			c.errorf("IDAttribute(\"\"): want an attribute name")
+			c.Errorf("IDAttribute(\"\"): want an attribute name")
 		}
 		c.idAttribute = name
 	}
@@ -129,9 +109,9 @@ func IDAttribute(name string) Option {
 // stamped with their publish time. Read and ReadNative.
 func TimestampAttribute(name string) Option {
 	return func(c *config) {
-		c.set("TimestampAttribute")
+		c.Set("TimestampAttribute")
 		if name == "" {
-			c.errorf("TimestampAttribute(\"\"): want an attribute name")
+			c.Errorf("TimestampAttribute(\"\"): want an attribute name")
 		}
 		c.timestampAttribute = name
 	}
@@ -142,9 +122,9 @@ func TimestampAttribute(name string) Option {
 // emulators less). Read.
 func AckDeadline(d time.Duration) Option {
 	return func(c *config) {
-		c.set("AckDeadline")
+		c.Set("AckDeadline")
 		if d < time.Second || d > 600*time.Second {
-			c.errorf("AckDeadline(%v): want 1s to 600s", d)
+			c.Errorf("AckDeadline(%v): want 1s to 600s", d)
 		}
 		c.ackDeadline = d
 	}
@@ -155,9 +135,9 @@ func AckDeadline(d time.Duration) Option {
 // commits, so this bounds latency. Read.
 func MaxBundleDuration(d time.Duration) Option {
 	return func(c *config) {
-		c.set("MaxBundleDuration")
+		c.Set("MaxBundleDuration")
 		if d <= 0 {
-			c.errorf("MaxBundleDuration(%v): want a positive duration", d)
+			c.Errorf("MaxBundleDuration(%v): want a positive duration", d)
 		}
 		c.maxBundleDuration = d
 	}
@@ -167,9 +147,9 @@ func MaxBundleDuration(d time.Duration) Option {
 // emits (default 5000). Read.
 func MaxBundleMessages(n int) Option {
 	return func(c *config) {
-		c.set("MaxBundleMessages")
+		c.Set("MaxBundleMessages")
 		if n <= 0 {
-			c.errorf("MaxBundleMessages(%d): want a positive number", n)
+			c.Errorf("MaxBundleMessages(%d): want a positive number", n)
 		}
 		c.maxBundleMessages = n
 	}
@@ -178,9 +158,9 @@ func MaxBundleMessages(n int) Option {
 // PullBatch is the MaxMessages of each Pull request (default 1000). Read.
 func PullBatch(n int) Option {
 	return func(c *config) {
-		c.set("PullBatch")
+		c.Set("PullBatch")
 		if n <= 0 {
-			c.errorf("PullBatch(%d): want a positive number", n)
+			c.Errorf("PullBatch(%d): want a positive number", n)
 		}
 		c.pullBatch = n
 	}
@@ -192,9 +172,9 @@ func PullBatch(n int) Option {
 // (empty) count as idle: a Pull that times out does not. Read.
 func IdleStop(d time.Duration) Option {
 	return func(c *config) {
-		c.set("IdleStop")
+		c.Set("IdleStop")
 		if d < 0 {
-			c.errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
+			c.Errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
 		}
 		c.idleStop = d
 	}
@@ -206,9 +186,9 @@ func IdleStop(d time.Duration) Option {
 // its own worker. Read.
 func Readers(n int) Option {
 	return func(c *config) {
-		c.set("Readers")
+		c.Set("Readers")
 		if n <= 0 {
-			c.errorf("Readers(%d): want at least 1", n)
+			c.Errorf("Readers(%d): want at least 1", n)
 		}
 		c.readers = n
 	}
@@ -219,9 +199,9 @@ func Readers(n int) Option {
 // before an idle poll are still on time. Read.
 func WatermarkLag(d time.Duration) Option {
 	return func(c *config) {
-		c.set("WatermarkLag")
+		c.Set("WatermarkLag")
 		if d < 0 {
-			c.errorf("WatermarkLag(%v): want 0 or a positive duration", d)
+			c.Errorf("WatermarkLag(%v): want 0 or a positive duration", d)
 		}
 		c.watermarkLag = d
 	}
@@ -231,9 +211,9 @@ func WatermarkLag(d time.Duration) Option {
 // 500; Pub/Sub allows up to 1000 and 10 MB). Write.
 func PublishBatch(n int) Option {
 	return func(c *config) {
-		c.set("PublishBatch")
+		c.Set("PublishBatch")
 		if n <= 0 || n > 1000 {
-			c.errorf("PublishBatch(%d): want 1 to 1000", n)
+			c.Errorf("PublishBatch(%d): want 1 to 1000", n)
 		}
 		c.publishBatch = n
 	}
@@ -243,7 +223,7 @@ func PublishBatch(n int) Option {
 // redeliveries that leasing prevents).
 func withoutLease() Option {
 	return func(c *config) {
-		c.set("withoutLease")
+		c.Set("withoutLease")
 		c.disableLease = true
 	}
 }

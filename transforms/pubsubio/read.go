@@ -18,10 +18,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
 )
 
 func init() {
-	register.DoFn5x2[context.Context, *watermarkEstimator, *sdf.LockRTracker, int,
+	register.DoFn5x2[context.Context, *unbounded.Watermark, *sdf.LockRTracker, int,
 		func(beam.EventTime, Message), sdf.ProcessContinuation, error](&readFn{})
 	register.Emitter2[beam.EventTime, Message]()
 }
@@ -127,14 +129,12 @@ func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ restrictio
 	return int64(et)
 }
 
-func (fn *readFn) CreateWatermarkEstimator(ms int64) *watermarkEstimator {
-	we := &watermarkEstimator{}
-	we.ms.Store(ms)
-	return we
+func (fn *readFn) CreateWatermarkEstimator(ms int64) *unbounded.Watermark {
+	return unbounded.NewWatermark(ms)
 }
 
-func (fn *readFn) WatermarkEstimatorState(we *watermarkEstimator) int64 {
-	return we.ms.Load()
+func (fn *readFn) WatermarkEstimatorState(we *unbounded.Watermark) int64 {
+	return we.State()
 }
 
 func (fn *readFn) ackDeadline() time.Duration {
@@ -144,7 +144,7 @@ func (fn *readFn) ackDeadline() time.Duration {
 // ProcessElement runs one bundle of a reader: pull and emit until the
 // bundle's time or message budget is spent, then checkpoint. Every message
 // emitted is held (lease.go) until Ack releases it.
-func (fn *readFn) ProcessElement(ctx context.Context, we *watermarkEstimator, rt *sdf.LockRTracker, _ int,
+func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, _ int,
 	emit func(beam.EventTime, Message)) (sdf.ProcessContinuation, error) {
 	tr := rt.Rt.(*tracker)
 	r := runFor(fn)

@@ -3,7 +3,6 @@ package pubsubio
 import (
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -98,26 +97,4 @@ func (t *tracker) lastActivityTime() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return time.UnixMilli(t.lastActivity)
-}
-
-// watermarkEstimator is the source's manual watermark estimator. Its state
-// is the watermark in Unix milliseconds; it only moves forward.
-type watermarkEstimator struct {
-	ms atomic.Int64
-}
-
-// CurrentWatermark reports the output watermark of the reader.
-func (e *watermarkEstimator) CurrentWatermark() time.Time {
-	return time.UnixMilli(e.ms.Load())
-}
-
-// UpdateWatermark moves the watermark to t if t is later.
-func (e *watermarkEstimator) UpdateWatermark(t time.Time) {
-	ms := t.UnixMilli()
-	for {
-		cur := e.ms.Load()
-		if ms <= cur || e.ms.CompareAndSwap(cur, ms) {
-			return
-		}
-	}
 }

@@ -95,9 +95,9 @@ func (s *Stopper) Close() {
 // StopWith makes the readers end when s.Stop is called (see Stopper). Read.
 func StopWith(s *Stopper) Option {
 	return func(c *config) {
-		c.set("StopWith")
+		c.Set("StopWith")
 		if s == nil {
-			c.errorf("StopWith(nil): want a Stopper from NewStopper")
+			c.Errorf("StopWith(nil): want a Stopper from NewStopper")
 			return
 		}
 		c.stopID = s.id

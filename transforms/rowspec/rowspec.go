@@ -47,6 +47,10 @@ type Spec struct {
 	// float, a time.Time (compared to the microsecond) or a string (or a
 	// pointer to one).
 	SequenceBy string
+	// Upsert says that each row replaces its key's row, with no -U rows
+	// (dedup.KeepLast's Upsert output): a sink upserts it. Without Kind
+	// and Upsert the rows are insert-only: a key's first row stands.
+	Upsert bool
 }
 
 // Err reports every way s is inconsistent in itself, naming the roles as

@@ -49,8 +49,8 @@ func (c caller) Name() string       { return c.name }
 func (c caller) Type() reflect.Type { return c.t }
 
 // Callers by arity: NxM takes N arguments and returns M results (M is 0,
-// or 1 for an error). method is the bound method (for its type), call
-// calls it.
+// or 1 for an error, or 2 for a continuation and an error). method is the
+// bound method (for its type), call calls it.
 
 type f0x0 struct {
 	caller
@@ -61,6 +61,16 @@ type f0x0 struct {
 func F0x0(method any, call func()) reflectx.Func { return &f0x0{newCaller(method), call} }
 func (f *f0x0) Call(a []any) []any               { f.fn(); return nil }
 func (f *f0x0) Call0x0()                         { f.fn() }
+
+type f1x0 struct {
+	caller
+	fn func(a0 any)
+}
+
+// F1x0 is a caller of a method with one argument and no result.
+func F1x0(method any, call func(a0 any)) reflectx.Func { return &f1x0{newCaller(method), call} }
+func (f *f1x0) Call(a []any) []any                     { f.fn(a[0]); return nil }
+func (f *f1x0) Call1x0(a0 any)                         { f.fn(a0) }
 
 type f1x1 struct {
 	caller
@@ -171,6 +181,22 @@ func F5x1(method any, call func(a0, a1, a2, a3, a4 any) any) reflectx.Func {
 }
 func (f *f5x1) Call(a []any) []any                 { return []any{f.fn(a[0], a[1], a[2], a[3], a[4])} }
 func (f *f5x1) Call5x1(a0, a1, a2, a3, a4 any) any { return f.fn(a0, a1, a2, a3, a4) }
+
+type f5x2 struct {
+	caller
+	fn func(a0, a1, a2, a3, a4 any) (any, any)
+}
+
+// F5x2 is a caller of a method with five arguments and two results (a
+// splittable DoFn's ProcessElement: its continuation and an error).
+func F5x2(method any, call func(a0, a1, a2, a3, a4 any) (any, any)) reflectx.Func {
+	return &f5x2{newCaller(method), call}
+}
+func (f *f5x2) Call(a []any) []any {
+	r0, r1 := f.fn(a[0], a[1], a[2], a[3], a[4])
+	return []any{r0, r1}
+}
+func (f *f5x2) Call5x2(a0, a1, a2, a3, a4 any) (any, any) { return f.fn(a0, a1, a2, a3, a4) }
 
 type f6x0 struct {
 	caller

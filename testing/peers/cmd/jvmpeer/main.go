@@ -8,7 +8,7 @@
 //	go run ./testing/peers/cmd/jvmpeer flinksql nexmark /tmp/peers/bids.jsonl
 //	go run ./testing/peers/cmd/jvmpeer beamjava /tmp/peers/orders.jsonl
 //	go run ./testing/peers/cmd/jvmpeer beamjava-flink /tmp/peers/orders.jsonl --runner=FlinkRunner --flinkMaster=[local]
-//	go run ./testing/peers/cmd/jvmpeer resolve   # what the tests need: the Flink job server, the Flink SQL peer
+//	go run ./testing/peers/cmd/jvmpeer resolve   # what the tests need: the Flink job server, the Flink SQL peer, the Kafka broker
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"sort"
 
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 )
 
@@ -26,7 +27,7 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == "resolve" {
 		// .ci/run, before the tests: a fresh machine's downloads do not
 		// count against a test's deadline.
-		for _, p := range []*flinktest.Project{flinktest.Flink.Project, peers.FlinkSQL} {
+		for _, p := range []*flinktest.Project{flinktest.Flink.Project, peers.FlinkSQL, kafkatest.Project} {
 			if _, err := p.Classpath(); err != nil {
 				fmt.Fprintln(os.Stderr, "jvmpeer:", err)
 				os.Exit(1)

@@ -1,0 +1,74 @@
+// Package pgkept writes the rows a streaming pipeline kept into a
+// PostgreSQL table with pgsink's Writer (the sink's folding, batches,
+// retries and dead letters), and says which rows the table refused once
+// their batch is committed: for the pipelines that pass each input on (to
+// ack or commit it) only once its row is in the table, which pgsink.Write,
+// returning no committed rows, cannot do (pipelines/streaming,
+// pipelines/kafka).
+package pgkept
+
+import (
+	"context"
+	"reflect"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/transforms/pgsink"
+)
+
+// Writer writes rows of type T into a table keyed by its columns,
+// insert-only: a row that is there already is left alone, so an input
+// read again after a restart changes nothing.
+type Writer[T any] struct {
+	w       *pgsink.Writer
+	enc     *keycoder.Encoder
+	reasons map[string]string // key of a refused row -> the table's reason
+}
+
+// Counts are what a call wrote: rows written or there already, and rows
+// the table refused.
+type Counts struct{ Written, Refused int64 }
+
+// New connects to the database of dsn for table, keyed by columns.
+func New[T any](ctx context.Context, dsn, table string, columns []string) (*Writer[T], error) {
+	enc, err := keycoder.New(reflect.TypeFor[T](), columns)
+	if err != nil {
+		return nil, err
+	}
+	w, err := pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy(columns...))
+	if err != nil {
+		return nil, err
+	}
+	return &Writer[T]{w: w, enc: enc, reasons: map[string]string{}}, nil
+}
+
+// Start forgets the refusals of the last bundle.
+func (w *Writer[T]) Start() { clear(w.reasons) }
+
+// Add adds row to the current batch, which it commits when full.
+func (w *Writer[T]) Add(ctx context.Context, row T) (Counts, error) {
+	c, dead, err := w.w.Add(ctx, row)
+	return w.note(c, dead), err
+}
+
+// Flush commits the rest.
+func (w *Writer[T]) Flush(ctx context.Context) (Counts, error) {
+	c, dead, err := w.w.Flush(ctx)
+	return w.note(c, dead), err
+}
+
+// Refused returns the table's reason for the row of key (the key columns'
+// encoding, keycoder) since Start, if it refused it.
+func (w *Writer[T]) Refused(key []byte) (reason string, refused bool) {
+	reason, refused = w.reasons[string(key)]
+	return reason, refused
+}
+
+// Close closes the connection.
+func (w *Writer[T]) Close() { w.w.Close() }
+
+func (w *Writer[T]) note(c pgsink.Counters, refused []pgsink.Refused) Counts {
+	for _, r := range refused {
+		w.reasons[string(w.enc.Append(nil, reflect.ValueOf(r.Row)))] = r.DeadLetter.Reason
+	}
+	return Counts{Written: c.Written + c.Skipped, Refused: int64(len(refused))}
+}

@@ -1,0 +1,707 @@
+// Package kafkatest runs a real Apache Kafka broker for tests, benchmarks
+// and by hand: Kafka 4.4 in KRaft mode (a combined broker and controller,
+// no ZooKeeper), from the kafka_2.13 artifact on Maven Central. Start
+// formats a storage directory and starts kafka.Kafka on two free loopback
+// ports, with a small heap; topics are created explicitly (the broker does
+// not create them on first use), two partitions unless told otherwise.
+//
+//	b := kafkatest.Shared(t)  // the test binary's broker: b.Addr, "127.0.0.1:PORT"
+//	topic := b.NewTopic(t, 2) // a topic of the test's own, deleted after it
+//
+// The classpath is resolved with mvn once per machine and cached
+// (flinktest.Project). Without java or mvn a test is skipped, unless the
+// CI environment variable is set: then it fails, since CI (.ci/run)
+// installs what it needs. A broker dies with the process that started it,
+// and a small watcher process removes its storage then, however that
+// process exits (go test's TestMain may end with os.Exit before any
+// cleanup of ours runs). cmd/kafkabroker serves a broker until Ctrl-C.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
+)
+
+// KafkaVersion is the Kafka release of the broker (broker/pom.xml).
+const KafkaVersion = "4.4.0"
+
+//go:embed broker/pom.xml
+var pom []byte
+
+// Project is the broker's Maven project (kafka_2.13 and a log binding).
+var Project = &flinktest.Project{Name: "kafka-" + KafkaVersion, Pom: pom}
+
+// StartTimeout bounds formatting the storage and the wait for a started
+// broker to serve.
+var StartTimeout = 2 * time.Minute
+
+// Options configure Start. The zero value is a broker with a 512 MB heap
+// whose topics have 2 partitions by default.
+type Options struct {
+	// Heap is the JVM's -Xmx (default "512m").
+	Heap string
+	// Partitions is num.partitions, the default of a topic created without
+	// a count (default 2).
+	Partitions int
+}
+
+// Broker is a running (or stopped) broker and its storage.
+type Broker struct {
+	// Addr is its bootstrap address, "127.0.0.1:PORT", for a client's
+	// seed brokers.
+	Addr string
+	// Dir holds its configuration, storage (data/) and log (broker.log).
+	Dir string
+
+	args    []string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the JVM exited
+	closed  atomic.Bool
+	topics  atomic.Int64
+	admin   *kadm.Client
+	adminCl *kgo.Client
+}
+
+// ready is the line the broker logs once it serves (log4j2.properties
+// keeps that logger at info).
+const ready = "Kafka Server started"
+
+const log4j = `status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = warn
+rootLogger.appenderRef.out.ref = out
+logger.ready.name = kafka.server.KafkaRaftServer
+logger.ready.level = info
+`
+
+// serverProperties is a single-node KRaft broker on loopback, sized for a
+// small shared machine: internal topics with one partition and one
+// replica, few threads, no topic created on first use, and no retention:
+// the tests write records with the seed's timestamps, months old, which
+// Kafka's default retention (7 days by record timestamp) deletes at its
+// next check.
+func serverProperties(dir string, port, controller, partitions int) string {
+	return fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%[3]d
+listeners=PLAINTEXT://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
+advertised.listeners=PLAINTEXT://127.0.0.1:%[2]d
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+log.dirs=%[1]s
+num.partitions=%[4]d
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=2
+background.threads=2
+num.recovery.threads.per.data.dir=1
+log.cleaner.threads=1
+log.retention.ms=-1
+log.retention.bytes=-1
+`, filepath.Join(dir, "data"), port, controller, partitions)
+}
+
+// Start formats a storage directory and starts a broker on free loopback
+// ports; it returns once the broker serves. The caller ends it (Close);
+// it also dies with the process that started it.
+func Start(ctx context.Context, opts Options) (*Broker, error) {
+	if opts.Heap == "" {
+		opts.Heap = "512m"
+	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = 2
+	}
+	cp, err := Project.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kafkatest-")
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Broker, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	port, err := jobservertest.FreePort()
+	if err != nil {
+		return fail(err)
+	}
+	controller, err := jobservertest.FreePort()
+	if err != nil {
+		return fail(err)
+	}
+	props := filepath.Join(dir, "server.properties")
+	if err := os.WriteFile(props, []byte(serverProperties(dir, port, controller, opts.Partitions)), 0o644); err != nil {
+		return fail(err)
+	}
+	logConf := filepath.Join(dir, "log4j2.properties")
+	if err := os.WriteFile(logConf, []byte(log4j), 0o644); err != nil {
+		return fail(err)
+	}
+	// A small JVM: the machine is shared, the broker's load is a test's.
+	jvm := []string{"-Xmx" + opts.Heap, "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+		"-Djava.awt.headless=true", "-Dlog4j2.configurationFile=" + logConf, "-cp", cp}
+	fctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	format := exec.CommandContext(fctx, "java", append(append([]string{}, jvm...),
+		"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", props)...)
+	if out, err := format.CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("kafkatest: formatting the broker's storage: %v\n%s", err, out))
+	}
+	b := &Broker{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir,
+		args: append(append([]string{}, jvm...), "kafka.Kafka", props)}
+	if err := b.launch(fctx); err != nil {
+		return fail(err)
+	}
+	if err := b.watch(); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// watcherScript removes the broker's directory once the process that
+// started it ($1) has exited (the JVM dies with it, Pdeathsig) or the
+// directory is gone. It runs in its own session with no inherited output,
+// so go test does not wait for it.
+const watcherScript = `parent=$1; dir=$2
+while kill -0 "$parent" 2>/dev/null && [ -d "$dir" ]; do sleep 1; done
+sleep 1
+rm -rf "$dir"
+`
+
+func (b *Broker) watch() error {
+	cmd := exec.Command("/bin/sh", "-c", watcherScript, "kafkatest-watch", strconv.Itoa(os.Getpid()), b.Dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("kafkatest: starting the broker's watcher: %v", err)
+	}
+	go cmd.Wait() // reap it if it ends while we run
+	return nil
+}
+
+// clusterID is a random KRaft cluster id: 16 bytes, base64url unpadded.
+func clusterID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// launch starts the JVM on the formatted storage and waits until it
+// serves.
+func (b *Broker) launch(ctx context.Context) error {
+	logFile, err := os.OpenFile(b.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	before, _ := os.ReadFile(b.LogFile())
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	var cmd *exec.Cmd
+	go func() {
+		// The JVM is killed when the thread that started it ends
+		// (Pdeathsig), so that thread is this goroutine's, held until the
+		// JVM exits: a process that dies leaves no broker behind.
+		runtime.LockOSThread()
+		cmd = exec.Command("java", b.args...)
+		cmd.Dir = b.Dir
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			close(done)
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		close(done)
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("kafkatest: starting java: %v", err)
+	}
+	b.mu.Lock()
+	b.cmd, b.done = cmd, done
+	b.mu.Unlock()
+	for {
+		out := b.Output()
+		if strings.Count(out, ready) > strings.Count(string(before), ready) {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("kafkatest: the broker exited before serving:\n%s", tail(out[len(before):], 4000))
+		case <-ctx.Done():
+			b.Kill()
+			return fmt.Errorf("kafkatest: the broker did not serve within %v:\n%s", StartTimeout, tail(out[len(before):], 4000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// LogFile is the path of the broker's log.
+func (b *Broker) LogFile() string { return filepath.Join(b.Dir, "broker.log") }
+
+// Output is what the broker logged so far (warnings and errors, and a line
+// per start).
+func (b *Broker) Output() string {
+	out, _ := os.ReadFile(b.LogFile())
+	return string(out)
+}
+
+// Kill kills the broker at once (SIGKILL), as a crash would; its storage
+// stays for Restart.
+func (b *Broker) Kill() { b.signal(syscall.SIGKILL) }
+
+// Stop stops the broker (SIGTERM: a controlled shutdown) and waits for it,
+// at most 30s before it kills it; its storage stays for Restart.
+func (b *Broker) Stop() {
+	done := b.signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		b.Kill()
+	}
+}
+
+// signal sends sig to the broker's process group and returns the channel
+// closed when it exited (closed already when none runs). It waits for the
+// exit only after SIGKILL.
+func (b *Broker) signal(sig syscall.Signal) <-chan struct{} {
+	b.mu.Lock()
+	cmd, done := b.cmd, b.done
+	b.mu.Unlock()
+	if cmd == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	syscall.Kill(-cmd.Process.Pid, sig)
+	if sig == syscall.SIGKILL {
+		<-done
+	}
+	return done
+}
+
+// Running reports whether the broker's process runs.
+func (b *Broker) Running() bool {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Restart starts a stopped (or killed) broker again, on its storage and
+// its ports, and returns once it serves.
+func (b *Broker) Restart(ctx context.Context) error {
+	if b.Running() {
+		return errors.New("kafkatest: Restart of a broker that runs")
+	}
+	ctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	return b.launch(ctx)
+}
+
+// Close kills the broker and removes its storage. It may be called more
+// than once.
+func (b *Broker) Close() {
+	if b.closed.Swap(true) {
+		return
+	}
+	b.mu.Lock()
+	cl := b.adminCl
+	b.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+	b.Kill()
+	os.RemoveAll(b.Dir)
+}
+
+// Admin is an admin client of the broker, made on first use and closed
+// with the broker.
+func (b *Broker) Admin() (*kadm.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.admin == nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+		if err != nil {
+			return nil, err
+		}
+		b.adminCl, b.admin = cl, kadm.NewClient(cl)
+	}
+	return b.admin, nil
+}
+
+// CreateTopic creates topic with partitions partitions (one replica) and
+// returns once the broker lists it with a leader for every partition (a
+// client that asks at once may otherwise be told it does not exist).
+func (b *Broker) CreateTopic(ctx context.Context, topic string, partitions int) error {
+	adm, err := b.Admin()
+	if err != nil {
+		return err
+	}
+	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: creating topic %s: %w", topic, err)
+	}
+	return b.waitListed(ctx, topic, partitions)
+}
+
+// waitListed waits until the broker's metadata lists topic with n
+// partitions, each with a leader.
+func (b *Broker) waitListed(ctx context.Context, topic string, n int) error {
+	adm, err := b.Admin()
+	if err != nil {
+		return err
+	}
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err == nil {
+			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) == n {
+				led := 0
+				for _, p := range d.Partitions {
+					if p.Err == nil && p.Leader >= 0 {
+						led++
+					}
+				}
+				if led == n {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafkatest: topic %s not listed with %d partitions: %w", topic, n, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// DeleteTopic deletes topic.
+func (b *Broker) DeleteTopic(ctx context.Context, topic string) error {
+	adm, err := b.Admin()
+	if err != nil {
+		return err
+	}
+	resp, err := adm.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: deleting topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+// AddPartitions adds n partitions to topic.
+func (b *Broker) AddPartitions(ctx context.Context, topic string, n int) error {
+	adm, err := b.Admin()
+	if err != nil {
+		return err
+	}
+	before, err := b.EndOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	resp, err := adm.CreatePartitions(ctx, n, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafkatest: adding %d partitions to %s: %w", n, topic, err)
+	}
+	return b.waitListed(ctx, topic, len(before)+n)
+}
+
+// Committed returns the offsets group has committed on topic, by
+// partition (partitions without a commit are absent).
+func (b *Broker) Committed(ctx context.Context, group, topic string) (map[int32]int64, error) {
+	adm, err := b.Admin()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, o := range resp[topic] {
+		if o.Err == nil && o.At >= 0 {
+			out[p] = o.At
+		}
+	}
+	return out, nil
+}
+
+// EndOffsets returns topic's end offsets (high watermarks) by partition.
+func (b *Broker) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	adm, err := b.Admin()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	for p, o := range resp[topic] {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+var nonTopic = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// NewTopic creates a topic for tb, named after it, with partitions
+// partitions, deleted when tb ends, and returns its name.
+func (b *Broker) NewTopic(tb testing.TB, partitions int) string {
+	tb.Helper()
+	name := nonTopic.ReplaceAllString(tb.Name(), "_")
+	if len(name) > 100 {
+		name = name[:100]
+	}
+	name = fmt.Sprintf("t%d-%s", b.topics.Add(1), name)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.CreateTopic(ctx, name, partitions); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if !b.Running() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b.DeleteTopic(ctx, name)
+	})
+	return name
+}
+
+var shared struct {
+	sync.Mutex
+	b   *Broker
+	err error
+}
+
+// Shared returns the broker of this process, starting it on first use;
+// it dies with the process. A test that cannot have it is skipped or
+// failed (SkipOrFail); one that fails logs the end of the broker's log.
+func Shared(tb testing.TB) *Broker {
+	tb.Helper()
+	b, err := SharedBroker()
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("kafka broker log (last 4000 bytes):\n%s", tail(b.Output(), 4000))
+		}
+	})
+	return b
+}
+
+// SharedBroker is Shared outside a test (a benchmark's setup): the
+// process's broker, started on first use, or the error that stopped it.
+func SharedBroker() (*Broker, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.b == nil && shared.err == nil {
+		shared.b, shared.err = Start(context.Background(), Options{})
+	}
+	return shared.b, shared.err
+}
+
+// SkipOrFail ends tb for a broker that could not start: a skip when java
+// or mvn is missing outside CI, else a failure.
+func SkipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, flinktest.ErrNoJava) && os.Getenv("CI") == "" {
+		tb.Skipf("%v (tests against Kafka are skipped outside CI without a JDK and Maven; in CI they fail)", err)
+		return
+	}
+	tb.Fatal(err)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// Counter counts the records of a topic per key, as a consumer reading it
+// from the start would, in a goroutine, until Stop.
+type Counter struct {
+	mu     sync.Mutex
+	perKey map[string]int
+	total  int
+	recs   []*kgo.Record
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Count starts counting topic's records (from its start, every
+// partition, partitions added later included) and stops when tb ends.
+func (b *Broker) Count(tb testing.TB, topic string) *Counter {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(time.Second), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Counter{perKey: map[string]int{}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer cl.Close()
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			c.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) {
+				c.perKey[string(r.Key)]++
+				c.total++
+				c.recs = append(c.recs, r)
+			})
+			c.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(c.Stop)
+	return c
+}
+
+// Stop ends the counting; it may be called more than once.
+func (c *Counter) Stop() {
+	c.cancel()
+	<-c.done
+}
+
+// Total is the number of records counted.
+func (c *Counter) Total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// Distinct is the number of distinct keys counted.
+func (c *Counter) Distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.perKey)
+}
+
+// PerKey is a copy of the counts by key.
+func (c *Counter) PerKey() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.perKey))
+	for k, n := range c.perKey {
+		out[k] = n
+	}
+	return out
+}
+
+// Records are the records counted, in the order they came.
+func (c *Counter) Records() []*kgo.Record {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*kgo.Record(nil), c.recs...)
+}
+
+// ReadAll reads every record of topic, from the start of each partition
+// to its end offset as listed when called.
+func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
+	end, err := b.EndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]kgo.Offset{}
+	for p, o := range end {
+		if o > 0 {
+			want[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	if len(want) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, o := range end {
+			if next[p] < o {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("kafkatest: read %d records of %s by its end offsets %v: %w", len(out), topic, end, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < end[r.Partition] {
+				out = append(out, r)
+			}
+			next[r.Partition] = r.Offset + 1
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,277 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// A run is one Read with a Group, as this process sees it: for each
+// partition its reader reads here, a ledger of the offsets that are safe,
+// and a committer that commits, for the group, the offset below which
+// every one is.
+//
+// An offset is safe when Commit marked its record (the pipeline wrote
+// it, dead-lettered it, or dropped it as a duplicate), or when the reader
+// passed over it without emitting a record (a transaction marker, a
+// compacted gap). The group's offset of a partition is the end of the run
+// of safe offsets from where the reader started: a record that is not
+// safe holds back every offset after it, so a crash at any moment loses no
+// record, and reads again at most the records after the first unsafe one.
+//
+// Runs live in process memory: Commit marks a record in the run of its
+// reader's process. Where Commit runs in another process (several SDK
+// workers), it cannot, counts the record as unheld, and commits nothing
+// for it: the group's offsets then stop at the first such record (the
+// runner's own checkpoint of the restriction is the position there).
+type run struct {
+	id, group, topic string
+	adm              *kadm.Client
+	brokers          string
+	interval         time.Duration
+
+	mu        sync.Mutex
+	parts     map[int32]*ledger
+	committed map[int32]int64 // the last offset committed, by partition
+	poke      chan struct{}
+	stop      chan struct{}
+	stopped   bool
+	failing   bool // the last commit failed (warned once per streak)
+}
+
+// ledger is a partition's safe offsets: every offset below base, and the
+// sorted, disjoint spans above it.
+type ledger struct {
+	base  int64
+	spans []span
+}
+
+type span struct{ from, to int64 } // [from, to)
+
+// markSafe adds [from, to) and moves base over the spans it now reaches.
+func (l *ledger) markSafe(from, to int64) {
+	from = max(from, l.base)
+	if from >= to {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(l.spans, from, func(s span, x int64) int {
+		switch {
+		case s.to < x:
+			return -1
+		case s.from > x:
+			return 1
+		}
+		return 0
+	})
+	// Merge with every span [from, to) touches, from i on.
+	j := i
+	for j < len(l.spans) && l.spans[j].from <= to {
+		from, to = min(from, l.spans[j].from), max(to, l.spans[j].to)
+		j++
+	}
+	l.spans = slices.Replace(l.spans, i, j, span{from, to})
+	for len(l.spans) > 0 && l.spans[0].from <= l.base {
+		l.base = max(l.base, l.spans[0].to)
+		l.spans = l.spans[1:]
+	}
+}
+
+// runs are this process's runs, by group and topic: a newer Read of the
+// same group and topic (a job started after another in the same process)
+// replaces the older one.
+var (
+	runsMu sync.Mutex
+	runs   = map[string]*run{}
+)
+
+func runKey(group, topic string) string { return group + "\x00" + topic }
+
+// runFor returns fn's run in this process, creating it (and ending an
+// older one of its group and topic) on first use; nil without a Group.
+func runFor(fn *readFn) (*run, error) {
+	if fn.Group == "" {
+		return nil, nil
+	}
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	key := runKey(fn.Group, fn.Topic)
+	if r, ok := runs[key]; ok {
+		if r.id == fn.RunID {
+			return r, nil
+		}
+		r.end()
+	}
+	adm, err := adminFor(fn.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{id: fn.RunID, group: fn.Group, topic: fn.Topic, adm: adm, brokers: fn.Brokers,
+		interval: time.Duration(fn.CommitIntervalMs) * time.Millisecond,
+		parts:    map[int32]*ledger{}, committed: map[int32]int64{},
+		poke: make(chan struct{}, 1), stop: make(chan struct{})}
+	runs[key] = r
+	go r.commitLoop()
+	return r, nil
+}
+
+// lookupRun is the run of group and topic in this process, or nil.
+func lookupRun(group, topic string) *run {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	return runs[runKey(group, topic)]
+}
+
+// runsOf are the runs of a Read by its id.
+func runsOf(id string) []*run {
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	var out []*run
+	for _, r := range runs {
+		if r.id == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// started registers the partition's reader at offset start: the first
+// restriction of a partition this run sees sets where its safe offsets
+// begin (a later one, a split's residual or the next bundle, starts at or
+// after it).
+func (r *run) started(partition int32, start int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.parts[partition]; !ok {
+		r.parts[partition] = &ledger{base: start}
+	}
+}
+
+// markSafe marks [from, to) of partition safe; it reports false when the
+// run has no ledger of the partition (its reader runs elsewhere).
+func (r *run) markSafe(partition int32, from, to int64) bool {
+	r.mu.Lock()
+	l, ok := r.parts[partition]
+	if ok {
+		l.markSafe(from, to)
+	}
+	r.mu.Unlock()
+	if ok {
+		select {
+		case r.poke <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
+// due are the offsets to commit: each partition's base that moved since
+// its last commit.
+func (r *run) due() kadm.Offsets {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var os kadm.Offsets
+	for p, l := range r.parts {
+		if c, ok := r.committed[p]; ok && c >= l.base {
+			continue
+		}
+		if os == nil {
+			os = kadm.Offsets{}
+		}
+		os.Add(kadm.Offset{Topic: r.topic, Partition: p, At: l.base, LeaderEpoch: -1})
+	}
+	return os
+}
+
+// Positions are the offsets of the run's partitions below which every
+// record is safe, and those committed for the group.
+func (r *run) positions() (safe, committed map[int32]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	safe, committed = map[int32]int64{}, map[int32]int64{}
+	for p, l := range r.parts {
+		safe[p] = l.base
+	}
+	for p, c := range r.committed {
+		committed[p] = c
+	}
+	return safe, committed
+}
+
+// commit commits what is due and returns the first error.
+func (r *run) commit(ctx context.Context) error {
+	os := r.due()
+	if len(os) == 0 {
+		return nil
+	}
+	resp, err := r.adm.CommitOffsets(ctx, r.group, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ps := range resp {
+		for p, o := range ps {
+			if o.Err == nil && o.At > r.committed[p] {
+				r.committed[p] = o.At
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("kafkaio: committing offsets of group %s on %s for topic %s: %w", r.group, r.brokers, r.topic, err)
+	}
+	return nil
+}
+
+// commitLoop commits what became safe, at most every interval, until the
+// run ends. A failed commit is retried at the next turn: the offsets stay
+// where they were, which loses nothing.
+func (r *run) commitLoop() {
+	ctx := context.Background()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-r.poke:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := r.commit(cctx)
+		cancel()
+		r.mu.Lock()
+		warn := err != nil && !r.failing
+		r.failing = err != nil
+		r.mu.Unlock()
+		if warn {
+			log.Warnf(ctx, "%v (retried; the group's offsets stay behind until it works, and a restart reads those records again)", err)
+		}
+		if err != nil {
+			select {
+			case r.poke <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-time.After(r.interval):
+		}
+	}
+}
+
+// flush commits what is due now, with ctx's deadline.
+func (r *run) flush(ctx context.Context) error { return r.commit(ctx) }
+
+// end stops the committer; runsMu is held.
+func (r *run) end() {
+	delete(runs, runKey(r.group, r.topic))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.stopped = true
+		close(r.stop)
+	}
+}

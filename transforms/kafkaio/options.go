@@ -1,0 +1,255 @@
+package kafkaio
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
+)
+
+// Defaults of the options.
+const (
+	DefaultMaxBundleDuration = time.Second
+	DefaultMaxBundleRecords  = 10000
+	DefaultWatermarkLag      = 2 * time.Second
+	DefaultCommitInterval    = time.Second
+	DefaultWriteTimeout      = 30 * time.Second
+)
+
+// Start says where Read starts in each partition.
+type Start int
+
+const (
+	// FromCommitted starts at the group's committed offset, and where the
+	// group has none at the earliest offset (nothing is skipped). The
+	// default with Group.
+	FromCommitted Start = iota
+	// FromEarliest starts at the first offset the partition still holds.
+	// The default without Group.
+	FromEarliest
+	// FromLatest starts at the end: only records written after the start.
+	FromLatest
+)
+
+func (s Start) String() string {
+	switch s {
+	case FromCommitted:
+		return "FromCommitted"
+	case FromEarliest:
+		return "FromEarliest"
+	case FromLatest:
+		return "FromLatest"
+	}
+	return fmt.Sprintf("Start(%d)", int(s))
+}
+
+// Option configures Read, Write and Commit. Each option's doc says which
+// take it; the others refuse it. A nil option or a value out of range is
+// recorded, and TryRead, TryWrite and TryCommit return every such error at
+// once (Read, Write and Commit panic with them).
+type Option func(*config)
+
+// config is what the options set; optcheck records the names given and
+// the mistakes.
+type config struct {
+	group          string
+	start          Start
+	startSet       bool
+	startAt        time.Time
+	maxBundle      time.Duration
+	maxRecords     int
+	idleStop       time.Duration
+	watermarkLag   time.Duration
+	commitInterval time.Duration
+	writeTimeout   time.Duration
+	stopID         string
+
+	optcheck.Record
+}
+
+// The options each transform takes.
+var (
+	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "StopWith"}
+	writeOptions  = []string{"WriteTimeout"}
+	commitOptions = []string{}
+)
+
+// newConfig applies opts for transform (its name in errors), which takes
+// the options named in allowed; more are errors of its own arguments.
+func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
+	c := config{
+		maxBundle:      DefaultMaxBundleDuration,
+		maxRecords:     DefaultMaxBundleRecords,
+		watermarkLag:   DefaultWatermarkLag,
+		commitInterval: DefaultCommitInterval,
+		writeTimeout:   DefaultWriteTimeout,
+	}
+	for i, o := range opts {
+		if o == nil {
+			c.NilOption(i, len(opts))
+			continue
+		}
+		o(&c)
+	}
+	if !c.startSet && c.startAt.IsZero() && c.group == "" {
+		c.start = FromEarliest
+	}
+	if c.startSet && c.start == FromCommitted && c.group == "" {
+		c.Errorf("StartFrom(FromCommitted) needs Group")
+	}
+	if c.startSet && !c.startAt.IsZero() {
+		c.Errorf("StartFrom and StartAt are both given; want one")
+	}
+	return c, c.Check(transform, allowed, more...)
+}
+
+// Group names the consumer group whose committed offsets Read starts from
+// (StartFrom) and for which Commit commits what is safe. Without it Read
+// commits nothing and starts at the earliest offsets. Read.
+func Group(name string) Option {
+	return func(c *config) {
+		c.Set("Group")
+		if name == "" {
+			c.Errorf("Group(\"\"): want a group name")
+		}
+		c.group = name
+	}
+}
+
+// StartFrom says where Read starts in each partition (default
+// FromCommitted with a Group, else FromEarliest). Read.
+func StartFrom(s Start) Option {
+	return func(c *config) {
+		c.Set("StartFrom")
+		if s < FromCommitted || s > FromLatest {
+			c.Errorf("StartFrom(%v): want FromCommitted, FromEarliest or FromLatest", s)
+		}
+		c.start, c.startSet = s, true
+	}
+}
+
+// StartAt starts each partition at its first record whose timestamp is at
+// or after t (at its end when it has none). Read.
+func StartAt(t time.Time) Option {
+	return func(c *config) {
+		c.Set("StartAt")
+		if t.IsZero() {
+			c.Errorf("StartAt(zero time): want a time")
+		}
+		c.startAt = t
+	}
+}
+
+// MaxBundleDuration bounds how long one bundle of a partition's reader
+// reads before it checkpoints (default 1s). Output behind a shuffle comes
+// out when the bundle commits, so this bounds latency. Read.
+func MaxBundleDuration(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("MaxBundleDuration")
+		if d <= 0 {
+			c.Errorf("MaxBundleDuration(%v): want a positive duration", d)
+		}
+		c.maxBundle = d
+	}
+}
+
+// MaxBundleRecords bounds how many records one bundle of a partition's
+// reader emits (default 10000). Read.
+func MaxBundleRecords(n int) Option {
+	return func(c *config) {
+		c.Set("MaxBundleRecords")
+		if n <= 0 {
+			c.Errorf("MaxBundleRecords(%d): want a positive number", n)
+		}
+		c.maxRecords = n
+	}
+}
+
+// IdleStop makes each partition's reader finish once it has read to the
+// partition's end and no record came for d, which ends the pipeline once
+// every reader has and the rest of the job is done. 0 (the default) reads
+// forever. A broker that does not answer is not idle. Read.
+func IdleStop(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("IdleStop")
+		if d < 0 {
+			c.Errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
+		}
+		c.idleStop = d
+	}
+}
+
+// WatermarkLag is how far a partition's watermark stays behind the latest
+// record timestamp it read, and, once the reader has reached the
+// partition's end, behind the wall clock (default 2s): a record up to this
+// much older than the newest before it is still on time. Read.
+func WatermarkLag(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("WatermarkLag")
+		if d < 0 {
+			c.Errorf("WatermarkLag(%v): want 0 or a positive duration", d)
+		}
+		c.watermarkLag = d
+	}
+}
+
+// CommitInterval is how often, at most, the offsets that became safe are
+// committed for the group (default 1s). Read.
+func CommitInterval(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("CommitInterval")
+		if d <= 0 {
+			c.Errorf("CommitInterval(%v): want a positive duration", d)
+		}
+		c.commitInterval = d
+	}
+}
+
+// WriteTimeout bounds how long a record may wait to be written, the
+// brokers' retries included (default 30s); past it the bundle fails,
+// naming what was not written. Write.
+func WriteTimeout(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("WriteTimeout")
+		if d <= 0 {
+			c.Errorf("WriteTimeout(%v): want a positive duration", d)
+		}
+		c.writeTimeout = d
+	}
+}
+
+// checkBrokers requires a comma-separated list of host:port.
+func checkBrokers(brokers string) error {
+	if strings.TrimSpace(brokers) == "" {
+		return fmt.Errorf("no brokers; want host:port[,host:port...]")
+	}
+	for _, b := range splitBrokers(brokers) {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return fmt.Errorf("broker %q is not host:port", b)
+		}
+	}
+	return nil
+}
+
+func splitBrokers(brokers string) []string {
+	var out []string
+	for b := range strings.SplitSeq(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// checkTopic refuses a name Kafka would refuse.
+func checkTopic(topic string) error {
+	if topic == "" {
+		return fmt.Errorf("no topic")
+	}
+	if len(topic) > 249 || topic == "." || topic == ".." || strings.Trim(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != "" {
+		return fmt.Errorf("topic %q is not a valid Kafka topic name (ASCII letters, digits, '.', '_', '-'; at most 249)", topic)
+	}
+	return nil
+}

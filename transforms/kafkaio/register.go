@@ -1,0 +1,67 @@
+package kafkaio
+
+import (
+	"context"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
+	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+)
+
+// The DoFns are registered through package dofn, each method once (as
+// dedup's are); the splittable DoFn's restriction methods, called once
+// per partition or bundle, go by reflection. Emitters keep Beam's
+// register.
+func init() {
+	dofn.Register(&listFn{}, func(fn any) dofn.Methods {
+		f := fn.(*listFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F3x1(f.ProcessElement, func(ctx, imp, emit any) any {
+				return f.ProcessElement(ctx.(context.Context), imp.([]byte), emit.(func(partition)))
+			}),
+		}
+	})
+	dofn.Register(&readFn{}, func(fn any) dofn.Methods {
+		f := fn.(*readFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F5x2(f.ProcessElement, func(ctx, we, rt, p, emit any) (any, any) {
+				c, err := f.ProcessElement(ctx.(context.Context), we.(*unbounded.Watermark), rt.(*sdf.LockRTracker), p.(partition), emit.(func(beam.EventTime, Record)))
+				return c, err
+			}),
+		}
+	})
+	dofn.Register(&writeFn{}, func(fn any) dofn.Methods {
+		f := fn.(*writeFn)
+		return dofn.Methods{
+			"Setup":    dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"Teardown": dofn.F0x0(f.Teardown, f.Teardown),
+			"StartBundle": dofn.F2x0(f.StartBundle, func(ctx, emit any) {
+				f.StartBundle(ctx.(context.Context), emit.(func(Record)))
+			}),
+			"ProcessElement": dofn.F3x0(f.ProcessElement, func(ctx, r, emit any) {
+				f.ProcessElement(ctx.(context.Context), r.(Record), emit.(func(Record)))
+			}),
+			"FinishBundle": dofn.F2x1(f.FinishBundle, func(ctx, emit any) any {
+				return f.FinishBundle(ctx.(context.Context), emit.(func(Record)))
+			}),
+		}
+	})
+	dofn.Register(&commitFn{}, func(fn any) dofn.Methods {
+		f := fn.(*commitFn)
+		return dofn.Methods{
+			"StartBundle": dofn.F1x0(f.StartBundle, func(ctx any) { f.StartBundle(ctx.(context.Context)) }),
+			"ProcessElement": dofn.F2x0(f.ProcessElement, func(ctx, r any) {
+				f.ProcessElement(ctx.(context.Context), r.(Record))
+			}),
+			"FinishBundle": dofn.F1x0(f.FinishBundle, func(ctx any) { f.FinishBundle(ctx.(context.Context)) }),
+		}
+	})
+	register.Emitter1[partition]()
+	register.Emitter1[Record]()
+	register.Emitter2[beam.EventTime, Record]()
+}

@@ -1,0 +1,42 @@
+package kafkaio
+
+import (
+	"math"
+	"sync/atomic"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
+)
+
+// tracker is a partition's restriction tracker: Beam's growable offset
+// range tracker over [Start, End), End math.MaxInt64 while unbounded,
+// with the partition's end offset as last seen for its estimate. A
+// checkpoint (a split at fraction 0) leaves the primary what was claimed
+// and the residual the rest, from the next offset; a runner's split at a
+// larger fraction divides the range up to the estimated end.
+type tracker struct {
+	*offsetrange.GrowableTracker
+	end *endEstimate
+}
+
+// endEstimate is the partition's end offset as the reader last saw it.
+type endEstimate struct{ atomic.Int64 }
+
+func (e *endEstimate) Estimate() int64 { return e.Load() }
+
+func newTracker(r offsetrange.Restriction) *tracker {
+	e := &endEstimate{}
+	e.Store(r.Start)
+	t, _ := offsetrange.NewGrowableTracker(r, e) // fails only without an estimator
+	return &tracker{GrowableTracker: t, end: e}
+}
+
+// finish ends rt's restriction without a residual (an idle stop, a stop
+// request): the partition is done.
+func finish(rt *sdf.LockRTracker) {
+	if end := rt.GetRestriction().(offsetrange.Restriction).End; end == math.MaxInt64 {
+		rt.TryClaim(int64(math.MaxInt64 - 1))
+	} else {
+		rt.TryClaim(end)
+	}
+}

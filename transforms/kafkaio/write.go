@@ -1,0 +1,183 @@
+package kafkaio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Write writes each Record of col (Key, Value, Headers, Timestamp) to
+// topic on brokers, with an idempotent producer (a retried write is not
+// written twice) and the brokers' confirmation of every replica in sync,
+// and returns the records once Kafka confirmed them, as they came (with
+// where they were read, for Commit): at the end of each bundle, in the
+// global window. A record's partition is chosen by its key (Kafka's
+// murmur2 hash, as the Java client), so the records of a key keep their
+// order.
+//
+// A write that fails, or is not confirmed within WriteTimeout, fails the
+// bundle, naming the records that were not written; none of the bundle's
+// records comes out. It panics on invalid options; TryWrite returns the
+// error.
+func Write(s beam.Scope, brokers, topic string, col beam.PCollection, opts ...Option) beam.PCollection {
+	out, err := TryWrite(s, brokers, topic, col, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// TryWrite is Write returning construction errors.
+func TryWrite(s beam.Scope, brokers, topic string, col beam.PCollection, opts ...Option) (beam.PCollection, error) {
+	var typeErr error
+	if got := col.Type().Type(); got != recordT {
+		typeErr = fmt.Errorf("needs a PCollection<kafkaio.Record>, got %v", got)
+	}
+	c, err := newConfig("kafkaio.Write", writeOptions, opts, checkBrokers(brokers), checkTopic(topic), typeErr)
+	if err != nil {
+		return beam.PCollection{}, err
+	}
+	return beam.ParDo(s.Scope("kafkaio.Write"), &writeFn{Brokers: brokers, Topic: topic, TimeoutMs: c.writeTimeout.Milliseconds()}, col), nil
+}
+
+type writeFn struct {
+	Brokers   string
+	Topic     string
+	TimeoutMs int64
+
+	// Each instance has a producer of its own, so that a bundle waits for
+	// its own records only.
+	cl *kgo.Client
+
+	// The bundle's records are produced under a context that ends
+	// WriteTimeout after the bundle started: kgo's own record timeout
+	// counts from a record's timestamp, which Write keeps from the input.
+	bctx    context.Context
+	bcancel context.CancelFunc
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	pending []Record
+	failed  []int // indexes into pending
+	first   error
+}
+
+func (fn *writeFn) timeout() time.Duration { return time.Duration(fn.TimeoutMs) * time.Millisecond }
+
+func (fn *writeFn) Setup() error {
+	var err error
+	fn.cl, err = kgo.NewClient(kgo.SeedBrokers(splitBrokers(fn.Brokers)...),
+		kgo.DefaultProduceTopic(fn.Topic),
+		kgo.ProducerLinger(5*time.Millisecond),
+		// A missing topic fails the write instead of waiting for it.
+		kgo.UnknownTopicRetries(2))
+	return err
+}
+
+func (fn *writeFn) Teardown() {
+	if fn.cl != nil {
+		fn.cl.Close()
+	}
+}
+
+func (fn *writeFn) StartBundle(context.Context, func(Record)) {
+	fn.pending, fn.failed, fn.first = fn.pending[:0], fn.failed[:0], nil
+	fn.bctx, fn.bcancel = context.WithTimeout(context.Background(), fn.timeout())
+}
+
+func (fn *writeFn) ProcessElement(_ context.Context, r Record, _ func(Record)) {
+	i := len(fn.pending)
+	fn.pending = append(fn.pending, r)
+	fn.wg.Add(1)
+	fn.cl.Produce(fn.bctx, toKgo(r, fn.Topic), func(_ *kgo.Record, err error) {
+		if err != nil {
+			fn.mu.Lock()
+			fn.failed = append(fn.failed, i)
+			if fn.first == nil {
+				fn.first = err
+			}
+			fn.mu.Unlock()
+		}
+		fn.wg.Done()
+	})
+}
+
+// FinishBundle waits for the brokers to confirm the bundle's records and
+// emits them, or fails naming those that were not written.
+func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
+	defer fn.bcancel()
+	done := make(chan struct{})
+	go func() { fn.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(fn.timeout() + 10*time.Second):
+		// Records already sent wait for their answer past the context:
+		// a new client for the next bundle, this one's records given up.
+		fn.cl.Close()
+		fn.Setup()
+		return fmt.Errorf("kafkaio: write of %d records to topic %s on %s: no confirmation within %v; %s",
+			len(fn.pending), fn.Topic, fn.Brokers, fn.timeout()+10*time.Second, notWritten(fn.pending, nil))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if len(fn.failed) > 0 {
+		return fmt.Errorf("kafkaio: write of %d of %d records to topic %s on %s failed: %v; %s",
+			len(fn.failed), len(fn.pending), fn.Topic, fn.Brokers, fn.first, notWritten(fn.pending, fn.failed))
+	}
+	for _, r := range fn.pending {
+		emit(r)
+	}
+	cWritten.Inc(ctx, int64(len(fn.pending)))
+	fn.pending = fn.pending[:0]
+	return nil
+}
+
+// notWritten says what a failed bundle did not write (the records at
+// idx, or all of them when idx is nil), by where they were read, and what
+// becomes of them.
+func notWritten(recs []Record, idx []int) string {
+	if idx == nil {
+		idx = make([]int, len(recs))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	ranges := map[key][2]int64{}
+	counts := map[key]int{}
+	for _, i := range idx {
+		r := recs[i]
+		k := key{r.Topic, r.Partition}
+		rg, ok := ranges[k]
+		if !ok {
+			rg = [2]int64{r.Offset, r.Offset}
+		}
+		ranges[k] = [2]int64{min(rg[0], r.Offset), max(rg[1], r.Offset)}
+		counts[k]++
+	}
+	keys := make([]key, 0, len(ranges))
+	for k := range ranges {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.partition - b.partition)
+	})
+	var parts []string
+	for _, k := range keys {
+		rg := ranges[k]
+		parts = append(parts, fmt.Sprintf("%d read from %s partition %d offsets %d-%d", counts[k], k.topic, k.partition, rg[0], rg[1]))
+	}
+	return fmt.Sprintf("not written: %s; the bundle fails, so none of its records is marked safe and their offsets are not committed: they are read again by the next run (records of the bundle that were written are then written again)",
+		strings.Join(parts, ", "))
+}
