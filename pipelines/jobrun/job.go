@@ -415,7 +415,7 @@ func (j *Job) cancel(why error) error {
 	if j.flink != nil {
 		// Beam's job server (2.62.0) stops following a job on a remote
 		// Flink cluster when cancelled, and leaves it running there
-		// (notes/beam-defects.md, 17).
+		// (notes/beam-defects.md, 19).
 		if id, ferr := j.FlinkJobID(ctx); ferr == nil {
 			if fj, ferr := j.flink.Job(ctx, id); ferr == nil && !flinkrest.Terminal(fj.State) {
 				if ferr = j.flink.Cancel(ctx, id); ferr != nil && err == nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,8 +56,8 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // withEventTime gives a row its ts as its element timestamp.
 func withEventTime(e event) (beam.EventTime, event) { return beam.EventTime(e.Ts.UnixMilli()), e }
 
-// tickEvent is a periodic impulse's tick as a row of key k.
-func tickEvent(b []byte) event { return event{Key: "k", Val: "tick"} }
+// tickEvent is a tick as a row of key k.
+func tickEvent(int64) event { return event{Key: "k", Val: "tick"} }
 
 // addEach adds each row to ts at its own event time, one event each, so
 // that a runner delivers them in this order.
@@ -162,21 +161,19 @@ func TestKeepFirst_EventTimeEmitsTheEarliestRowAtTheWatermark(t *testing.T) {
 // StateTTL is processing time: on Flink, real time. Ticks every 250 ms on
 // one key into KeepFirst with a 6 s TTL, refreshed by each duplicate and
 // not, until 64 ticks (16 s of them) have been read and each step has
-// emitted its row:
-// refreshed, the key never expires and one row comes out. On Beam's Flink
-// runner (2.62.0) the ticks arrive in bursts (the splittable source is
-// resumed about every 2 s), and a job's start takes from a few seconds to
-// half a minute on a loaded machine, during which the ticks pile up and
-// arrive at once; hence counting ticks, not time, and a TTL well above the
-// gaps. The stateful step's timers lag the same way: in our runs the
+// emitted its row: refreshed, the key never expires and one row comes
+// out. The ticks arrive in bursts (flinktest.Ticks is resumed about once
+// a second), and a job's start takes from a few seconds to half a minute
+// on a loaded machine, during which the ticks pile up and arrive at once;
+// hence counting ticks, not time, and a TTL well above the gaps. The stateful step's timers lag the same way: in our runs the
 // unrefreshed key expired at most once before the ticks ended, so that
 // case is only logged. Flink reports a running job's metrics only when it
 // ends, and this job is cancelled, so only outputs are counted.
 func TestKeepFirst_StateTTLWithRefreshOnFlinkKeepsABusyKeyOnce(t *testing.T) {
-	flinktest.Shared(t)
+	flinktest.SharedCluster(t) // started before the ticks' clock
 	const want = 64
 	p, s := beam.NewPipelineWithRoot()
-	ticks := beam.ParDo(s, tickEvent, periodic.Impulse(s, time.Now(), time.Now().Add(time.Hour), 250*time.Millisecond, false))
+	ticks := beam.ParDo(s, tickEvent, flinktest.Ticks(s, time.Now(), time.Now().Add(time.Hour), 250*time.Millisecond))
 	all := collect(s, ticks, false)
 	refreshed := collect(s, dedup.KeepFirst(s, ticks, dedup.PartitionBy("key"),
 		dedup.StateTTL(6*time.Second), dedup.ResetTTLOnDuplicate(true), dedup.UID("refreshed")).Rows, false)

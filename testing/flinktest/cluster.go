@@ -120,6 +120,16 @@ var clusterConf = map[string]string{
 	// are a few seconds.
 	"metrics.fetcher.update-interval": "1000",
 	"state.backend.type":              "hashmap",
+	// A job's key groups unless it sets --max_parallelism (the job server
+	// reads this file too: --flink-conf-dir). Beam's runner (2.62.0)
+	// registers a new keyed state for every self-checkpoint of a
+	// splittable source (periodic.Impulse, pubsubio, kafkaio), never
+	// unregistered while the task runs, and the heap backend gives each a
+	// table per key group of the subtask: about 70 KB at Flink's default
+	// 128 groups, so a TaskManager of a stream with a 100 ms tick died of
+	// its heap within minutes (notes/beam-defects.md, 22). 8 groups serve
+	// the tests' parallelism (up to 4) for a tenth of that.
+	"pipeline.max-parallelism": "8",
 }
 
 // StartCluster starts a cluster and its job server and returns once every
@@ -194,10 +204,10 @@ func StartCluster(cfg ClusterConfig) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := c.AwaitTaskManagers(cfg.TaskManagers, StartTimeout); err != nil {
+	if err := c.awaitStarted(cfg.TaskManagers); err != nil {
 		return nil, err
 	}
-	c.JobServer, err = Flink.start(dir, clusterJobServerJVM, "--flink-master="+c.REST)
+	c.JobServer, err = Flink.start(dir, clusterJobServerJVM, "--flink-master="+c.REST, "--flink-conf-dir="+filepath.Join(dir, "conf"))
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +246,55 @@ func (c *Cluster) StartTaskManager() (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p, c.AwaitTaskManagers(want, StartTimeout)
+	return p, c.awaitStarted(want)
+}
+
+// awaitStarted waits until n TaskManagers are registered and each live
+// one is among them by its own RPC port (a killed one stays registered
+// until its heartbeat times out, so the count alone can be met before a
+// new one registers), then records the new ones' listeners: Flink's own,
+// before any job.
+func (c *Cluster) awaitStarted(n int) error {
+	if err := c.AwaitTaskManagers(n, StartTimeout); err != nil {
+		return err
+	}
+	for _, p := range c.TaskManagers() {
+		if p.Startup != nil {
+			continue
+		}
+		var ls []netip.AddrPort
+		var last string
+		err := p.Await(func() bool {
+			var err error
+			if ls, err = Listeners(p.Pid()); err != nil {
+				last = err.Error()
+				return false
+			}
+			var o struct {
+				TaskManagers []struct {
+					Path string `json:"path"`
+				} `json:"taskmanagers"`
+			}
+			if err := c.getJSON("/taskmanagers", &o); err != nil {
+				last = err.Error()
+				return false
+			}
+			for _, tm := range o.TaskManagers {
+				for _, l := range ls {
+					if strings.Contains(tm.Path, fmt.Sprintf(":%d/", l.Port())) {
+						return true
+					}
+				}
+			}
+			last = fmt.Sprintf("listening on %v; registered: %v", ls, o.TaskManagers)
+			return false
+		}, StartTimeout, "register with the JobManager")
+		if err != nil {
+			return fmt.Errorf("flinktest: %w (last: %s)", err, last)
+		}
+		p.Startup = ls
+	}
+	return nil
 }
 
 func (c *Cluster) startTaskManager() (*Process, error) {
@@ -479,5 +537,5 @@ func (c *Cluster) Replenish(n int) (string, error) {
 			return died.String(), err
 		}
 	}
-	return died.String(), c.AwaitTaskManagers(n, StartTimeout)
+	return died.String(), c.awaitStarted(n)
 }

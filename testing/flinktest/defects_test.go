@@ -98,8 +98,7 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsOrVanishesOnFlinkAnEmptyOneDoesNot
 			defer cancel()
 			var err error
 			asSent(func() {
-				_, err = jobrun.Run(ctx, p, jobrun.Options{Runner: "flink", Endpoint: flinktest.Shared(t).Endpoint,
-					EnvironmentType: "LOOPBACK", StallLimit: time.Minute})
+				_, err = jobrun.Run(ctx, p, options(t, jobrun.Options{StallLimit: time.Minute}))
 			})
 			if tc.fails {
 				require.Error(t, err)
@@ -165,13 +164,13 @@ func TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives(t *testing.T) {
 // never finds it (pipelines/jobrun matches either). This test fails when
 // the job server keeps the name.
 func TestBeamDefect_TheFlinkJobServerRenamesASubmittedJob(t *testing.T) {
-	srv := flinktest.Shared(t)
+	srv := flinktest.SharedCluster(t)
 	name := fmt.Sprintf("Rename_Me-%d", time.Now().UnixNano())
 	p, s := beam.NewPipelineWithRoot()
 	beam.Create(s, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	_, err := jobrun.Run(ctx, p, jobrun.Options{Runner: "flink", Endpoint: srv.Endpoint, EnvironmentType: "LOOPBACK", Name: name, StallLimit: time.Minute})
+	_, err := jobrun.Run(ctx, p, options(t, jobrun.Options{Name: name, StallLimit: time.Minute}))
 	require.NoError(t, err)
 	jobs, err := jobrun.Jobs(ctx, srv.Endpoint)
 	require.NoError(t, err)

@@ -1,11 +1,20 @@
-// Package flinktest starts Beam's portable Flink job server, with its
-// embedded Flink cluster (--flink-master=[local]), for tests and for the
-// commands in docs/runners.md: pipelines are submitted to it through the
-// Job API (--runner=flink --endpoint=…), and their SDK workers run in the
-// submitting process (LOOPBACK) or in a worker pool (EXTERNAL).
+// Package flinktest starts Flink for the tests and for the commands in
+// docs/runners.md and docs/flink-cluster.md: a Flink session cluster of
+// its own processes with Beam's portable job server submitting to it
+// (StartCluster, cluster.go; SharedCluster and MainCluster for a test
+// package), or Beam's job server with its embedded Flink cluster
+// (--flink-master=[local], Flink.Start). Pipelines are submitted through
+// the Job API (--runner=flink --endpoint=…), and their SDK workers run in
+// the submitting process (LOOPBACK), a worker pool (EXTERNAL) or processes
+// of the TaskManagers (PROCESS).
 //
-//	func TestMain(m *testing.M) { flinktest.Main(m) } // stops the shared server at the end
-//	srv := flinktest.Shared(t)                       // srv.Endpoint, "localhost:PORT"
+//	func TestMain(m *testing.M) { flinktest.MainCluster(m) } // stops the shared cluster at the end
+//	c := flinktest.SharedCluster(t)                         // c.Endpoint, c.REST
+//
+// The package's own tests (go test ./testing/flinktest/) run the
+// transforms' semantics beside Prism, runjob's samples and what runs on
+// Flink as it runs in production (checkpoints, savepoints, a TaskManager
+// killed) on one such cluster.
 //
 // Maven Central publishes no job-server jar for any Beam version, but the
 // runner module holds the driver (FlinkJobServerDriver): the Maven project
@@ -15,8 +24,6 @@
 // modules are both served is 2.62.0 (Flink 1.19); the Go SDK of this
 // module is 2.77.0, and docs/runners.md says what that mix does.
 //
-// StartCluster starts a Flink session cluster of separate processes (a
-// JobManager, TaskManagers) and the job server against it (cluster.go).
 // The Flink job server's Job API and artifact service listen on loopback
 // (GoOptionsJobServer); Spark's listen on every interface (Beam's job
 // servers take no bind address: --job-host only names the host they
@@ -36,6 +43,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -365,6 +373,9 @@ type Process struct {
 	Name string
 	// Log is its log file (stdout and stderr).
 	Log string
+	// Startup are a TaskManager's listeners once it registered, before
+	// any job: Flink's own (Cluster).
+	Startup []netip.AddrPort
 
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -448,64 +459,6 @@ func (p *Process) Await(ok func() bool, timeout time.Duration, what string) erro
 		}
 	}
 	return nil
-}
-
-// StartT starts the job server for one test (skipped or failed by
-// SkipOrFail when it cannot start) and stops it when the test ends,
-// printing its output if the test failed.
-func (j *JobServer) StartT(tb testing.TB) *Server {
-	tb.Helper()
-	s, err := j.Start()
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		s.Stop()
-		if tb.Failed() {
-			tb.Logf("%s job server output (last 8000 bytes):\n%s", j.Name, tail(s.Output(), 8000))
-		}
-	})
-	return s
-}
-
-var shared struct {
-	sync.Mutex
-	s   *Server
-	err error
-}
-
-// Shared returns the Flink job server of this test binary, starting it on
-// first use; Main stops it when the tests end. A test that cannot have it
-// is skipped or failed (SkipOrFail).
-func Shared(tb testing.TB) *Server {
-	tb.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.s == nil && shared.err == nil {
-		shared.s, shared.err = Flink.Start()
-	}
-	if shared.err != nil {
-		SkipOrFail(tb, shared.err)
-		return nil
-	}
-	return shared.s
-}
-
-// Main is the TestMain of a package whose tests use Shared: it runs the
-// tests and stops the shared server, printing the end of its output when
-// a test failed.
-func Main(m *testing.M) {
-	code := m.Run()
-	shared.Lock()
-	if s := shared.s; s != nil {
-		if code != 0 {
-			fmt.Fprintf(os.Stderr, "flink job server output (last 8000 bytes):\n%s\n", tail(s.Output(), 8000))
-		}
-		s.Stop()
-	}
-	shared.Unlock()
-	os.Exit(code)
 }
 
 // SkipOrFail ends tb for a job server that could not start: a skip when

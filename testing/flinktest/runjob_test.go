@@ -16,11 +16,11 @@ import (
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 )
 
-// runjob's samples on the Flink job server, with the SDK workers in
-// runjob (LOOPBACK) and in a worker pool (EXTERNAL), as docs/runners.md
-// shows them. Each run's summary must hold the lines given.
+// runjob's samples on the cluster, with the SDK workers in runjob
+// (LOOPBACK) and in a worker pool (EXTERNAL), as docs/runners.md shows
+// them, the watchdog following each job on Flink's REST API. Each run's summary must hold the lines given.
 func TestRunjob_RunsTheSamplesOnFlinkWithLoopbackAndAWorkerPool(t *testing.T) {
-	srv := flinktest.Shared(t)
+	c := flinktest.SharedCluster(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	bin := filepath.Join(t.TempDir(), "runjob")
@@ -61,7 +61,7 @@ func TestRunjob_RunsTheSamplesOnFlinkWithLoopbackAndAWorkerPool(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, append([]string{"--runner=flink", "--endpoint=" + srv.Endpoint}, tc.args...)...)
+			cmd := exec.CommandContext(ctx, bin, append([]string{"--runner=flink", "--endpoint=" + c.Endpoint, "--flink_rest=" + c.REST}, tc.args...)...)
 			cmd.Dir = root
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "runjob %s:\n%s", strings.Join(tc.args, " "), out)

@@ -1,7 +1,7 @@
 // Package flinkopts holds the options of Beam's Flink runner that a Go job
 // sets: checkpointing, max parallelism, the state backend, the savepoint
 // to restore, streaming mode. Beam Go (v2.77.0) sends a Java job server
-// only --parallelism of those (notes/beam-defects.md, 16): every other
+// only --parallelism of those (notes/beam-defects.md, 18): every other
 // flag travels among the job's Go options, which Beam's Flink job server
 // ignores. testing/flinktest's job server lifts each Go option named
 // after a Flink runner option (FlinkPipelineOptions, in snake_case) into

@@ -107,7 +107,7 @@ func (r *prepareRecorder) Prepare(_ context.Context, req *jobpb.PrepareJobReques
 // it reads, only the job's parallelism, experiments, application name and
 // Docker retention; every other flag (a Flink option among them) goes
 // among the Go options, which Beam's Flink job server ignores
-// (notes/beam-defects.md, 16). testing/flinktest's job server lifts them.
+// (notes/beam-defects.md, 18). testing/flinktest's job server lifts them.
 // This test fails the day Beam Go sends them as options of their own.
 func TestBeamDefect_GoSendsAJavaJobServerOnlyParallelismOfTheFlinkOptions(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

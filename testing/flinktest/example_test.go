@@ -1,4 +1,4 @@
-package flinkclustertest_test
+package flinktest_test
 
 import (
 	"context"
