@@ -2,9 +2,12 @@ package dedup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,75 +77,196 @@ const (
 // for each request.
 var vettedSDKs = []string{"2.77.0"}
 
-// unvettedSDK logs, once per process, that the SDK is not one of them.
-var unvettedSDK sync.Once
-
 // harnessProvider is the type of the state provider Beam's harness hands
 // a DoFn: the one whose behaviour the reliance test checks.
 const harnessProvider = "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/exec.stateProvider"
 
-// reusedProviders is set, for the rest of the process, once a step saw the
-// SDK hand two elements of one bundle the same state provider: every step
-// then waits for each request.
-var reusedProviders atomic.Bool
+// requestDeadline is the longest a step waits for a state request's answer
+// (or for a slot to issue one) before it fails the bundle: a runner that
+// never answers a request would otherwise hang the bundle in FinishBundle,
+// far from its cause. Runners answer in micro- to milliseconds; a request
+// minutes old is lost.
+const requestDeadline = 5 * time.Minute
 
-// otherProviders are the provider types, not the harness's, a step of the
-// process was handed: each is logged once (a test's own state backend
-// would otherwise log it for each DoFn instance).
-var otherProviders sync.Map
+// switches are what a step learns about the SDK while it runs: they hold
+// for every DoFn instance of the step in the process (a failed bundle's
+// retry may run on another instance) and for no other step.
+type switches struct {
+	// reused is set once the SDK handed two elements of a bundle the same
+	// state provider: the step then waits for each request.
+	reused atomic.Bool
+	// unvetted and others log, once for the step, that it waits for each
+	// request on an SDK not vetted or on a provider of another type (a
+	// test's own state backend would otherwise log it per DoFn instance).
+	unvetted sync.Once
+	others   sync.Map // reflect.Type -> true
+}
+
+// stepSwitches are the switches of each step, by its counters' namespace
+// (the transform and its UID).
+var stepSwitches sync.Map
+
+func switchesOf(step string) *switches {
+	if sw, ok := stepSwitches.Load(step); ok {
+		return sw.(*switches)
+	}
+	sw, _ := stepSwitches.LoadOrStore(step, &switches{})
+	return sw.(*switches)
+}
+
+// resetSwitches forgets what every step learnt, for tests.
+func resetSwitches() { stepSwitches.Clear() }
 
 // requests issues a step's state requests apart from the DoFn's goroutine
-// and tracks them until they are answered.
+// and tracks them until they are answered. Every wait of the DoFn's
+// goroutine on them has a deadline; a request's goroutine recovers a panic
+// (the stores' decoding runs there) into the request's failure, with its
+// stack, so that it fails the bundle rather than the worker.
 type requests struct {
-	last  map[string]*op // each key's latest request, by the cache's id
-	slots chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	err   error // the first failure
+	step     string         // the step's name, for errors
+	deadline time.Duration  // requestDeadline, or a test's
+	last     map[string]*op // each key's latest request, by the cache's id
+	slots    chan struct{}
+	timer    *time.Timer // the DoFn goroutine's, for its waits
+	// stuck is set once a wait ran out: a request may never be answered,
+	// so none is waited for again and the step makes new requests.
+	stuck bool
+
+	mu   sync.Mutex
+	err  error                  // the first failure
+	held map[state.Provider]int // providers with requests in flight
 }
 
 // op is a request (or a key's requests of one write) in flight.
 type op struct {
 	done chan struct{}
 	err  error
+	what string // "read" or "write"
+	key  string // the cache's id of the key
 }
 
-func newRequests() *requests {
-	return &requests{last: make(map[string]*op), slots: make(chan struct{}, maxInFlight)}
+func newRequests(step string) *requests {
+	return &requests{step: step, deadline: requestDeadline, last: make(map[string]*op), slots: make(chan struct{}, maxInFlight),
+		held: make(map[state.Provider]int)}
 }
 
-// issue makes f's requests on another goroutine once the key's earlier
-// ones are answered, and returns at once (or once a slot is free).
-func (r *requests) issue(id string, f func() error) *op {
-	o := &op{done: make(chan struct{})}
+// issue makes f's requests through sp on another goroutine once the key's
+// earlier ones are answered, and returns at once (or once a slot is free).
+// what names them in errors.
+func (r *requests) issue(sp state.Provider, id, what string, f func() error) (*op, error) {
+	if err := r.acquire(); err != nil {
+		return nil, err
+	}
+	o := &op{done: make(chan struct{}), what: what, key: id}
 	prev := r.last[id]
 	r.last[id] = o
-	r.slots <- struct{}{}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		if prev != nil {
-			<-prev.done
-			o.err = prev.err // a key's requests after a failed one are not made
+	r.mu.Lock()
+	r.held[sp]++
+	r.mu.Unlock()
+	go r.run(o, prev, sp, f)
+	return o, nil
+}
+
+// run makes o's requests after prev, the key's request before them.
+func (r *requests) run(o, prev *op, sp state.Provider, f func() error) {
+	defer func() {
+		if p := recover(); p != nil {
+			o.err = fmt.Errorf("dedup: the stateful step %s: the %s of key %s panicked: %v\n%s", r.step, o.what, keyName(o.key), p, debug.Stack())
 		}
-		if o.err == nil {
-			o.err = f()
+		r.mu.Lock()
+		if o.err != nil && r.err == nil {
+			r.err = o.err
 		}
-		if o.err != nil {
-			r.fail(o.err)
+		if r.held[sp]--; r.held[sp] <= 0 {
+			delete(r.held, sp)
 		}
+		r.mu.Unlock()
 		<-r.slots
 		close(o.done)
 	}()
-	return o
+	if prev != nil {
+		<-prev.done
+		o.err = prev.err // a key's requests after a failed one are not made
+	}
+	if o.err == nil {
+		o.err = f()
+	}
 }
 
-func (r *requests) fail(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err == nil {
-		r.err = err
+// acquire takes a slot for a request, waiting for one at most the
+// deadline.
+func (r *requests) acquire() error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	default:
 	}
+	select {
+	case r.slots <- struct{}{}:
+		r.timer.Stop()
+		return nil
+	case <-r.arm():
+		return r.timedOut("a free slot for a request", r.unanswered())
+	}
+}
+
+// arm starts the deadline of one wait.
+func (r *requests) arm() <-chan time.Time {
+	if r.timer == nil {
+		r.timer = time.NewTimer(r.deadline)
+	} else {
+		r.timer.Reset(r.deadline)
+	}
+	return r.timer.C
+}
+
+// await waits until o is answered, at most the deadline, and returns its
+// failure.
+func (r *requests) await(o *op) error {
+	select {
+	case <-o.done:
+		return o.err
+	default:
+	}
+	select {
+	case <-o.done:
+		r.timer.Stop()
+		return o.err
+	case <-r.arm():
+		return r.timedOut("the "+o.what+" of key "+keyName(o.key), o)
+	}
+}
+
+// timedOut is the failure of a wait for what that ran out, o the request
+// not answered (nil: none found).
+func (r *requests) timedOut(what string, o *op) error {
+	r.stuck = true
+	unanswered := ""
+	if o != nil {
+		unanswered = fmt.Sprintf(" (the %s of key %s is not answered)", o.what, keyName(o.key))
+	}
+	return fmt.Errorf("dedup: the stateful step %s waited %v for %s%s: the runner did not answer a state request; the bundle fails so that the runner retries it",
+		r.step, r.deadline, what, unanswered)
+}
+
+// unanswered is a request in flight not answered yet, or nil.
+func (r *requests) unanswered() *op {
+	for _, o := range r.last {
+		select {
+		case <-o.done:
+		default:
+			return o
+		}
+	}
+	return nil
+}
+
+// keyName is a key's id as errors show it: quoted, and cut at 64 bytes.
+func keyName(id string) string {
+	if len(id) > 64 {
+		return strconv.Quote(id[:64]) + "..."
+	}
+	return strconv.Quote(id)
 }
 
 // failed returns the first failure so far.
@@ -152,25 +276,53 @@ func (r *requests) failed() error {
 	return r.err
 }
 
+// holds reports whether a request in flight holds sp.
+func (r *requests) holds(sp state.Provider) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held[sp] > 0
+}
+
 // settle waits until the key's requests are answered.
 func (r *requests) settle(id []byte) error {
 	o, ok := r.last[string(id)]
 	if !ok {
 		return nil
 	}
-	<-o.done
+	if err := r.await(o); err != nil {
+		return err
+	}
 	delete(r.last, string(id))
-	return o.err
+	return nil
 }
 
-// wait waits until every request issued is answered and returns the first
-// failure.
+// wait waits until every request issued is answered, at most the deadline
+// for each, and returns the first failure. Each request in flight holds a
+// slot, so holding them all means none is.
 func (r *requests) wait() error {
-	r.wg.Wait()
+	var late error
+	for taken := 0; taken < cap(r.slots) && !r.stuck; taken++ {
+		select {
+		case r.slots <- struct{}{}:
+			continue
+		default:
+		}
+		select {
+		case r.slots <- struct{}{}:
+			r.timer.Stop()
+		case <-r.arm():
+			late = r.timedOut("every request of the bundle to be answered", r.unanswered())
+		}
+	}
+	if !r.stuck {
+		for range cap(r.slots) {
+			<-r.slots
+		}
+	}
 	clear(r.last)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.err
+	err := errors.Join(r.err, late)
 	r.err = nil
 	return err
 }
@@ -196,56 +348,55 @@ type fetched struct {
 // has in flight.
 type overlap struct {
 	mode    overlapMode
+	sw      *switches
 	io      *requests
 	batch   []pendingRow
 	fetched map[string]*fetched
-	// spType is the provider type vetted; lastSP the previous element's.
-	spType reflect.Type
-	lastSP state.Provider
+	spType  reflect.Type // the provider type vetted
 }
 
 // setupOverlap sets the mode, falling back to waitEach on an SDK the
 // reliance was not checked on.
-func (s *step) setupOverlap(ctx context.Context, mode overlapMode) {
+func (s *step) setupOverlap(ctx context.Context, name string, mode overlapMode) {
+	sw := switchesOf(name)
 	if mode != waitEach && !slices.Contains(vettedSDKs, beamcore.SdkVersion) {
-		unvettedSDK.Do(func() {
-			log.Warnf(ctx, "dedup: the stateful step waits for each state request: overlapping them was checked on Beam Go %v, not %v", vettedSDKs, beamcore.SdkVersion)
+		sw.unvetted.Do(func() {
+			log.Warnf(ctx, "dedup: the stateful step %s waits for each state request: overlapping them was checked on Beam Go %v, not %v", name, vettedSDKs, beamcore.SdkVersion)
 		})
 		mode = waitEach
 	}
-	s.ov = overlap{mode: mode, io: newRequests(), fetched: make(map[string]*fetched)}
+	s.ov = overlap{mode: mode, sw: sw, io: newRequests(name), fetched: make(map[string]*fetched)}
 }
 
 // overlapping reports whether requests are issued apart from the DoFn.
-func (s *step) overlapping() bool { return s.ov.mode != waitEach && !reusedProviders.Load() }
+func (s *step) overlapping() bool { return s.ov.mode != waitEach && !s.ov.sw.reused.Load() }
 
 // vet checks, before relying on it, that sp is what the reliance test
 // checked: a harness provider of this element alone. A provider of another
 // type (a test's own state backend) makes the step wait for each request
-// from here on. The same provider for two elements of a bundle fails the
-// bundle: the rows batched before it hold it too, and would read and write
-// through it the state of another key; from then on every step of the
-// process waits for each request, so the runner's retry is exact.
+// from here on. A provider that a row of the batch or a request in flight
+// holds fails the bundle: they would read and write through it the state
+// of another key; from then on the step waits for each request, so the
+// runner's retry is exact.
 func (s *step) vet(ctx context.Context, sp state.Provider) error {
 	t := reflect.TypeOf(sp)
 	if t != s.ov.spType {
 		if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath()+"."+t.Elem().Name() != harnessProvider {
-			if _, told := otherProviders.LoadOrStore(t, true); !told {
-				log.Warnf(ctx, "dedup: the stateful step waits for each state request: its state provider is a %v, not Beam's harness provider", t)
+			if _, told := s.ov.sw.others.LoadOrStore(t, true); !told {
+				log.Warnf(ctx, "dedup: the stateful step %s waits for each state request: its state provider is a %v, not Beam's harness provider", s.ov.io.step, t)
 			}
 			s.ov.mode = waitEach
 			return nil
 		}
 		s.ov.spType = t
 	}
-	reused := sp == s.ov.lastSP
+	reused := s.ov.io.holds(sp)
 	for i := range s.ov.batch {
 		reused = reused || s.ov.batch[i].sp == sp
 	}
-	s.ov.lastSP = sp
 	if reused {
-		reusedProviders.Store(true)
-		return fmt.Errorf("dedup: Beam handed two elements of a bundle the same state provider, which the stateful step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request")
+		s.ov.sw.reused.Store(true)
+		return fmt.Errorf("dedup: the stateful step %s: Beam handed an element a state provider that an earlier element of the bundle still holds, which the step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request", s.ov.io.step)
 	}
 	return nil
 }
@@ -336,10 +487,12 @@ func (s *step) flush(ctx context.Context, emit, drop rowEmit) error {
 		}
 		s.m.read(ctx)
 		k, f, sp := string(id), &fetched{}, r.sp // one copy of id for both maps
-		f.op = s.ov.io.issue(k, func() (err error) {
+		if f.op, err = s.ov.io.issue(sp, k, "read", func() (err error) {
 			f.was, err = s.store.fetch(sp)
 			return err
-		})
+		}); err != nil {
+			return s.abort(err)
+		}
 		s.ov.fetched[k] = f
 	}
 	for i := range s.ov.batch {
@@ -362,9 +515,8 @@ func (s *step) read(ctx context.Context, sp state.Provider, id []byte) (stored, 
 	}
 	if f, ok := s.ov.fetched[string(id)]; ok {
 		delete(s.ov.fetched, string(id))
-		<-f.op.done
-		if f.op.err != nil {
-			return stored{}, f.op.err
+		if err := s.ov.io.await(f.op); err != nil {
+			return stored{}, err
 		}
 		s.cache.put(id, f.was)
 		return f.was, nil
@@ -392,7 +544,9 @@ func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *sto
 	switch {
 	case c.none():
 	case s.overlapping():
-		s.ov.io.issue(string(id), func() error { return s.store.apply(sp, c) })
+		if _, err := s.ov.io.issue(sp, string(id), "write", func() error { return s.store.apply(sp, c) }); err != nil {
+			return stored{}, err
+		}
 	default:
 		if err := s.ov.io.settle(id); err != nil {
 			return stored{}, err
@@ -407,21 +561,25 @@ func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *sto
 // finishBundle decides what the batch holds and waits until every request
 // is answered.
 func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
-	err := s.flush(ctx, emit, drop)
-	s.ov.lastSP = nil
-	if werr := s.ov.io.wait(); err == nil {
-		err = werr
+	if err := s.flush(ctx, emit, drop); err != nil {
+		return err
 	}
-	return err
+	if err := s.ov.io.wait(); err != nil {
+		return s.abort(err)
+	}
+	return nil
 }
 
 // abort waits for the bundle's requests in flight, so that none outlives
-// it, forgets its batch and returns err.
+// it, forgets its batch and returns err. After a wait that ran out, it
+// waits no more: the step makes its requests anew.
 func (s *step) abort(err error) error {
 	s.ov.io.wait()
+	if s.ov.io.stuck {
+		s.ov.io = newRequests(s.ov.io.step)
+	}
 	s.ov.batch = emptied(s.ov.batch)
 	clear(s.ov.fetched)
-	s.ov.lastSP = nil
 	return err
 }
 

@@ -87,10 +87,20 @@ func (m *requestLog) bundle(active bool) {
 }
 
 // memBags is a state backend for the step tests: a bag per key, its
-// requests followed, with jitter.
+// requests followed, with jitter. before, when set, runs first in each
+// request ("get", "append", "clear") on the request's goroutine: a test's
+// failure, panic or hang.
 type memBags struct {
 	*requestLog
-	bags map[string][]any
+	bags   map[string][]any
+	before func(what, key string) error
+}
+
+func (m *memBags) hook(what, key string) error {
+	if m.before == nil {
+		return nil
+	}
+	return m.before(what, key)
 }
 
 func newMemBags() *memBags {
@@ -105,17 +115,26 @@ type memProvider struct {
 }
 
 func (p *memProvider) ReadBagState(string) ([]any, []state.Transaction, error) {
+	if err := p.m.hook("get", p.key); err != nil {
+		return nil, nil, err
+	}
 	var out []any
 	p.m.do(p.key, "get", func() { out = slices.Clone(p.m.bags[p.key]) })
 	return out, nil, nil
 }
 
 func (p *memProvider) WriteBagState(t state.Transaction) error {
+	if err := p.m.hook("append", p.key); err != nil {
+		return err
+	}
 	p.m.do(p.key, "append", func() { p.m.bags[p.key] = append(p.m.bags[p.key], t.Val) })
 	return nil
 }
 
 func (p *memProvider) ClearBagState(state.Transaction) error {
+	if err := p.m.hook("clear", p.key); err != nil {
+		return err
+	}
 	p.m.do(p.key, "clear", func() { p.m.bags[p.key] = nil })
 	return nil
 }

@@ -173,15 +173,16 @@ func (v versionsStore) apply(sp state.Provider, c change) error {
 // key's later rows (and timers) in the same bundle need no read: within a
 // bundle no one but this DoFn changes a key's state, and the Go SDK caches
 // no user state across elements (harness/statecache/statecache.go). It is
-// cleared at every bundle's start, and when it holds miniBatchMaxKeys keys.
+// cleared at every bundle's start, and when it holds max keys.
 type bundleCache struct {
 	keyEnc beam.ElementEncoder // for keys that are not []byte (KV input)
 	states map[string]stored
+	max    int // miniBatchMaxKeys, or a test's
 	buf    bytes.Buffer
 }
 
 func newBundleCache(keyType reflect.Type) *bundleCache {
-	c := &bundleCache{states: make(map[string]stored)}
+	c := &bundleCache{states: make(map[string]stored), max: miniBatchMaxKeys}
 	if keyType != reflect.TypeFor[[]byte]() {
 		c.keyEnc = beam.NewElementEncoder(keyType)
 	}
@@ -219,7 +220,7 @@ func (c *bundleCache) get(id []byte) (stored, bool) {
 
 // put records what the cell of the key called id holds.
 func (c *bundleCache) put(id []byte, st stored) {
-	if _, ok := c.states[string(id)]; !ok && len(c.states) >= miniBatchMaxKeys {
+	if _, ok := c.states[string(id)]; !ok && len(c.states) >= c.max {
 		c.reset()
 	}
 	c.states[string(id)] = st

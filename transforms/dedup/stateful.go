@@ -2,6 +2,7 @@ package dedup
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -107,7 +108,7 @@ func (s *step) setup(p *params, st store) error {
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
 	s.dec = beam.NewElementDecoder(p.ValueType.T)
-	s.setupOverlap(context.Background(), p.Overlap)
+	s.setupOverlap(context.Background(), cmp.Or(p.Metrics, Namespace), p.Overlap)
 	return nil
 }
 
