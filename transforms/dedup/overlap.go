@@ -12,19 +12,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	beamcore "github.com/apache/beam/sdks/v2/go/pkg/beam/core"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
-
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 )
 
-// Overlapped state requests. The Go SDK sends each state request and
-// blocks until its answer (harness/statemgr.go StateChannel.Send), so a
-// step that waits for each in turn spends most of a row waiting for round
-// trips. The step instead keeps several in flight within a bundle:
+// Overlapped state requests (the overlapped stateIO). The Go SDK sends
+// each state request and blocks until its answer (harness/statemgr.go
+// StateChannel.Send), so a step that waits for each in turn spends most of
+// a row waiting for round trips. The step instead keeps several in flight
+// within a bundle:
 //
 //   - overlapBatch (no timer family, global windows): rows are buffered,
 //     batchRows at a time, until a row of another pane arrives or until
@@ -40,9 +38,9 @@ import (
 //     processed, exec/timers.go userTimerAdapter) and an emitter only
 //     emits into that element's window; its read is waited for, its writes
 //     are not.
-//   - waitEach: every request is made and waited for in turn (OverlapState
-//     (false), an SDK this was not checked on, a state provider of
-//     another kind than Beam's harness).
+//   - waitEach: every request is made and waited for in turn (the waiting
+//     stateIO: OverlapState(false), an SDK this was not checked on, a
+//     state provider of another kind than Beam's harness).
 //
 // Either way a key's requests are made in order (each after the key's
 // previous one is answered), a key with requests in flight is read only
@@ -327,37 +325,35 @@ func (r *requests) wait() error {
 	return err
 }
 
-// pendingRow is a row of the batch, with what deciding it later needs: its
-// element's state provider and its processing time at arrival.
-type pendingRow struct {
-	w   beam.Window
-	ts  beam.EventTime
-	at  time.Time
-	sp  state.Provider
-	key beam.T
-	row beam.V
-}
-
 // fetched is a read issued for a batch: the key's state once op is done.
 type fetched struct {
 	op  *op
 	was stored
 }
 
-// overlap is a step's runtime of the overlap: its mode and what a bundle
-// has in flight.
-type overlap struct {
-	mode    overlapMode
+// overlapped keeps a bundle's state requests in flight together: it owns
+// the requests (their chain per key, their deadlines), the batch, and the
+// checks of the SDK and of each element's provider that this relies on.
+type overlapped struct {
+	batching bool // rows wait in a batch (overlapBatch)
+	// off: a provider of another type than the harness's came; the
+	// bundle's requests are waited for one by one, and the next bundle's
+	// go to the waiting stateIO.
+	off     bool
 	sw      *switches
-	io      *requests
+	req     *requests
+	store   store
+	cache   *bundleCache
+	m       *metricSet
 	batch   []pendingRow
 	fetched map[string]*fetched
 	spType  reflect.Type // the provider type vetted
 }
 
-// setupOverlap sets the mode, falling back to waitEach on an SDK the
-// reliance was not checked on.
-func (s *step) setupOverlap(ctx context.Context, name string, mode overlapMode) {
+// newStateIO is the stateIO of a step in mode: overlapped, or waiting on an
+// SDK the reliance was not checked on and once the step saw a reused
+// provider.
+func newStateIO(ctx context.Context, name string, mode overlapMode, st store, cache *bundleCache, m *metricSet) stateIO {
 	sw := switchesOf(name)
 	if mode != waitEach && !slices.Contains(vettedSDKs, beamcore.SdkVersion) {
 		sw.unvetted.Do(func() {
@@ -365,11 +361,21 @@ func (s *step) setupOverlap(ctx context.Context, name string, mode overlapMode) 
 		})
 		mode = waitEach
 	}
-	s.ov = overlap{mode: mode, sw: sw, io: newRequests(name), fetched: make(map[string]*fetched)}
+	if mode == waitEach || sw.reused.Load() {
+		return waiting{store: st, m: m}
+	}
+	return &overlapped{batching: mode == overlapBatch, sw: sw, req: newRequests(name), store: st, cache: cache, m: m, fetched: make(map[string]*fetched)}
 }
 
-// overlapping reports whether requests are issued apart from the DoFn.
-func (s *step) overlapping() bool { return s.ov.mode != waitEach && !s.ov.sw.reused.Load() }
+// on reports whether requests are issued apart from the DoFn.
+func (o *overlapped) on() bool { return !o.off && !o.sw.reused.Load() }
+
+func (o *overlapped) next() stateIO {
+	if o.on() {
+		return o
+	}
+	return waiting{store: o.store, m: o.m}
+}
 
 // vet checks, before relying on it, that sp is what the reliance test
 // checked: a harness provider of this element alone. A provider of another
@@ -378,208 +384,144 @@ func (s *step) overlapping() bool { return s.ov.mode != waitEach && !s.ov.sw.reu
 // holds fails the bundle: they would read and write through it the state
 // of another key; from then on the step waits for each request, so the
 // runner's retry is exact.
-func (s *step) vet(ctx context.Context, sp state.Provider) error {
+func (o *overlapped) vet(ctx context.Context, sp state.Provider) error {
 	t := reflect.TypeOf(sp)
-	if t != s.ov.spType {
+	if t != o.spType {
 		if t == nil || t.Kind() != reflect.Pointer || t.Elem().PkgPath()+"."+t.Elem().Name() != harnessProvider {
-			if _, told := s.ov.sw.others.LoadOrStore(t, true); !told {
-				log.Warnf(ctx, "dedup: the stateful step %s waits for each state request: its state provider is a %v, not Beam's harness provider", s.ov.io.step, t)
+			if _, told := o.sw.others.LoadOrStore(t, true); !told {
+				log.Warnf(ctx, "dedup: the stateful step %s waits for each state request: its state provider is a %v, not Beam's harness provider", o.req.step, t)
 			}
-			s.ov.mode = waitEach
+			o.off = true
 			return nil
 		}
-		s.ov.spType = t
+		o.spType = t
 	}
-	reused := s.ov.io.holds(sp)
-	for i := range s.ov.batch {
-		reused = reused || s.ov.batch[i].sp == sp
+	reused := o.req.holds(sp)
+	for i := range o.batch {
+		reused = reused || o.batch[i].sp == sp
 	}
 	if reused {
-		s.ov.sw.reused.Store(true)
-		return fmt.Errorf("dedup: the stateful step %s: Beam handed an element a state provider that an earlier element of the bundle still holds, which the step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request", s.ov.io.step)
+		o.sw.reused.Store(true)
+		return fmt.Errorf("dedup: the stateful step %s: Beam handed an element a state provider that an earlier element of the bundle still holds, which the step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request", o.req.step)
 	}
 	return nil
 }
 
-// admit checks, before a row or a firing is decided, that no request of
-// the bundle failed and that its provider may be relied on.
-func (s *step) admit(ctx context.Context, sp state.Provider) error {
-	if err := s.ov.io.failed(); err != nil {
-		return s.abort(err)
+func (o *overlapped) admit(ctx context.Context, sp state.Provider) error {
+	if err := o.req.failed(); err != nil {
+		return o.abort(err)
 	}
-	if s.overlapping() {
-		if err := s.vet(ctx, sp); err != nil {
-			return s.abort(err)
+	if o.on() {
+		if err := o.vet(ctx, sp); err != nil {
+			return o.abort(err)
 		}
 	}
 	return nil
 }
 
-// add takes a row of a step without timers: into the batch, or decided
-// now. Only rows in the no-firing pane wait in the batch, so that what the
-// batch emits from a later row's ProcessElement or from FinishBundle is in
-// its own pane (and the global window, the batch's). A row of another pane
-// (a GroupByKey's output, in one bundle with rows a FinishBundle emitted)
-// is decided at once, after the batch: the batch's output leaves first, in
+// take batches a row in the no-firing pane, so that what the batch emits
+// from a later row's ProcessElement or from FinishBundle is in its own
+// pane (and the global window, the batch's). A row of another pane (a
+// GroupByKey's output, in one bundle with rows a FinishBundle emitted) is
+// decided at once, after the batch: the batch's output leaves first, in
 // that row's pane, since Beam's emitters carry the pane of the element at
 // hand, and a key's outputs must leave in the order they were decided in
 // (a sink that keeps the last row it is sent depends on it).
-func (s *step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
-	if err := s.admit(ctx, sp); err != nil {
-		return err
-	}
-	at := s.now(ts.ToTime())
-	inPane := pn == typex.NoFiringPane()
-	if s.ov.mode == overlapBatch && s.overlapping() && inPane {
-		s.ov.batch = append(s.ov.batch, pendingRow{w: w, ts: ts, at: at, sp: sp, key: key, row: row})
-		if len(s.ov.batch) < batchRows {
+func (o *overlapped) take(ctx context.Context, r pendingRow, d decider, emit, drop rowEmit) error {
+	if o.batching && o.on() && r.pane == typex.NoFiringPane() {
+		o.batch = append(o.batch, r)
+		if len(o.batch) < batchRows {
 			return nil
 		}
-		return s.flush(ctx, emit, drop)
+		return o.flush(ctx, d, emit, drop)
 	}
-	if err := s.flush(ctx, emit, drop); err != nil {
+	if err := o.flush(ctx, d, emit, drop); err != nil {
 		return err
 	}
-	if _, err := s.process(ctx, w, ts, at, sp, key, row, emit, drop); err != nil {
-		return s.abort(err)
+	if err := d.decideRow(ctx, r, emit, drop); err != nil {
+		return o.abort(err)
 	}
 	return nil
-}
-
-// decide decides a row in its own ProcessElement, for a step with timers,
-// and returns the timer to set.
-func (s *step) decide(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
-	if err := s.admit(ctx, sp); err != nil {
-		return arming{}, err
-	}
-	a, err := s.process(ctx, w, ts, s.now(ts.ToTime()), sp, key, row, emit, drop)
-	if err != nil {
-		return arming{}, s.abort(err)
-	}
-	return a, nil
-}
-
-// fire decides a firing of the key's timer and returns the timer to set
-// next (onTimer).
-func (s *step) fire(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit rowEmit) (arming, error) {
-	if err := s.admit(ctx, sp); err != nil {
-		return arming{}, err
-	}
-	a, err := s.onTimer(ctx, w, ts, sp, proc, key, tag, emit)
-	if err != nil {
-		return arming{}, s.abort(err)
-	}
-	return a, nil
 }
 
 // flush decides the batch: the reads of the keys it needs go out together,
 // then each row is decided in its arrival order as its read is answered,
 // and its output emitted.
-func (s *step) flush(ctx context.Context, emit, drop rowEmit) error {
-	for i := range s.ov.batch {
-		r := &s.ov.batch[i]
-		id, err := s.cache.id(r.w, r.key)
+func (o *overlapped) flush(ctx context.Context, d decider, emit, drop rowEmit) error {
+	for i := range o.batch {
+		r := &o.batch[i]
+		id, err := o.cache.id(r.w, r.key)
 		if err != nil {
-			return s.abort(err)
+			return o.abort(err)
 		}
-		if _, ok := s.cache.get(id); ok || s.ov.fetched[string(id)] != nil {
+		if _, ok := o.cache.get(id); ok || o.fetched[string(id)] != nil {
 			continue
 		}
-		s.m.read(ctx)
+		o.m.read(ctx)
 		k, f, sp := string(id), &fetched{}, r.sp // one copy of id for both maps
-		if f.op, err = s.ov.io.issue(sp, k, "read", func() (err error) {
-			f.was, err = s.store.fetch(sp)
+		if f.op, err = o.req.issue(sp, k, "read", func() (err error) {
+			f.was, err = o.store.fetch(sp)
 			return err
 		}); err != nil {
-			return s.abort(err)
+			return o.abort(err)
 		}
-		s.ov.fetched[k] = f
+		o.fetched[k] = f
 	}
-	for i := range s.ov.batch {
-		r := &s.ov.batch[i]
-		if _, err := s.process(ctx, r.w, r.ts, r.at, r.sp, r.key, r.row, emit, drop); err != nil {
-			return s.abort(err)
+	for i := range o.batch {
+		if err := d.decideRow(ctx, o.batch[i], emit, drop); err != nil {
+			return o.abort(err)
 		}
 	}
-	s.ov.batch = emptied(s.ov.batch)
+	o.batch = emptied(o.batch)
 	return nil
 }
 
-// read returns the state of the key called id: from the bundle's cache, a
-// read its batch issued, or a read made now, after the key's requests in
-// flight are answered.
-func (s *step) read(ctx context.Context, sp state.Provider, id []byte) (stored, error) {
-	if was, ok := s.cache.get(id); ok {
-		s.m.stateCacheHits.Inc(ctx, 1)
-		return was, nil
-	}
-	if f, ok := s.ov.fetched[string(id)]; ok {
-		delete(s.ov.fetched, string(id))
-		if err := s.ov.io.await(f.op); err != nil {
+func (o *overlapped) read(ctx context.Context, sp state.Provider, id []byte) (stored, error) {
+	if f, ok := o.fetched[string(id)]; ok {
+		delete(o.fetched, string(id))
+		if err := o.req.await(f.op); err != nil {
 			return stored{}, err
 		}
-		s.cache.put(id, f.was)
 		return f.was, nil
 	}
-	if err := s.ov.io.settle(id); err != nil {
+	if err := o.req.settle(id); err != nil {
 		return stored{}, err
 	}
-	s.m.read(ctx)
-	was, err := s.store.fetch(sp)
-	if err != nil {
-		return stored{}, err
-	}
-	s.cache.put(id, was)
-	return was, nil
+	o.m.read(ctx)
+	return o.store.fetch(sp)
 }
 
-// write stores st, which the key called id's state became since it was
-// read as was: counted and cached now, its requests made now or issued.
-func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *stored, st *core.State) (stored, error) {
-	c, after, err := s.store.plan(ctx, s.m, was, st)
-	if err != nil {
-		return stored{}, err
-	}
-	s.cache.put(id, after)
-	switch {
-	case c.none():
-	case s.overlapping():
-		if _, err := s.ov.io.issue(sp, string(id), "write", func() error { return s.store.apply(sp, c) }); err != nil {
-			return stored{}, err
-		}
-	default:
-		if err := s.ov.io.settle(id); err != nil {
-			return stored{}, err
-		}
-		if err := s.store.apply(sp, c); err != nil {
-			return stored{}, err
-		}
-	}
-	return after, nil
-}
-
-// finishBundle decides what the batch holds and waits until every request
-// is answered.
-func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
-	if err := s.flush(ctx, emit, drop); err != nil {
+func (o *overlapped) write(sp state.Provider, id []byte, c change) error {
+	if o.on() {
+		_, err := o.req.issue(sp, string(id), "write", func() error { return o.store.apply(sp, c) })
 		return err
 	}
-	if err := s.ov.io.wait(); err != nil {
-		return s.abort(err)
+	if err := o.req.settle(id); err != nil {
+		return err
+	}
+	return o.store.apply(sp, c)
+}
+
+func (o *overlapped) finish(ctx context.Context, d decider, emit, drop rowEmit) error {
+	if err := o.flush(ctx, d, emit, drop); err != nil {
+		return err
+	}
+	if err := o.req.wait(); err != nil {
+		return o.abort(err)
 	}
 	return nil
 }
 
 // abort waits for the bundle's requests in flight, so that none outlives
 // it, forgets its batch and returns err. After a wait that ran out, it
-// waits no more: the step makes its requests anew.
-func (s *step) abort(err error) error {
-	s.ov.io.wait()
-	if s.ov.io.stuck {
-		s.ov.io = newRequests(s.ov.io.step)
+// waits no more: the next requests are made anew.
+func (o *overlapped) abort(err error) error {
+	o.req.wait()
+	if o.req.stuck {
+		o.req = newRequests(o.req.step)
 	}
-	s.ov.batch = emptied(s.ov.batch)
-	clear(s.ov.fetched)
+	o.batch = emptied(o.batch)
+	clear(o.fetched)
 	return err
 }
 

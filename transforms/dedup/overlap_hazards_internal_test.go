@@ -39,7 +39,7 @@ func newStepDriver(t *testing.T, name string, mode overlapMode) *stepDriver {
 		KindCol: "op", OutKindCol: "op", Metrics: name, Overlap: mode,
 	}}}
 	require.NoError(t, f.Setup())
-	f.s.ov.spType = reflect.TypeFor[*memProvider]() // the backend stands for the harness's
+	f.s.trust(reflect.TypeFor[*memProvider]()) // the backend stands for the harness's
 	b := newMemBags()
 	b.jitter = false
 	return &stepDriver{t: t, s: &f.s, b: b}
@@ -141,7 +141,7 @@ func TestOverlap_ARequestNeverAnsweredFailsTheBundleNamingTheStepAndTheRequest(t
 	} {
 		t.Run(tc.mode.String(), func(t *testing.T) {
 			d := newStepDriver(t, "hang-test", tc.mode)
-			d.s.ov.io.deadline = 50 * time.Millisecond
+			d.s.requests().deadline = 50 * time.Millisecond
 			never := make(chan struct{})
 			t.Cleanup(func() { close(never) })
 			d.b.before = func(what, key string) error {
@@ -237,7 +237,7 @@ func TestOverlap_AProviderAnEarlierElementStillHoldsFailsTheBundle(t *testing.T)
 	t.Run("held by a request in flight", func(t *testing.T) {
 		resetSwitches()
 		d := newStepDriver(t, "reuse-flight", overlapWrites)
-		d.s.ov.io.deadline = 50 * time.Millisecond // the failed bundle waits no longer for the append held back
+		d.s.requests().deadline = 50 * time.Millisecond // the failed bundle waits no longer for the append held back
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
 		d.b.before = func(what, key string) error {
@@ -261,7 +261,7 @@ func TestOverlap_AProviderAnEarlierElementStillHoldsFailsTheBundle(t *testing.T)
 		d.start()
 		sp := d.provider("k1")
 		require.NoError(t, d.row(sp, "k1", 1))
-		require.NoError(t, d.s.ov.io.settle([]byte("k1")))
+		require.NoError(t, d.s.requests().settle([]byte("k1")))
 		sp.key = "k2" // the provider now names another key, as the SDK's would
 		require.NoError(t, d.row(sp, "k2", 2))
 		require.NoError(t, d.finish())

@@ -177,7 +177,7 @@ func runUntimed(t *testing.T, newFn func() (untimedFn, *untimed), in []stepInput
 	ctx := context.Background()
 	fn, u := newFn()
 	require.NoError(t, fn.Setup())
-	u.s.ov.spType = reflect.TypeFor[*memProvider]() // the backend stands for the harness's
+	u.s.trust(reflect.TypeFor[*memProvider]()) // the backend stands for the harness's
 	backend := newMemBags()
 	var r stepRun
 	emit, drop := r.emitter(false), r.emitter(true)
@@ -393,7 +393,7 @@ func BenchmarkOverlap_WhatBufferingAddsPerRow(b *testing.B) {
 					KeyType: keyType, ValueType: rowType, Metrics: "bench", Overlap: mode,
 				}}}
 				require.NoError(b, f.Setup())
-				f.s.ov.spType = reflect.TypeFor[*memProvider]() // the backend stands for the harness's
+				f.s.trust(reflect.TypeFor[*memProvider]()) // the backend stands for the harness's
 				backend.bags = map[string][]any{}
 				start := time.Now()
 				f.StartBundle(ctx, emit, emit)
@@ -467,3 +467,14 @@ func (r *roundTrips) wait() {
 	r.in <- rt
 	<-rt.done
 }
+
+// trust makes s take providers of type t for the harness's, so that it
+// overlaps its requests on a test's backend.
+func (s *step) trust(t reflect.Type) {
+	if o, ok := s.io.(*overlapped); ok {
+		o.spType = t
+	}
+}
+
+// requests are s's requests in flight (it overlaps them).
+func (s *step) requests() *requests { return s.io.(*overlapped).req }

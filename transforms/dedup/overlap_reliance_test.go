@@ -170,7 +170,7 @@ func TestOverlap_FallsBackToWaitingWhereNotVetted(t *testing.T) {
 	assert.False(t, testStep(&fakeStore{}, reflect.TypeFor[[]byte](), overlapBatch).overlapping(), "an SDK not vetted")
 	vettedSDKs = was
 
-	require.NoError(t, s.vet(ctx, fakeProvider{}))
+	require.NoError(t, s.io.admit(ctx, fakeProvider{}))
 	assert.False(t, s.overlapping(), "a provider of another type")
 }
 

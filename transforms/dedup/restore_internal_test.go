@@ -451,9 +451,9 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 	}
 	d.call("Setup", "")
 	d.step = stepOf(t, fn)
-	require.NotEqual(t, waitEach, d.step.ov.mode, "the step overlaps by default")
+	require.IsType(t, &overlapped{}, d.step.io, "the step overlaps by default")
 	if overlap {
-		d.step.ov.spType = reflect.TypeFor[*restoreState]()
+		d.step.trust(reflect.TypeFor[*restoreState]())
 	}
 	return d
 }

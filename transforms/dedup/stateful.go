@@ -12,6 +12,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
@@ -80,7 +81,7 @@ type step struct {
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder
 	buf      bytes.Buffer
-	ov       overlap
+	io       stateIO
 }
 
 func (s *step) setup(p *params, st store) error {
@@ -108,7 +109,7 @@ func (s *step) setup(p *params, st store) error {
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
 	s.dec = beam.NewElementDecoder(p.ValueType.T)
-	s.setupOverlap(context.Background(), cmp.Or(p.Metrics, Namespace), p.Overlap)
+	s.io = newStateIO(context.Background(), cmp.Or(p.Metrics, Namespace), p.Overlap, st, s.cache, s.m)
 	return nil
 }
 
@@ -162,13 +163,6 @@ func (s *step) insertForm(a *arrival) any {
 		a.asInsert = s.withKind(a.row, rowkind.Insert)
 	}
 	return a.asInsert
-}
-
-// startBundle forgets what the last bundle cached, and what it had in
-// flight: a failed bundle may have written nothing of it.
-func (s *step) startBundle() {
-	s.cache.reset()
-	s.abort(nil)
 }
 
 // process decides on one row of key in window w, arriving at processing
@@ -417,4 +411,96 @@ func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any 
 		fn = &versionsFn{State: state.MakeBagState[[]byte](names.state), untimed: untimed{P: pr}}
 	}
 	return fn
+}
+
+// startBundle forgets what the last bundle cached, and what it had in
+// flight: a failed bundle may have written nothing of it.
+func (s *step) startBundle() {
+	s.cache.reset()
+	s.io.abort(nil)
+	s.io = s.io.next()
+}
+
+// add takes a row of a step without timers: decided now or batched
+// (stateIO.take).
+func (s *step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) error {
+	if err := s.io.admit(ctx, sp); err != nil {
+		return err
+	}
+	return s.io.take(ctx, pendingRow{pane: pn, w: w, ts: ts, at: s.now(ts.ToTime()), sp: sp, key: key, row: row}, s, emit, drop)
+}
+
+func (s *step) decideRow(ctx context.Context, r pendingRow, emit, drop rowEmit) error {
+	_, err := s.process(ctx, r.w, r.ts, r.at, r.sp, r.key, r.row, emit, drop)
+	return err
+}
+
+// decide decides a row in its own ProcessElement, for a step with timers,
+// and returns the timer to set.
+func (s *step) decide(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
+	if err := s.io.admit(ctx, sp); err != nil {
+		return arming{}, err
+	}
+	a, err := s.process(ctx, w, ts, s.now(ts.ToTime()), sp, key, row, emit, drop)
+	if err != nil {
+		return arming{}, s.io.abort(err)
+	}
+	return a, nil
+}
+
+// fire decides a firing of the key's timer and returns the timer to set
+// next (onTimer).
+func (s *step) fire(ctx context.Context, w beam.Window, ts beam.EventTime, sp state.Provider, proc bool, key beam.T, tag string, emit rowEmit) (arming, error) {
+	if err := s.io.admit(ctx, sp); err != nil {
+		return arming{}, err
+	}
+	a, err := s.onTimer(ctx, w, ts, sp, proc, key, tag, emit)
+	if err != nil {
+		return arming{}, s.io.abort(err)
+	}
+	return a, nil
+}
+
+// read returns the state of the key called id: from the bundle's cache, or
+// read through the stateIO.
+func (s *step) read(ctx context.Context, sp state.Provider, id []byte) (stored, error) {
+	if was, ok := s.cache.get(id); ok {
+		s.m.stateCacheHits.Inc(ctx, 1)
+		return was, nil
+	}
+	was, err := s.io.read(ctx, sp, id)
+	if err != nil {
+		return stored{}, err
+	}
+	s.cache.put(id, was)
+	return was, nil
+}
+
+// write stores st, which the key called id's state became since it was
+// read as was: counted and cached now, its requests made through the
+// stateIO.
+func (s *step) write(ctx context.Context, sp state.Provider, id []byte, was *stored, st *core.State) (stored, error) {
+	c, after, err := s.store.plan(ctx, s.m, was, st)
+	if err != nil {
+		return stored{}, err
+	}
+	s.cache.put(id, after)
+	if !c.none() {
+		if err := s.io.write(sp, id, c); err != nil {
+			return stored{}, err
+		}
+	}
+	return after, nil
+}
+
+// finishBundle decides what the batch holds and waits until every request
+// is answered.
+func (s *step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
+	return s.io.finish(ctx, s, emit, drop)
+}
+
+// overlapping reports whether requests are issued apart from the DoFn.
+func (s *step) overlapping() bool {
+	o, ok := s.io.(*overlapped)
+	return ok && o.on()
 }

@@ -92,7 +92,7 @@ func (f *fakeStore) apply(state.Provider, change) error { return nil }
 // testStep is a step on st for keys of type kt, as Setup makes it.
 func testStep(st store, kt reflect.Type, mode overlapMode) *step {
 	s := &step{store: st, cache: newBundleCache(kt), m: newMetricSet("test")}
-	s.setupOverlap(context.Background(), "test", mode)
+	s.io = newStateIO(context.Background(), "test", mode, st, s.cache, s.m)
 	return s
 }
 
