@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )

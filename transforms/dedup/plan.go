@@ -3,7 +3,8 @@ package dedup
 import (
 	"fmt"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
 )
 
 // The plan step: which expansion a transform of the family builds, decided
@@ -14,15 +15,15 @@ import (
 type expansion uint8
 
 const (
-	// statefulExpansion: per-key state in a stateful DoFn (stateful.go),
+	// statefulExpansion: per-key state in a stateful DoFn (step.Step),
 	// output at once; the expansion a stream needs.
 	statefulExpansion expansion = iota
 	// mergeExpansion: bounded input, a merge of each key's rows
-	// (bounded.go): a lifted combine, or an in-bundle merge and a
+	// (expand.go): a lifted combine, or an in-bundle merge and a
 	// GroupByKey.
 	mergeExpansion
 	// windowExpansion: window dedup, a combine per key and window
-	// (window.go).
+	// (expand.go, window.go).
 	windowExpansion
 )
 
@@ -57,10 +58,10 @@ type plan struct {
 	// one timer family of the DoFn (Beam Go 2.77 hangs a DoFn with two).
 	layout layout
 	family core.Family
-	// stateful: how the step issues its state requests (overlap.go): a
+	// stateful: how the step issues its state requests (step.OverlapMode): a
 	// batch's reads together where no timer is set and the window is
 	// global, else only the writes not waited for.
-	overlap overlapMode
+	overlap step.OverlapMode
 	// stateful: the keying step drops in-bundle duplicates before the
 	// shuffle (KeepFirst's pre-filter) or folds each key's rows of a
 	// bundle to the one that decides its state (KeepLast's fold). Both
@@ -141,11 +142,11 @@ func newPlan(c *config, in input) (plan, error) {
 	p.family = p.rules.Family()
 	switch {
 	case c.noOverlap:
-		p.overlap = waitEach
+		p.overlap = step.WaitEach
 	case p.family == core.NoFamily && in.globalWindows:
-		p.overlap = overlapBatch
+		p.overlap = step.OverlapBatch
 	default:
-		p.overlap = overlapWrites
+		p.overlap = step.OverlapWrites
 	}
 	if last || p.rules.EventTime {
 		p.layout = versions
