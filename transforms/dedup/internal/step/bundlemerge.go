@@ -155,3 +155,19 @@ func (m *BundleMerge) drain(emit func(key string, b *localBest)) error {
 	clear(m.best)
 	return nil
 }
+
+// rowEncoder makes one-row candidates.
+type rowEncoder struct {
+	enc beam.ElementEncoder
+	buf bytes.Buffer
+}
+
+// encode returns row's encoding (the merge's tie-break and its shuffle
+// form), a fresh slice.
+func (r *rowEncoder) encode(row any) ([]byte, error) {
+	r.buf.Reset()
+	if err := r.enc.Encode(row, &r.buf); err != nil {
+		return nil, fmt.Errorf("dedup: encoding row: %w", err)
+	}
+	return bytes.Clone(r.buf.Bytes()), nil
+}

@@ -3,7 +3,15 @@ package step
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 )
+
+// Candidate is the merge's accumulator (core.Candidate), with its own
+// coder (EncodeCandidate, DecodeCandidate).
+type Candidate = core.Candidate
+
+type candidate = Candidate
 
 // candidate's coder (merge.go has the merge it serves).
 

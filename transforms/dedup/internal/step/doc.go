@@ -21,5 +21,6 @@
 //	bundlemerge.go  BundleMerge: the combine's work within a bundle
 //	candidate.go    the merge accumulator's coder
 //	metrics.go      the counters' names and the one place an outcome is counted
+//	limits.go       how many keys a step holds per bundle
 //	register.go     Register: each runtime's method callers, without register.DoFnNxM
 package step

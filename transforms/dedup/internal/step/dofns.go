@@ -2,6 +2,7 @@ package step
 
 import (
 	"context"
+	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
@@ -100,4 +101,20 @@ func (t *Timed) OnTimer(ctx context.Context, w beam.Window, ts beam.EventTime, s
 // FinishBundle waits until every state request of the bundle is answered.
 func (t *Timed) FinishBundle(ctx context.Context, emit, drop rowEmit) error {
 	return t.s.finishBundle(ctx, emit, drop)
+}
+
+// Overlapping reports whether the step issues its requests apart from the
+// DoFn (for the library's tests).
+func (s *Step) Overlapping() bool {
+	o, ok := s.io.(*overlapped)
+	return ok && o.on()
+}
+
+// TrustProvider makes the step take state providers of type t for the
+// harness's, so that it overlaps its requests on a test's own backend
+// (which must then lock its cells against the step's goroutines).
+func (s *Step) TrustProvider(t reflect.Type) {
+	if o, ok := s.io.(*overlapped); ok {
+		o.spType = t
+	}
 }

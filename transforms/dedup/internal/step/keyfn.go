@@ -52,9 +52,6 @@ type (
 	dropEmit  = func(beam.EventTime, beam.T)
 )
 
-// miniBatchMaxKeys bounds the keys a keying step holds per bundle.
-const miniBatchMaxKeys = 100_000
-
 // StartBundle drops what a failed bundle may have left. It takes the
 // emitters only because Beam requires the emitters of ProcessElement there
 // too.

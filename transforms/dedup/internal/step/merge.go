@@ -23,12 +23,6 @@ import (
 // standing in for arrival so that batch results are repeatable; where its
 // rows went is the rules' Settle. The same merge serves window dedup.
 
-// Candidate is the merge's accumulator (core.Candidate), with its own
-// coder (EncodeCandidate, DecodeCandidate).
-type Candidate = core.Candidate
-
-type candidate = Candidate
-
 // CandidateMerge is Direction.Merge as a Beam combine (CombinePerKey).
 type CandidateMerge struct {
 	Dir core.Direction
@@ -101,22 +95,6 @@ func (f *ToCandidate) flush(emit candKVEmit) error {
 // FinishBundle emits what the bundle left in the map.
 func (f *ToCandidate) FinishBundle(emit candKVEmit, _ dropKVEmit) error {
 	return f.flush(emit)
-}
-
-// rowEncoder makes one-row candidates.
-type rowEncoder struct {
-	enc beam.ElementEncoder
-	buf bytes.Buffer
-}
-
-// encode returns row's encoding (the merge's tie-break and its shuffle
-// form), a fresh slice.
-func (r *rowEncoder) encode(row any) ([]byte, error) {
-	r.buf.Reset()
-	if err := r.enc.Encode(row, &r.buf); err != nil {
-		return nil, fmt.Errorf("dedup: encoding row: %w", err)
-	}
-	return bytes.Clone(r.buf.Bytes()), nil
 }
 
 // FromCandidate emits each key's kept row, KV<key, row>, with its own

@@ -145,9 +145,3 @@ func (m *metricSet) settlement(ctx context.Context, s *core.Settlement) {
 		m.emittedKind[s.Kind].Inc(ctx, 1)
 	}
 }
-
-// read counts a read of a key's state.
-func (m *metricSet) read(ctx context.Context) {
-	m.stateReads.Inc(ctx, 1)
-	m.stateGets.Inc(ctx, getsPerRead)
-}

@@ -29,8 +29,8 @@ func init() {
 	register.Iter1[candidate]()
 }
 
-// runtime is a DoFn runtime of this package, embedded in a DoFn type.
-type runtime interface {
+// embedded is a DoFn runtime of this package, embedded in a DoFn type.
+type embedded interface {
 	// callers are the callers of its methods but Setup, for one instance.
 	callers() dofn.Methods
 }
@@ -41,7 +41,7 @@ type runtime interface {
 func Register(fns ...any) {
 	for _, fn := range fns {
 		dofn.Register(fn, func(fn any) dofn.Methods {
-			m := fn.(runtime).callers()
+			m := fn.(embedded).callers()
 			setup := fn.(interface{ Setup() error }).Setup
 			m["Setup"] = dofn.F0x1(setup, func() any { return setup() })
 			return m

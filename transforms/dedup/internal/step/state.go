@@ -48,6 +48,12 @@ const (
 	clearsPerClear    = 1
 )
 
+// read counts a read of a key's state.
+func (m *metricSet) read(ctx context.Context) {
+	m.stateReads.Inc(ctx, 1)
+	m.stateGets.Inc(ctx, getsPerRead)
+}
+
 // stored is a key's state as its cell holds it, with what writing it back
 // needs: the marks, or how many versions the bag holds.
 type stored struct {

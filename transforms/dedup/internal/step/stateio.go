@@ -50,6 +50,10 @@ type pendingRow struct {
 	row  beam.V
 }
 
+// rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
+// its dropped rows.
+type rowEmit = func(beam.EventTime, beam.T, beam.V)
+
 // decider decides a row: the step.
 type decider interface {
 	decideRow(ctx context.Context, r pendingRow, emit, drop rowEmit) error

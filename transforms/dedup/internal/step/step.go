@@ -49,10 +49,6 @@ type Params struct {
 	Overlap OverlapMode
 }
 
-// rowEmit is the stateful step's emitter of KV<key, row>, for its kept and
-// its dropped rows.
-type rowEmit = func(beam.EventTime, beam.T, beam.V)
-
 // Step is the runtime of a stateful DoFn.
 type Step struct {
 	rules core.Rules
@@ -448,20 +444,4 @@ func (s *Step) write(ctx context.Context, sp state.Provider, id []byte, was *sto
 // is answered.
 func (s *Step) finishBundle(ctx context.Context, emit, drop rowEmit) error {
 	return s.io.finish(ctx, s, emit, drop)
-}
-
-// Overlapping reports whether the step issues its requests apart from the
-// DoFn (for the library's tests).
-func (s *Step) Overlapping() bool {
-	o, ok := s.io.(*overlapped)
-	return ok && o.on()
-}
-
-// TrustProvider makes the step take state providers of type t for the
-// harness's, so that it overlaps its requests on a test's own backend
-// (which must then lock its cells against the step's goroutines).
-func (s *Step) TrustProvider(t reflect.Type) {
-	if o, ok := s.io.(*overlapped); ok {
-		o.spType = t
-	}
 }
