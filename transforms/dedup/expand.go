@@ -15,7 +15,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
-	"github.com/beamdedup/beamdedup/transforms/prismsplit"
+	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -86,7 +86,7 @@ func build(s beam.Scope, col beam.PCollection, opts []Option, t transform) (Resu
 	b := builder{s: s.Scope(uid), c: &c, p: &p, sh: &sh, uid: uid, metrics: metricsNamespace(t, uid)}
 	var r Result
 	if p.expansion == statefulExpansion {
-		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("dedup.%v (UID %s)", t, uid))
+		prismwarn.Check(context.Background(), prismwarn.Construction, fmt.Sprintf("dedup.%v (UID %s)", t, uid))
 		r = b.stateful(col)
 	} else {
 		r = b.merge(col)

@@ -33,19 +33,39 @@ func readInto(pr beam.PipelineResult, uid string, fields map[string]*int64, ts .
 	}
 }
 
-// Cost is what the stateful steps cost: reads of a key's state and writes
-// of a change (SDK calls), the Fn API state requests they made by kind,
-// the reads a bundle's cache spared, and timers set.
+// Cost is what the stateful steps cost; each field is the sum of the Beam
+// counter of that name in the transform's namespace.
 type Cost struct {
-	StateReads, StateWrites, StateGets, StateAppends, StateClears, StateCacheHits, TimerSets int64
+	StateReads     int64 // state_reads: reads of a key's state (SDK calls)
+	StateWrites    int64 // state_writes: writes of a change (SDK calls)
+	StateGets      int64 // state_gets: the Fn API get requests they made
+	StateAppends   int64 // state_appends: append requests
+	StateClears    int64 // state_clears: clear requests
+	StateCacheHits int64 // state_cache_hits: reads a bundle's cache spared
+	TimerSets      int64 // timer_sets: timers set
 }
 
 // Counters are the counters of KeepFirst and window dedup, summed over the
-// instances read (ReadCounters, CountersOf).
+// instances read (ReadCounters, CountersOf). Each field is the sum of the
+// Beam counter of that name in namespace Namespace/<transform>/<UID>
+// (docs/keepfirst.md, "Metrics"). Every input row lands in exactly one of
+// emitted, duplicates_dropped, late_dropped, candidates_replaced,
+// changelog_swallowed, retractions_ignored and dead_lettered, or is a
+// candidate still pending (Pending).
 type Counters struct {
-	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
-	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
-	TTLRefreshes, MiniBatchDropped int64
+	RowsIn             int64 // rows_in: rows entering the transform
+	Emitted            int64 // emitted: rows emitted
+	DuplicatesDropped  int64 // duplicates_dropped: later rows of a kept key
+	LateDropped        int64 // late_dropped: event-time rows of a key already emitted
+	CandidatesReplaced int64 // candidates_replaced: pending candidates replaced by an earlier row
+	ChangelogSwallowed int64 // changelog_swallowed: -U/-D rows of an emitted key
+	RetractionsIgnored int64 // retractions_ignored: -U/-D rows of a key not seen
+	KeysExpired        int64 // keys_expired: key periods a TTL ended
+	DeadLettered       int64 // dead_lettered: rows that could not be processed
+	TTLRefreshes       int64 // ttl_refreshes: duplicates that extended a key's retention
+	// MiniBatchDropped, minibatch_dropped: the part of DuplicatesDropped
+	// dropped before the shuffle.
+	MiniBatchDropped int64
 	Cost
 }
 
@@ -57,10 +77,26 @@ func (c Counters) Pending() int64 {
 }
 
 // LastCounters are KeepLast's counters, summed over the instances read
-// (ReadLastCounters, LastCountersOf).
+// (ReadLastCounters, LastCountersOf), by the same names
+// (docs/keeplast.md, "Metrics"). Every input row lands in exactly one of
+// inserts, updates, deletes_in, duplicates_dropped, out_of_order_dropped,
+// retractions_ignored, dead_lettered and superseded (Unaccounted).
 type LastCounters struct {
-	RowsIn, Inserts, Updates, DeletesIn, DuplicatesDropped, OutOfOrderDropped,
-	RetractionsIgnored, Superseded, KeysExpired, DeadLettered, TTLRefreshes, MiniBatchDropped,
+	RowsIn             int64 // rows_in: rows entering KeepLast
+	Inserts            int64 // inserts: rows that became a key's first row (+I)
+	Updates            int64 // updates: rows that replaced a key's stored row
+	DeletesIn          int64 // deletes_in: -U/-D rows that deleted a key's stored row
+	DuplicatesDropped  int64 // duplicates_dropped: rows equal to the stored one
+	OutOfOrderDropped  int64 // out_of_order_dropped: ordered rows below the stored value
+	RetractionsIgnored int64 // retractions_ignored: -U/-D rows of a key not stored
+	Superseded         int64 // superseded: rows merged away before the state (bounded input, the mini-batch fold)
+	KeysExpired        int64 // keys_expired: key periods a TTL ended
+	DeadLettered       int64 // dead_lettered: rows that could not be processed
+	TTLRefreshes       int64 // ttl_refreshes: duplicates that extended a key's retention
+	MiniBatchDropped   int64 // minibatch_dropped: the part of Superseded the fold merged away
+	// EmittedUpdateBefore, EmittedUpdateAfter and EmittedDelete
+	// (emitted_update_before, emitted_update_after, emitted_delete) count
+	// the -U, +U and -D rows emitted; +I rows are Inserts.
 	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
 	Cost
 }

@@ -26,6 +26,7 @@ package core
 
 import (
 	"github.com/beamdedup/beamdedup/coders/statecoder"
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -84,7 +85,7 @@ type Row struct {
 
 // Order is the row's place in its key's order.
 func (r Row) Order() rowspec.Order {
-	return rowspec.Order{Seq: r.Seq, Time: rowspec.Micros(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
+	return rowspec.Order{Seq: r.Seq, Time: micros.Of(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
 }
 
 // stored is the order of a key's stored row (First's candidate, Last's
@@ -92,7 +93,7 @@ func (r Row) Order() rowspec.Order {
 // as the retraction it stands for. (The state compares only where rows are
 // ordered by a value, so never Stamped without a SequenceBy value.)
 func stored(st *State) rowspec.Order {
-	return rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
+	return rowspec.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
 }
 
 // Outcome is what happened to an input row. Each row has exactly one, and

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -60,7 +61,7 @@ type Candidate struct {
 
 // Order is the kept row's place in its key's order.
 func (m Candidate) Order() rowspec.Order {
-	return rowspec.Order{Seq: m.Seq, Time: rowspec.Micros(m.TS, m.Micros), Stamped: m.Stamped, Retraction: m.Retract}
+	return rowspec.Order{Seq: m.Seq, Time: micros.Of(m.TS, m.Micros), Stamped: m.Stamped, Retraction: m.Retract}
 }
 
 // CompareMerged orders the kept rows of a and b (both Has) where there is

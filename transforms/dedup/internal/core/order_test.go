@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -219,7 +220,7 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 				}
 			}
 			assert.Equal(t, string(want.row), string(st.Cand), "iteration %d: %v", iter, arrival)
-			assert.Equal(t, want.order(), rowspec.Order{Time: rowspec.Micros(st.CandTime, st.Micros)})
+			assert.Equal(t, want.order(), rowspec.Order{Time: micros.Of(st.CandTime, st.Micros)})
 
 			m := merged(rng, core.KeepFirst, arrival)
 			require.True(t, m.Has)
@@ -251,7 +252,7 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 				assert.Equal(t, string(want.row), string(table.row), "iteration %d: the table holds KeepLast's row: %v", iter, arrival)
 				assert.False(t, table.order.Retraction)
 			}
-			assert.Equal(t, want.order(), rowspec.Order{Seq: st.Seq, Time: rowspec.Micros(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
+			assert.Equal(t, want.order(), rowspec.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
 				"iteration %d", iter)
 
 			// The mini-batch fold passes on the winner alone, which leaves

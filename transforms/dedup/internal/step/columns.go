@@ -7,6 +7,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -60,8 +61,8 @@ func (c *Columns) check(ts beam.EventTime, v reflect.Value, seq []byte) (checked
 	}
 	r := checked{ts: ts, kind: vals.Kind, seq: vals.Order.Seq}
 	if vals.HasTime {
-		// Within Beam's timestamp range (rowspec.MinMillis, MaxMillis).
-		ms, us := rowspec.SplitMicros(vals.Order.Time)
+		// Within Beam's timestamp range (micros.MinMillis, MaxMillis).
+		ms, us := micros.Split(vals.Order.Time)
 		r.ts, r.micros, r.onTime = mtime.Time(ms), us, true
 	}
 	return r, ""

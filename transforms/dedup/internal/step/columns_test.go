@@ -6,19 +6,9 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
-
-// rowspec, which imports no Beam, states Beam's timestamp range itself: if
-// Beam's changed, this says so.
-func TestRowspecsTimeRangeIsBeamsTimestampRange(t *testing.T) {
-	assert.Equal(t, int64(mtime.MinTimestamp), int64(rowspec.MinMillis))
-	assert.Equal(t, int64(mtime.MaxTimestamp), int64(rowspec.MaxMillis))
-}
 
 // timedRow has an OnTime column.
 type timedRow struct {

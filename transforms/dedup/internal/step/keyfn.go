@@ -10,6 +10,7 @@ import (
 	"github.com/beamdedup/beamdedup/coders/keycoder"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/rowjson"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
@@ -154,7 +155,7 @@ func (f *KeyPairs) ProcessElement(ctx context.Context, ts beam.EventTime, k beam
 		c, reason := f.Checks.check(ts, reflect.ValueOf(v), nil)
 		if reason != "" {
 			f.m.deadLettered.Inc(ctx, 1)
-			dead(deadletter.DeadLetter{Row: deadletter.KVJSON(k, v), Reason: reason, Transform: f.UID})
+			dead(deadletter.DeadLetter{Row: rowjson.KV(k, v), Reason: reason, Transform: f.UID})
 			return
 		}
 		ts = c.ts

@@ -14,8 +14,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
-	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -70,7 +70,7 @@ type Step struct {
 }
 
 func (s *Step) setup(p *Params, st Store) error {
-	prismsplit.Check(context.Background(), prismsplit.Run, "a dedup step")
+	prismwarn.Check(context.Background(), prismwarn.Run, "a dedup step")
 	s.store = st
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last

@@ -1,4 +1,4 @@
-package prismsplit
+package prismwarn
 
 import "sync"
 
