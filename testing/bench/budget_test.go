@@ -156,7 +156,7 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (beam.PipelineResult, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), deduptest.ForceStateful()}, opts...)
+	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.AsStream()}, opts...)
 	// The Reshuffle keeps the step out of the sink's stage: fused with it,
 	// a stage with no output and no timer makes Prism busy-wait, which
 	// stalled a KeepLast run for minutes on a loaded machine

@@ -21,7 +21,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
@@ -293,7 +292,7 @@ func TestKeepLast_StatefulOnBoundedInputEndsWithTheSameRowPerKeyOnBothRunners(t 
 				}
 			}
 			in := beam.ParDo(s, withEventTime, beam.Create(s, rows...))
-			last := dedup.KeepLast(s, in, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), deduptest.ForceStateful(), dedup.MiniBatch(false))
+			last := dedup.KeepLast(s, in, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.AsStream(), dedup.MiniBatch(false))
 			counts := changelog.CountPerKey(s, last.Rows, changelog.KindColumn("op"), changelog.GroupBy("status")).Counts
 			final := collect(s, counts, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))

@@ -21,7 +21,6 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
 	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -115,7 +114,7 @@ type countConfig struct {
 	key     []string // the rows' key (Spec.Key): bounded input matches a key's retractions with its rows
 	groupBy []string
 	uid     string
-	hooks   testhook.Count
+	stream  bool // AsStream
 	errs    []error
 }
 
@@ -188,11 +187,12 @@ func UID(uid string) Option {
 	}
 }
 
-func init() {
-	testhook.CountOption = func(set func(*testhook.Count)) any {
-		return Option(func(c *countConfig) { set(&c.hooks) })
-	}
-}
+// AsStream counts bounded input as a stream: a count per group updated
+// with each change, emitted every time it changes (the stateful
+// expansion), rather than one total per group at the end. So a file gives
+// the counts a stream would, to try the streaming pipeline on a file.
+// Unbounded input always counts so.
+func AsStream() Option { return func(c *countConfig) { c.stream = true } }
 
 func init() {
 	type deadEmit = func(deadletter.DeadLetter)
@@ -310,7 +310,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 	}
 	s = s.Scope(c.uid)
 	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
-	bounded := pcol.IsBounded(rows) && !c.hooks.ForceStateful
+	bounded := pcol.IsBounded(rows) && !c.stream
 	p.Bounded = bounded
 	if bounded {
 		p.Key = c.key

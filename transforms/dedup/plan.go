@@ -104,7 +104,7 @@ func newPlan(c *config, in input) (plan, error) {
 	case c.transform.window():
 		p.expansion = windowExpansion
 		p.grouped = c.dropped
-	case in.bounded && !c.hooks.ForceStateful && c.eventTTL == 0 && !(in.floatKey && !inBundle && !c.dropped):
+	case in.bounded && !c.asStream && c.eventTTL == 0 && !(in.floatKey && !inBundle && !c.dropped):
 		// On bounded input a key's first or last row is a plain minimum or
 		// maximum: no per-row state access. Event-time retention splits a
 		// key's rows into periods, which one merge cannot express.
@@ -120,7 +120,7 @@ func newPlan(c *config, in input) (plan, error) {
 		if !in.bounded {
 			return plan{}, fmt.Errorf("SequenceBy(%q) needs all of a key's rows before the first is known, which a stream never has; use OnTime(%q) for the event-time first row (emitted when the watermark passes it), or window dedup", c.sequenceBy, c.sequenceBy)
 		}
-		return plan{}, fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which ForceStateful and EventTimeTTL turn off", c.sequenceBy)
+		return plan{}, fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which AsStream and EventTimeTTL turn off", c.sequenceBy)
 	}
 	if p.expansion != statefulExpansion {
 		return p, nil
