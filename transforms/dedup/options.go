@@ -249,6 +249,15 @@ func KindColumn(column string) Option {
 // windowed input without EventTimeTTL, folds each key's rows of a bundle to
 // the one that decides its final state, so intermediate versions inside a
 // bundle are not emitted. Final results are the same either way.
+//
+// With MiniBatch(false) every row reaches the stateful step, and KeepLast
+// emits a change for each that changes its key, on every runner. Which
+// rows those are depends on the order the runner hands a key's rows to the
+// step, which no option sets: ordered by OnTime or SequenceBy, a row that
+// arrives after a newer one is dropped as out of order. Flink, for one,
+// deals a source's rows out to the keying step's parallel subtasks, so a
+// key's rows need not reach the step in the source's order
+// (docs/runners.md).
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
 
 // AsStream expands KeepFirst and KeepLast on bounded input as on a stream:
