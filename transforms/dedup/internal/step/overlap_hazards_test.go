@@ -165,7 +165,9 @@ func TestOverlap_ARequestNeverAnsweredFailsTheBundleNamingTheStepAndTheRequest(t
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "the stateful step hang-test "+tc.want)
 
-			d.b.Before, d.out = nil, nil
+			// The request never answered still runs its hook: the next
+			// bundle's key is one the hook lets through.
+			d.out = nil
 			d.start()
 			require.NoError(t, within(t, func() error {
 				return errors.Join(d.row(nil, "k4", 4), d.finish())
