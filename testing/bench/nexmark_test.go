@@ -12,7 +12,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func TestNexmarkBidsFollowNexmarksProportionsAndSkew(t *testing.T) {
@@ -75,7 +74,7 @@ func q18(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollecti
 var nexmarkCases = []nexmarkCase{
 	q0,
 	{"q18_keeplast_bounded", q18()},
-	{"q18_keeplast_stateful", q18(deduptest.ForceStateful())},
+	{"q18_keeplast_stateful", q18(dedup.AsStream())},
 }
 
 // BenchmarkNexmark runs Nexmark q0 and q18 on the same generated events
