@@ -32,6 +32,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/fileio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs"   // gs:// paths
@@ -85,7 +86,9 @@ const StageParse = "parse"
 func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(ErrorLine)](&parseFn{})
 	register.Function2x0(countFile)
-	register.DoFn1x2[beam.X, string, error](&formatFn{})
+	register.DoFn2x1[beam.X, func(string), error](&formatFn{})
+	register.DoFn2x0[string, func(string)](&linesFn{})
+	register.Emitter1[string]()
 	register.Function1x1(fromDeadLetter)
 	register.Emitter1[beam.Y]()
 	register.Emitter1[ErrorLine]()
@@ -272,20 +275,100 @@ func quoteShort(s string) string {
 // JSON Lines, in one file. The order of the lines is unspecified.
 func Write(s beam.Scope, path string, rows beam.PCollection) {
 	s = s.Scope("WriteJSONL")
-	textio.Write(s, path, beam.ParDo(s, &formatFn{}, rows))
+	textio.Write(s, path, beam.ParDo(s, &formatFn{Chunk: inChunks(rows)}, rows))
 }
 
-type formatFn struct{}
+// WriteLines writes lines, a PCollection of strings, to path, a line each,
+// in one file, as Write does.
+func WriteLines(s beam.Scope, path string, lines beam.PCollection) {
+	s = s.Scope("WriteLines")
+	textio.Write(s, path, beam.ParDo(s, &linesFn{Chunk: inChunks(lines)}, lines))
+}
 
-func (*formatFn) ProcessElement(row beam.X) (string, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false) // keep "<" and "&" readable in the output
-	if err := enc.Encode(row); err != nil {
-		return "", fmt.Errorf("encoding %T as JSON: %w", row, err)
+// inChunks reports whether col's lines are written in chunks: up to
+// chunkBytes of lines joined by newlines an element, and a bundle's last.
+// textio writes every element it is given as a line, through a GroupByKey
+// on one key, so a chunk writes the same bytes as its lines one by one,
+// and the runner carries one element a chunk instead of one a row. Only
+// globally windowed lines are: a bundle's last chunk lands in the global
+// window.
+func inChunks(col beam.PCollection) bool {
+	return col.WindowingStrategy().Fn.Kind == window.GlobalWindows
+}
+
+// chunkBytes is the size past which a chunk of lines is emitted.
+const chunkBytes = 64 << 10
+
+// chunk holds lines, each ended by a newline, until they are emitted.
+type chunk struct {
+	On  bool `json:"on"` // false: each line is emitted at once
+	buf bytes.Buffer
+}
+
+// done emits the lines held once they fill a chunk (at once when not On).
+func (c *chunk) done(emit func(string)) {
+	if !c.On || c.buf.Len() >= chunkBytes {
+		c.flush(emit)
 	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
 }
+
+// flush emits the lines held without the last newline (textio writes one
+// after each element).
+func (c *chunk) flush(emit func(string)) {
+	if n := c.buf.Len(); n > 0 {
+		emit(string(c.buf.Bytes()[:n-1]))
+		c.buf.Reset()
+	}
+}
+
+// formatFn encodes rows as JSON lines into chunks.
+type formatFn struct {
+	Chunk bool `json:"chunk"`
+
+	c   chunk
+	enc *json.Encoder
+}
+
+func (f *formatFn) Setup() {
+	f.c.On = f.Chunk
+	f.enc = json.NewEncoder(&f.c.buf)
+	f.enc.SetEscapeHTML(false) // keep "<" and "&" readable in the output
+}
+
+// StartBundle drops what a failed bundle may have left.
+func (f *formatFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
+
+func (f *formatFn) ProcessElement(row beam.X, emit func(string)) error {
+	if err := f.enc.Encode(row); err != nil { // writes nothing on failure
+		return fmt.Errorf("encoding %T as JSON: %w", row, err)
+	}
+	f.c.done(emit)
+	return nil
+}
+
+// FinishBundle emits the bundle's last chunk.
+func (f *formatFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
+
+// linesFn gathers lines into chunks.
+type linesFn struct {
+	Chunk bool `json:"chunk"`
+
+	c chunk
+}
+
+func (f *linesFn) Setup() { f.c.On = f.Chunk }
+
+// StartBundle drops what a failed bundle may have left.
+func (f *linesFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
+
+func (f *linesFn) ProcessElement(line string, emit func(string)) {
+	f.c.buf.WriteString(line)
+	f.c.buf.WriteByte('\n')
+	f.c.done(emit)
+}
+
+// FinishBundle emits the bundle's last chunk.
+func (f *linesFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
 
 // FromDeadLetters turns the transforms' dead letters (a PCollection of
 // deadletter.DeadLetter) into ErrorLines, with Stage set to the refusing

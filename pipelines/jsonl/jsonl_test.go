@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -173,4 +175,68 @@ func TestReadFailsTheJobWhenThePathMatchesNoFileAtRunTime(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	_, err = jobrun.Run(context.Background(), p, prismtest.Options(t, time.Minute))
 	assert.ErrorContains(t, err, "no files matching pattern")
+}
+
+// A chunk of lines is the rows' lines joined by newlines: textio, writing
+// a newline after each element, writes the same bytes as for one line an
+// element.
+func TestFormatFnChunksAreTheRowsLinesJoined(t *testing.T) {
+	rows := make([]row, 3000)
+	var want []string
+	for i := range rows {
+		rows[i] = row{ID: fmt.Sprintf("id-<%d>&", i), N: i}
+		b, err := json.Marshal(rows[i])
+		require.NoError(t, err)
+		want = append(want, strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(b)))
+	}
+	for _, chunk := range []bool{false, true} {
+		fn := &formatFn{Chunk: chunk}
+		fn.Setup()
+		var got []string
+		emit := func(s string) { got = append(got, s) }
+		fn.StartBundle(emit)
+		for _, r := range rows {
+			require.NoError(t, fn.ProcessElement(r, emit))
+		}
+		fn.FinishBundle(emit)
+		assert.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"), "chunk=%v", chunk)
+		if chunk {
+			assert.Less(t, len(got), 10, "chunks of up to %d bytes", chunkBytes)
+			assert.Greater(t, len(got), 1)
+		} else {
+			assert.Len(t, got, len(rows), "a line an element")
+		}
+	}
+}
+
+// Write writes every row once as a line, whether its rows are in the
+// global window (in chunks) or in others (a line an element).
+func TestWriteWritesEveryRowOnce(t *testing.T) {
+	for _, windowed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("windowed=%v", windowed), func(t *testing.T) {
+			var rows []any
+			want := map[string]bool{}
+			for i := range 5000 {
+				rows = append(rows, row{ID: fmt.Sprintf("r%d", i), N: i})
+				want[fmt.Sprintf(`{"id":"r%d","n":%d}`, i, i)] = true
+			}
+			p, s := beam.NewPipelineWithRoot()
+			col := beam.Create(s, rows...)
+			if windowed {
+				col = beam.WindowInto(s, window.NewFixedWindows(time.Minute), col)
+			}
+			out := filepath.Join(t.TempDir(), "out.jsonl")
+			Write(s, out, col)
+			prismtest.Run(t, p, time.Minute)
+			b, err := os.ReadFile(out)
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			assert.Len(t, lines, len(rows))
+			got := map[string]bool{}
+			for _, l := range lines {
+				got[l] = true
+			}
+			assert.Equal(t, want, got)
+		})
+	}
 }
