@@ -33,6 +33,7 @@ func orderLines(n int) []string {
 // orders file: the checks, the JSON decoding, the counters.
 func BenchmarkParseFn_OrderLine(b *testing.B) {
 	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[orderRow]()}}
+	fn.Setup()
 	lines := orderLines(1024)
 	ctx := context.Background()
 	rows := 0

@@ -60,6 +60,8 @@ func (r *row) Validate() error {
 
 func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}}
+	fn.Setup()
+	require.True(t, fn.fast, "row decodes with json.Unmarshal first")
 	for _, tc := range []struct {
 		name, line string
 		want       any    // the emitted row, if any
@@ -106,6 +108,7 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 // bytes kept.
 func TestParseFnDeadLettersALineThatIsNotUTF8KeepingItsBytes(t *testing.T) {
 	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}}
+	fn.Setup()
 	for _, line := range []string{"{\"id\":\"u\xff1\",\"n\":1}", "{\"id\":\"u\xfe1\",\"n\":1}"} {
 		var rows []any
 		var dead []ErrorLine
@@ -239,4 +242,65 @@ func TestWriteWritesEveryRowOnce(t *testing.T) {
 			assert.Equal(t, want, got)
 		})
 	}
+}
+
+// The types json.Unmarshal decodes first: those it decodes as a Decoder
+// with UseNumber does.
+func TestPlainTypesAreThoseWithoutInterfacesMapsOrDecoders(t *testing.T) {
+	type inner struct{ A []int }
+	type node struct{ Next *node }
+	for _, tc := range []struct {
+		name  string
+		t     reflect.Type
+		plain bool
+	}{
+		{"an orders row", reflect.TypeFor[orderRow](), true},
+		{"nested structs, slices, pointers", reflect.TypeFor[struct {
+			I inner
+			P *float32
+			S [2]string
+		}](), true},
+		{"a recursive type", reflect.TypeFor[node](), true},
+		{"an interface field", reflect.TypeFor[struct{ V any }](), false},
+		{"a map", reflect.TypeFor[struct{ M map[string]int }](), false},
+		{"a string option", reflect.TypeFor[struct {
+			N int `json:"n,string"`
+		}](), false},
+		{"a json.Number", reflect.TypeFor[struct{ N json.Number }](), true},
+		{"a decoder of its own", reflect.TypeFor[struct{ R json.RawMessage }](), false},
+		{"an embedded struct", reflect.TypeFor[struct{ inner }](), false},
+	} {
+		assert.Equal(t, tc.plain, plain(tc.t, nil), tc.name)
+	}
+}
+
+// json.Unmarshal and a Decoder with UseNumber (and our check of what
+// follows the value) accept the same lines and decode them into the same
+// rows of plain types.
+func FuzzFastParseAgreesWithEncodingJSON(f *testing.F) {
+	for _, l := range append(orderLines(3),
+		`{"order_id":"a","quantity":1e3}`, `{"order_id":"a","quantity":1.0}`, `{"quantity":9223372036854775808}`,
+		`{"ORDER_ID":"a"}`, `{"order_id":"a","order_id":"b"}`, `{"order_id":null,"price":null}`,
+		`{"created_at":"2026-01-01"}`, `{"price":-0}`, ` {"order_id":"x"} `, `{"order_id":"x"}{}`, `[1]`, `"s"`, `null`,
+		`{"order_id":"\u00e9\t"}`, `{"order_id":"a",}`, `{"quantity":01}`, `{"id":"a","n":1.5}`, `{"n":-1}`,
+	) {
+		f.Add(l)
+	}
+	types := []reflect.Type{reflect.TypeFor[orderRow](), reflect.TypeFor[row](), reflect.TypeFor[struct {
+		U  uint8
+		F  float32
+		B  bool
+		P  *int64
+		S  []string
+		Ts *time.Time
+	}]()}
+	f.Fuzz(func(t *testing.T, line string) {
+		for _, rt := range types {
+			var buf []byte
+			fastRow, fastDead := parse(rt, &buf, line)
+			slowRow, slowDead := parse(rt, nil, line)
+			assert.Equal(t, slowDead, fastDead, "%v: %q", rt, line)
+			assert.Equal(t, slowRow, fastRow, "%v: %q", rt, line)
+		}
+	})
 }
