@@ -84,7 +84,8 @@ func linesFloor(name string, shape int, perKey bool) ordersCase {
 }
 
 // ordersPipeline is the orders pipeline (orders.Build) with extra dedup
-// options, or with last set, the same body around KeepLast.
+// options, or with last set, the same body around KeepLast: the rows, the
+// output and the dead letters (none) written as the pipeline writes them.
 func ordersPipeline(last func(beam.Scope, beam.PCollection, ...dedup.Option) (dedup.Result, error), opts ...dedup.Option) func(beam.Scope, string, string) error {
 	return func(s beam.Scope, in, out string) error {
 		if last == nil {
@@ -92,7 +93,7 @@ func ordersPipeline(last func(beam.Scope, beam.PCollection, ...dedup.Option) (de
 			return err
 		}
 		s = s.Scope("OrdersLast")
-		rows, _, err := jsonl.Read(s, in, reflect.TypeFor[orders.Order]())
+		rows, bad, err := jsonl.Read(s, in, reflect.TypeFor[orders.Order]())
 		if err != nil {
 			return err
 		}
@@ -101,6 +102,7 @@ func ordersPipeline(last func(beam.Scope, beam.PCollection, ...dedup.Option) (de
 			return err
 		}
 		jsonl.Write(s.Scope("Output"), out, res.Rows)
+		jsonl.Write(s.Scope("Errors"), jsonl.ErrorsPath(out), beam.Flatten(s, bad, jsonl.FromDeadLetters(s, res.DeadLetters)))
 		return nil
 	}
 }
