@@ -42,28 +42,33 @@ func OrderIDOfLine(line string) (string, string) {
 	return id, line
 }
 
-// FirstLine emits the first line of a key's group.
-func FirstLine(_ string, lines func(*string) bool, emit func(string)) {
-	var l string
-	if lines(&l) {
-		emit(l)
+// FirstOfGroupFn emits the first element of a key's group. (A DoFn type,
+// not a generic function: Beam names a function instantiation
+// "First[...]" whatever its type, a type by its type argument.)
+type FirstOfGroupFn[T any] struct{}
+
+// ProcessElement emits the group's first element.
+func (*FirstOfGroupFn[T]) ProcessElement(_ string, vs func(*T) bool, emit func(T)) {
+	var v T
+	if vs(&v) {
+		emit(v)
 	}
 }
 
-// NoRequestLineFn is NoRequestFn over lines: a keyed stateful DoFn that
-// declares a bag and makes no request.
-type NoRequestLineFn struct {
+// NoRequestOfFn is NoRequestFn over elements of type T: a keyed stateful
+// DoFn that declares a bag and makes no request.
+type NoRequestOfFn[T any] struct {
 	Seen state.Bag[bool]
 }
 
-// NewNoRequestLineFn returns the no-request DoFn over lines.
-func NewNoRequestLineFn() *NoRequestLineFn {
-	return &NoRequestLineFn{Seen: state.MakeBagState[bool]("seen")}
+// NewNoRequestOfFn returns the no-request DoFn over T.
+func NewNoRequestOfFn[T any]() *NoRequestOfFn[T] {
+	return &NoRequestOfFn[T]{Seen: state.MakeBagState[bool]("seen")}
 }
 
-// ProcessElement emits the line.
-func (f *NoRequestLineFn) ProcessElement(_ state.Provider, _ string, line string, emit func(string)) error {
-	emit(line)
+// ProcessElement emits the element.
+func (f *NoRequestOfFn[T]) ProcessElement(_ state.Provider, _ string, v T, emit func(T)) error {
+	emit(v)
 	return nil
 }
 
@@ -234,30 +239,6 @@ func cutField(b []byte) (field, rest []byte, err error) {
 // OrderByID keys an order by its order_id.
 func OrderByID(o orders.Order) (string, orders.Order) { return o.OrderID, o }
 
-// FirstOrder emits the first order of a key's group.
-func FirstOrder(_ string, os func(*orders.Order) bool, emit func(orders.Order)) {
-	var o orders.Order
-	if os(&o) {
-		emit(o)
-	}
-}
-
-// NoRequestOrderFn is NoRequestFn over orders.
-type NoRequestOrderFn struct {
-	Seen state.Bag[bool]
-}
-
-// NewNoRequestOrderFn returns the no-request DoFn over orders.
-func NewNoRequestOrderFn() *NoRequestOrderFn {
-	return &NoRequestOrderFn{Seen: state.MakeBagState[bool]("seen")}
-}
-
-// ProcessElement emits the order.
-func (f *NoRequestOrderFn) ProcessElement(_ state.Provider, _ string, o orders.Order, emit func(orders.Order)) error {
-	emit(o)
-	return nil
-}
-
 // The shapes of LinesFloor.
 const (
 	// Shuffle: a GroupByKey, the first line of each key.
@@ -284,7 +265,7 @@ func LinesFloor(s beam.Scope, input, output string, shape int) {
 	var out beam.PCollection
 	switch shape {
 	case Stateful:
-		out = beam.ParDo(s, NewNoRequestLineFn(), keyed)
+		out = beam.ParDo(s, NewNoRequestOfFn[string](), keyed)
 	case Protocol:
 		out = beam.ParDo(s, NewProtocolFloorLineFn(), keyed)
 	case BucketedState:
@@ -292,7 +273,7 @@ func LinesFloor(s beam.Scope, input, output string, shape int) {
 	case Bucketed:
 		out = beam.ParDo(s, FirstLinePerKey, beam.GroupByKey(s, beam.ParDo(s, &BucketLinesFn{}, keyed)))
 	default:
-		out = beam.ParDo(s, FirstLine, beam.GroupByKey(s, keyed))
+		out = beam.ParDo(s, &FirstOfGroupFn[string]{}, beam.GroupByKey(s, keyed))
 	}
 	jsonl.WriteLines(s, output, out)
 }
@@ -315,9 +296,9 @@ func RowsFloor(s beam.Scope, input, output string, stateful bool) error {
 	keyed := beam.ParDo(s, OrderByID, rows)
 	var out beam.PCollection
 	if stateful {
-		out = beam.ParDo(s, NewNoRequestOrderFn(), keyed)
+		out = beam.ParDo(s, NewNoRequestOfFn[orders.Order](), keyed)
 	} else {
-		out = beam.ParDo(s, FirstOrder, beam.GroupByKey(s, keyed))
+		out = beam.ParDo(s, &FirstOfGroupFn[orders.Order]{}, beam.GroupByKey(s, keyed))
 	}
 	jsonl.Write(s, output, out)
 	return nil
@@ -325,10 +306,10 @@ func RowsFloor(s beam.Scope, input, output string, stateful bool) error {
 
 func init() {
 	register.Function1x2(OrderIDOfLine)
-	register.Function3x0(FirstLine)
+	register.DoFn3x0[string, func(*string) bool, func(string)](&FirstOfGroupFn[string]{})
 	register.Iter1[string]()
 	register.Emitter1[string]()
-	register.DoFn4x1[state.Provider, string, string, func(string), error](&NoRequestLineFn{})
+	register.DoFn4x1[state.Provider, string, string, func(string), error](&NoRequestOfFn[string]{})
 	register.DoFn4x1[state.Provider, string, string, func(string), error](&ProtocolFloorLineFn{})
 	register.DoFn3x0[string, string, func(uint32, []byte)](&BucketLinesFn{})
 	register.Emitter2[uint32, []byte]()
@@ -336,8 +317,8 @@ func init() {
 	register.Function3x1(FirstLinePerKey)
 	register.DoFn4x1[state.Provider, uint32, []byte, func(string), error](&BucketStateFn{})
 	register.Function1x2(OrderByID)
-	register.Function3x0(FirstOrder)
+	register.DoFn3x0[string, func(*orders.Order) bool, func(orders.Order)](&FirstOfGroupFn[orders.Order]{})
 	register.Iter1[orders.Order]()
 	register.Emitter1[orders.Order]()
-	register.DoFn4x1[state.Provider, string, orders.Order, func(orders.Order), error](&NoRequestOrderFn{})
+	register.DoFn4x1[state.Provider, string, orders.Order, func(orders.Order), error](&NoRequestOfFn[orders.Order]{})
 }
