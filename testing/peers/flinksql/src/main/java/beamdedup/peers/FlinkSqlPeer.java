@@ -1,6 +1,7 @@
 package beamdedup.peers;
 
 import java.io.File;
+import java.lang.management.ManagementFactory;
 import java.util.EnumMap;
 import java.util.Map;
 import org.apache.flink.configuration.Configuration;
@@ -19,7 +20,7 @@ import org.apache.flink.util.CloseableIterator;
  * FlinkSqlPeer changelog FILE...  keep-first and keep-last by order_id on ts (event time),
  *                               the changelog's rows by kind (order-status events); for
  *                               the second and later files the names end in _2, _3, ...
- * FlinkSqlPeer orders FILE      keep-first by order_id on processing time, rows/s
+ * FlinkSqlPeer orders FILE      keep-first and keep-last by order_id on processing time, rows/s
  * FlinkSqlPeer nexmark FILE     Nexmark q0 and q18 on the bids, rows/s and q18/q0
  * </pre>
  *
@@ -99,22 +100,35 @@ public final class FlinkSqlPeer {
     return "none";
   }
 
-  /** Keep-first by order_id on processing time (the article's query). */
+  /**
+   * Keep-first and keep-last by order_id on processing time (the article's query), every column
+   * of the kept rows into a blackhole sink (ours writes them to a file), and a plain scan of the
+   * file into the same sink.
+   */
   static void orders(TableEnvironment env, String path) throws Exception {
     env.executeSql(
         "CREATE TABLE orders (order_id STRING, quantity BIGINT, price DOUBLE, created_at STRING,"
             + " pt AS PROCTIME()) WITH ('connector' = 'filesystem', 'path' = '" + path + "',"
             + " 'format' = 'json')");
+    env.executeSql(
+        "CREATE TABLE orders_sink (order_id STRING, quantity BIGINT, price DOUBLE,"
+            + " created_at STRING) WITH ('connector' = 'blackhole')");
+    String columns = "order_id, quantity, price, created_at";
     long rows = count(env, "SELECT COUNT(*) FROM orders");
-    String dedup =
-        "SELECT order_id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY pt ASC)"
-            + " AS rn FROM orders) WHERE rn = 1";
-    long out = count(env, "SELECT COUNT(*) FROM (" + dedup + ")");
-    double scan = run(env, "INSERT INTO blackhole_sink SELECT quantity FROM orders");
-    double secs = run(env, "INSERT INTO blackhole_sink SELECT CAST(1 AS BIGINT) FROM (" + dedup + ")");
-    System.out.printf(
-        "orders_keep_first rows=%d emitted=%d seconds=%.3f rows_per_s=%.0f scan_seconds=%.3f%n",
-        rows, out, secs, rows / secs, scan);
+    double scan = run(env, "INSERT INTO orders_sink SELECT " + columns + " FROM orders");
+    for (String order : new String[] {"ASC", "DESC"}) {
+      String dedup =
+          "SELECT " + columns + " FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id"
+              + " ORDER BY pt " + order + ") AS rn FROM orders) WHERE rn = 1";
+      long out = count(env, "SELECT COUNT(*) FROM (" + dedup + ")");
+      double cpu0 = processCpuSeconds();
+      double secs = run(env, "INSERT INTO orders_sink " + dedup);
+      double cpu = processCpuSeconds() - cpu0;
+      System.out.printf(
+          "orders_%s rows=%d emitted=%d seconds=%.3f rows_per_s=%.0f cpu_seconds=%.3f"
+              + " scan_seconds=%.3f%n",
+          order.equals("ASC") ? "keep_first" : "keep_last", rows, out, secs, rows / secs, cpu, scan);
+    }
   }
 
   /** Nexmark q0 (pass-through) and q18 (the last bid per bidder and auction). */
@@ -139,6 +153,13 @@ public final class FlinkSqlPeer {
         "nexmark bids=%d q0_seconds=%.3f q0_rows_per_s=%.0f q18_seconds=%.3f q18_rows_per_s=%.0f"
             + " q18_over_q0=%.3f%n",
         rows, q0, rows / q0, q18, rows / q18, q0 / q18);
+  }
+
+  /** The CPU time this JVM has used, every thread's. */
+  static double processCpuSeconds() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime()
+        / 1e9;
   }
 
   static long count(TableEnvironment env, String sql) throws Exception {
