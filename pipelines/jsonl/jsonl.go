@@ -208,7 +208,7 @@ func (f *parseFn) ProcessElement(ctx context.Context, file, line string, emit fu
 // file, or says why it cannot: the files' rule, for a source of records
 // other than files (a Kafka topic).
 func ParseRow(t reflect.Type, data string) (row any, reason string) {
-	row, el := parse(t, data)
+	row, el := parse(t, nil, data)
 	return row, el.Reason
 }
 
