@@ -15,6 +15,7 @@ const (
 	DefaultMaxBundleRecords  = 10000
 	DefaultWatermarkLag      = 2 * time.Second
 	DefaultCommitInterval    = time.Second
+	DefaultMaxInFlight       = 5000
 	DefaultWriteTimeout      = 30 * time.Second
 )
 
@@ -63,6 +64,7 @@ type config struct {
 	idleStop       time.Duration
 	watermarkLag   time.Duration
 	commitInterval time.Duration
+	maxInFlight    int
 	writeTimeout   time.Duration
 	stopID         string
 
@@ -71,7 +73,7 @@ type config struct {
 
 // The options each transform takes.
 var (
-	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "StopWith"}
+	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "MaxInFlight", "StopWith"}
 	writeOptions  = []string{"WriteTimeout"}
 	commitOptions = []string{}
 )
@@ -84,6 +86,7 @@ func newConfig(transform string, allowed []string, opts []Option, more ...error)
 		maxRecords:     DefaultMaxBundleRecords,
 		watermarkLag:   DefaultWatermarkLag,
 		commitInterval: DefaultCommitInterval,
+		maxInFlight:    DefaultMaxInFlight,
 		writeTimeout:   DefaultWriteTimeout,
 	}
 	for i, o := range opts {
@@ -204,6 +207,28 @@ func CommitInterval(d time.Duration) Option {
 			c.Errorf("CommitInterval(%v): want a positive duration", d)
 		}
 		c.commitInterval = d
+	}
+}
+
+// MaxInFlight bounds, with Group, how far each partition's reader reads
+// ahead of the offset below which every record is safe (default 5,000
+// records; 0: no bound). At the bound the reader ends its bundle, so that
+// the runner passes on what it emitted, and reads on once records become
+// safe. What a crash makes the next run read again, and so write twice, is
+// at most this many records per partition, plus what became safe in the
+// last CommitInterval.
+//
+// The bound counts the records that Commit marks in the reader's process.
+// Where Commit runs in another (several SDK workers), nothing becomes safe
+// there: a reader held at the bound for a minute with nothing made safe
+// warns and reads on without it; set MaxInFlight(0) there. Read.
+func MaxInFlight(n int) Option {
+	return func(c *config) {
+		c.Set("MaxInFlight")
+		if n < 0 {
+			c.Errorf("MaxInFlight(%d): want 0 (no bound) or a positive number", n)
+		}
+		c.maxInFlight = n
 	}
 }
 

@@ -71,7 +71,7 @@ func TryRead(s beam.Scope, brokers, topic string, opts ...Option) (beam.PCollect
 		Brokers: brokers, Topic: topic, Group: cfg.group, RunID: runID, StopID: cfg.stopID,
 		MaxBundleMs: cfg.maxBundle.Milliseconds(), MaxBundleRecords: cfg.maxRecords,
 		IdleStopMs: cfg.idleStop.Milliseconds(), WatermarkLagMs: cfg.watermarkLag.Milliseconds(),
-		CommitIntervalMs: cfg.commitInterval.Milliseconds(),
+		CommitIntervalMs: cfg.commitInterval.Milliseconds(), MaxInFlight: cfg.maxInFlight,
 	}, parts), nil
 }
 
@@ -190,6 +190,7 @@ type readFn struct {
 	IdleStopMs       int64
 	WatermarkLagMs   int64
 	CommitIntervalMs int64
+	MaxInFlight      int // with Group: records read ahead of the safe offset, at most (0: no bound)
 
 	adm               *kadm.Client
 	stopMissingWarned bool
@@ -227,6 +228,10 @@ func (fn *readFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { return
 
 // pollBatch bounds the records one poll returns.
 const pollBatch = 1000
+
+// inFlightPause is how long a reader held at MaxInFlight waits before its
+// next bundle looks again.
+const inFlightPause = 50 * time.Millisecond
 
 // ProcessElement runs one bundle of a partition's reader: poll and emit
 // until the bundle's time or record budget is spent, then checkpoint.
@@ -272,8 +277,18 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		if stp != nil && stp.Requested() {
 			return stop()
 		}
+		want := min(pollBatch, fn.MaxBundleRecords-read)
+		if r != nil && fn.MaxInFlight > 0 {
+			room := r.room(ctx, p.Partition, pr.next, fn.MaxInFlight)
+			if room <= 0 {
+				// Held: end the bundle, so that the runner passes on what
+				// it emitted and those records can become safe.
+				return sdf.ResumeProcessingIn(inFlightPause), nil
+			}
+			want = min(want, room)
+		}
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := pr.cl.PollRecords(pctx, min(pollBatch, fn.MaxBundleRecords-read))
+		fetches := pr.cl.PollRecords(pctx, want)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
