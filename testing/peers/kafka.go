@@ -97,7 +97,18 @@ func CreateOutputTopics(ctx context.Context, brokers string, topics ...string) e
 			return fmt.Errorf("peers: creating topic %s on %s: %w", t, brokers, err)
 		}
 	}
-	return nil
+	// A topic just created is not yet in every metadata answer.
+	for {
+		d, err := adm.ListTopics(ctx, topics...)
+		if err == nil && len(d) == len(topics) && d.Error() == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("peers: topics %v on %s not listed: %w", topics, brokers, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func isExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }

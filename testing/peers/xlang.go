@@ -40,7 +40,7 @@ import (
 var beamXlangPom []byte
 
 // BeamXlang is the Java side of Beam Go's xlang kafkaio.
-var BeamXlang = &flinktest.Project{Name: "beam-xlang-kafka-2.73.0", Pom: beamXlangPom}
+var BeamXlang = &flinktest.Project{Name: "beam-xlang-kafka-2.62.0", Pom: beamXlangPom}
 
 func init() {
 	register.DoFn4x0[context.Context, []byte, []byte, func([]byte, []byte)](&xlangKeyFn{})
@@ -74,13 +74,21 @@ func StartXlang(ctx context.Context) (*Xlang, error) {
 		return nil, err
 	}
 	x := &Xlang{Expansion: "127.0.0.1:" + strconv.Itoa(ep), WorkerPool: "127.0.0.1:" + strconv.Itoa(wp)}
-	pool, err := startJava(ctx, "java-worker-pool", cp, "org.apache.beam.fn.harness.ExternalWorkerService", nil,
+	// The harness sizes its caches with jamm, an agent in the SDK's
+	// container (-javaagent, as the container's boot passes it).
+	var jvm []string
+	for _, jar := range strings.Split(cp, string(os.PathListSeparator)) {
+		if strings.Contains(filepath.Base(jar), "jamm-") {
+			jvm = append(jvm, "-javaagent:"+jar)
+		}
+	}
+	pool, err := startJava(ctx, "java-worker-pool", cp, "org.apache.beam.fn.harness.ExternalWorkerService", jvm, nil,
 		[]string{`PIPELINE_OPTIONS={"options":{"environmentOptions":["external_service_address=` + x.WorkerPool + `"]}}`}, x.WorkerPool)
 	if err != nil {
 		return nil, err
 	}
 	x.procs = append(x.procs, pool)
-	exp, err := startJava(ctx, "expansion-service", cp, "org.apache.beam.sdk.expansion.service.ExpansionService",
+	exp, err := startJava(ctx, "expansion-service", cp, "org.apache.beam.sdk.expansion.service.ExpansionService", nil,
 		[]string{strconv.Itoa(ep), "--defaultEnvironmentType=EXTERNAL", "--defaultEnvironmentConfig=" + x.WorkerPool}, nil, x.Expansion)
 	if err != nil {
 		x.Close()
@@ -199,9 +207,9 @@ func (p *javaProc) stop() {
 	os.RemoveAll(p.dir)
 }
 
-// startJava runs main of classpath cp with args (and env added) and
-// returns once addr accepts connections.
-func startJava(ctx context.Context, name, cp, main string, args, env []string, addr string) (*javaProc, error) {
+// startJava runs main of classpath cp with the JVM's options jvm, args
+// (and env added) and returns once addr accepts connections.
+func startJava(ctx context.Context, name, cp, main string, jvm, args, env []string, addr string) (*javaProc, error) {
 	dir, err := os.MkdirTemp("", "peers-"+name+"-")
 	if err != nil {
 		return nil, err
@@ -215,7 +223,7 @@ func startJava(ctx context.Context, name, cp, main string, args, env []string, a
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		p.cmd = exec.Command("java", append([]string{"-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, main}, args...)...)
+		p.cmd = exec.Command("java", append(append(append([]string{"-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"}, jvm...), "-cp", cp, main), args...)...)
 		p.cmd.Dir = dir
 		p.cmd.Env = append(os.Environ(), env...)
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
