@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
@@ -44,6 +45,8 @@ func main() {
 	idleStop := flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
 	sidesFlag := flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, and ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), any number of those")
 	xlang := flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (testing/flinktest's job server)")
+	// Set, a flag reaches the job server as a pipeline option of its name.
+	flag.Int64("checkpointing_interval", 0, "xlang on flink: Flink's checkpoint interval in ms, as a pipeline option (every job gets it; Prism ignores it); unset: no checkpoints")
 	noOutput := flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
 	timeout := flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
 	flag.Parse()
