@@ -65,6 +65,7 @@ type config struct {
 	watermarkLag   time.Duration
 	commitInterval time.Duration
 	maxInFlight    int
+	watch          time.Duration
 	writeTimeout   time.Duration
 	stopID         string
 
@@ -73,7 +74,7 @@ type config struct {
 
 // The options each transform takes.
 var (
-	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "MaxInFlight", "StopWith"}
+	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "MaxInFlight", "WatchPartitions", "StopWith"}
 	writeOptions  = []string{"WriteTimeout"}
 	commitOptions = []string{}
 )
@@ -229,6 +230,24 @@ func MaxInFlight(n int) Option {
 			c.Errorf("MaxInFlight(%d): want 0 (no bound) or a positive number", n)
 		}
 		c.maxInFlight = n
+	}
+}
+
+// WatchPartitions makes Read list the topic's partitions again every d
+// while the job runs and read each partition added since (default: listed
+// once, when the job starts; a partition added later is read by the next
+// run). An added partition starts at the group's committed offset, if it
+// has one, else at its first offset, whatever StartFrom says: its records
+// were all written after the job started. With IdleStop the watch ends
+// once every partition's reader in this process has ended and no
+// partition was added for the IdleStop duration. Read.
+func WatchPartitions(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("WatchPartitions")
+		if d <= 0 {
+			c.Errorf("WatchPartitions(%v): want a positive duration", d)
+		}
+		c.watch = d
 	}
 }
 

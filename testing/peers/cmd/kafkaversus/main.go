@@ -149,6 +149,7 @@ func run(ctx context.Context, c config) error {
 				return err
 			}
 			t, err := sd.run(ctx, name, out, dead)
+			t.Side = sd.name
 			if err != nil && sd.compared {
 				return fmt.Errorf("run %d %s: %w", i+1, sd.name, err)
 			}
