@@ -14,8 +14,8 @@ const (
 	DefaultMaxBundleDuration = time.Second
 	DefaultMaxBundleRecords  = 10000
 	DefaultWatermarkLag      = 2 * time.Second
-	DefaultCommitInterval    = time.Second
-	DefaultMaxInFlight       = 5000
+	DefaultCommitInterval    = 250 * time.Millisecond
+	DefaultMaxInFlight       = 20000
 	DefaultWriteTimeout      = 30 * time.Second
 )
 
@@ -200,7 +200,7 @@ func WatermarkLag(d time.Duration) Option {
 }
 
 // CommitInterval is how often, at most, the offsets that became safe are
-// committed for the group (default 1s). Read.
+// committed for the group (default 250ms). Read.
 func CommitInterval(d time.Duration) Option {
 	return func(c *config) {
 		c.Set("CommitInterval")
@@ -212,7 +212,7 @@ func CommitInterval(d time.Duration) Option {
 }
 
 // MaxInFlight bounds, with Group, how far each partition's reader reads
-// ahead of the offset below which every record is safe (default 5,000
+// ahead of the offset below which every record is safe (default 20,000
 // records; 0: no bound). At the bound the reader ends its bundle, so that
 // the runner passes on what it emitted, and reads on once records become
 // safe. What a crash makes the next run read again, and so write twice, is
