@@ -109,9 +109,10 @@ public final class FlinkSqlPeer {
   /** The Deduplicate node of a plan, for the record of what Flink ran. */
   static String dedupNode(String plan) {
     for (String line : plan.split("\n")) {
-      String l = line.trim();
-      if (l.startsWith("Deduplicate(")) {
-        return l.replace(' ', '_');
+      // At the top of a query's plan, under a sink's ("+- ") in an INSERT's.
+      int at = line.indexOf("Deduplicate(");
+      if (at >= 0) {
+        return line.substring(at).trim().replace(' ', '_');
       }
     }
     return "none";
