@@ -23,7 +23,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // ordersCase is one pipeline of BenchmarkOrdersFile over the orders file:
@@ -70,9 +69,9 @@ var ordersCases = []ordersCase{
 		return bench.RowsFloor(s, in, out, true)
 	}},
 	{name: "keepfirst_bounded", flink: "keep_first", floor: floorLinesShuffle, perKey: true, build: ordersPipeline(nil)},
-	{name: "keepfirst_stateful", flink: "keep_first", floor: floorLinesStateful, perKey: true, build: ordersPipeline(nil, deduptest.ForceStateful())},
+	{name: "keepfirst_stateful", flink: "keep_first", floor: floorLinesStateful, perKey: true, build: ordersPipeline(nil, dedup.AsStream())},
 	{name: "keeplast_bounded", flink: "keep_last", floor: floorLinesShuffle, perKey: true, build: ordersPipeline(dedup.TryKeepLast, dedup.Upsert())},
-	{name: "keeplast_stateful", flink: "keep_last", floor: floorLinesStateful, perKey: true, build: ordersPipeline(dedup.TryKeepLast, dedup.Upsert(), deduptest.ForceStateful())},
+	{name: "keeplast_stateful", flink: "keep_last", floor: floorLinesStateful, perKey: true, build: ordersPipeline(dedup.TryKeepLast, dedup.Upsert(), dedup.AsStream())},
 }
 
 // linesFloor is the case of bench.LinesFloor of shape.
