@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
 // The topics and group of --pipeline=kafka unless told: seed 001's.
@@ -36,6 +37,8 @@ type kafkaOptions struct {
 	group      string
 	produce    bool
 	idleStop   time.Duration
+	watch      time.Duration
+	inFlight   int
 	produced   int // records written by --produce
 }
 
@@ -45,6 +48,8 @@ func addKafkaFlags(fs *flag.FlagSet, k *kafkaOptions) {
 	fs.StringVar(&k.group, "group", defaultGroup, "kafka: the consumer group the run starts from and commits, each offset only once every record before it is written, dead-lettered or dropped as a duplicate")
 	fs.BoolVar(&k.produce, "produce", false, "kafka: first write --count generated orders (--seed; every order priced under 100 twice, as seed 001) and 3 undecodable values to --input_topic, creating missing topics (2 partitions)")
 	fs.DurationVar(&k.idleStop, "idle_stop", 0, "kafka: end the run once every partition was read to its end and nothing came for this long (0: run until stopped)")
+	fs.DurationVar(&k.watch, "watch_partitions", 0, "kafka: list the input topic's partitions again this often and read those added while running (0: listed once, at the start)")
+	fs.IntVar(&k.inFlight, "max_in_flight", kafkaio.DefaultMaxInFlight, "kafka: read at most this many records of a partition ahead of its first record that is not yet safe, which bounds what a crash makes the next run read again (0: no bound)")
 }
 
 // checkKafka rejects an incomplete or inconsistent set of Kafka flags, and
@@ -68,6 +73,9 @@ func checkKafka(o *options) error {
 	}
 	if k.idleStop < 0 || l.drainTimeout <= 0 || l.progress <= 0 {
 		return fmt.Errorf("--idle_stop must be >= 0, --drain_timeout and --progress positive, got %v, %v and %v", k.idleStop, l.drainTimeout, l.progress)
+	}
+	if k.watch < 0 || k.inFlight < 0 {
+		return fmt.Errorf("--watch_partitions and --max_in_flight must be >= 0, got %v and %d", k.watch, k.inFlight)
 	}
 	return nil
 }
@@ -188,6 +196,7 @@ func kafkaConfig(o *options, progress io.Writer) kafka.RunConfig {
 			OnTime:      o.onTime,
 			Dedup:       dedupOptions(withoutColumns(o)),
 			Postgres:    o.postgres,
+			Read:        []kafkaio.Option{kafkaio.MaxInFlight(k.inFlight)},
 		},
 		IdleStop:      k.idleStop,
 		DrainTimeout:  l.drainTimeout,
@@ -197,6 +206,9 @@ func kafkaConfig(o *options, progress io.Writer) kafka.RunConfig {
 		// A run that ends by itself: Prism keeps a job with pending
 		// processing-time cleanup timers alive until they fire.
 		cfg.Dedup = append(cfg.Dedup, dedup.CleanupTimers(false))
+	}
+	if k.watch > 0 {
+		cfg.Read = append(cfg.Read, kafkaio.WatchPartitions(k.watch))
 	}
 	if progress != nil {
 		cfg.Progress = func(s kafka.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }

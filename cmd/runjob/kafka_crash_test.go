@@ -116,9 +116,18 @@ func TestCrashKafka_KillWithABacklogInFlightLosesNoOrder(t *testing.T) {
 	defer cancel()
 	committed, err := b.Committed(ctx, n.group, n.in)
 	require.NoError(t, err)
-	t.Logf("killed at %+v; committed then: %v; %d distinct orders out", at, committed, out.Distinct())
+	end, err := b.EndOffsets(ctx, n.in)
+	require.NoError(t, err)
+	uncommitted := 0
+	for p, o := range end {
+		uncommitted += int(o - committed[p])
+	}
+	t.Logf("killed at %+v; committed then: %v of %v; %d distinct orders out", at, committed, end, out.Distinct())
 
+	// What bounds the doubles: the restart reads exactly what the group
+	// had not committed, and writes again only orders among those.
 	reread, doubled := rerunAndCheck(t, b, n, args, ids)
+	assert.Equal(t, uncommitted, reread, "the restart reads from the group's committed offsets")
 	t.Logf("the restart read %d records again; %d of %d orders written twice", reread, doubled, len(ids))
 }
 
@@ -244,4 +253,32 @@ func TestCrashKafka_APartitionAddedWhileRunningIsReadByTheNextRun(t *testing.T) 
 	require.NoError(t, err)
 	assert.Equal(t, end[2], committed[2], "the next run read the new partition to its end")
 	t.Logf("the next run read %d records (%d on the new partition)", reread, end[2])
+}
+
+// With --watch_partitions the running job lists the partitions again and
+// reads one added while it runs, to its end, before it is stopped.
+func TestCrashKafka_APartitionAddedWhileRunningIsReadByTheSameRunWithWatchPartitions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("adds a partition under a running runjob (CI runs it)")
+	}
+	b := kafkatest.Shared(t)
+	n := newKafkaNames(t, b)
+	ids := n.produceOrders(t, 0, 500)
+	out := b.Count(t, n.out)
+	first := startRunjob(t, append(n.flags(), "--progress=500ms", "--watch_partitions=500ms")...)
+	waitRunning(t, first, 2*time.Minute, "every order of the first batch out", func() bool { return out.Distinct() >= len(ids) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, b.AddPartitions(ctx, n.in, 1))
+	ids = append(ids, n.produceOrders(t, 500, 1500)...)
+	end, err := b.EndOffsets(ctx, n.in)
+	require.NoError(t, err)
+	require.Positive(t, end[2], "records on the new partition")
+	waitRunning(t, first, 2*time.Minute, "every order out, the new partition's too", func() bool { return out.Distinct() >= len(ids) })
+	require.NoError(t, first.cmd.Process.Signal(os.Interrupt))
+	require.Equal(t, 0, first.wait(t, 2*time.Minute), first.stderr.String())
+	committed, err := b.Committed(ctx, n.group, n.in)
+	require.NoError(t, err)
+	assert.Equal(t, end, committed, "every partition committed to its end by the run, the new one too")
+	verdictKafka(t, b, n.out, ids, 0)
 }

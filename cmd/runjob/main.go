@@ -60,7 +60,6 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func main() {
@@ -333,7 +332,7 @@ func dedupOptions(o *options) []dedup.Option {
 		opts = append(opts, dedup.UID(o.uid))
 	}
 	if o.stateful {
-		opts = append(opts, deduptest.ForceStateful())
+		opts = append(opts, dedup.AsStream())
 	}
 	return opts
 }

@@ -69,7 +69,7 @@ const (
 )
 
 // State is one key's deduplication state. The rules that read and write it
-// are in transforms/dedup/core.
+// are in transforms/dedup/internal/core.
 type State struct {
 	Phase Phase
 	// ExpireAt is the processing time at which an emitted key expires

@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,6 +60,8 @@ func (r *row) Validate() error {
 
 func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}}
+	fn.Setup()
+	require.True(t, fn.fast, "row decodes with json.Unmarshal first")
 	for _, tc := range []struct {
 		name, line string
 		want       any    // the emitted row, if any
@@ -104,6 +108,7 @@ func TestParseFnSendsBadLinesToDeadLetters(t *testing.T) {
 // bytes kept.
 func TestParseFnDeadLettersALineThatIsNotUTF8KeepingItsBytes(t *testing.T) {
 	fn := &parseFn{RowType: beam.EncodedType{T: reflect.TypeFor[row]()}}
+	fn.Setup()
 	for _, line := range []string{"{\"id\":\"u\xff1\",\"n\":1}", "{\"id\":\"u\xfe1\",\"n\":1}"} {
 		var rows []any
 		var dead []ErrorLine
@@ -173,4 +178,129 @@ func TestReadFailsTheJobWhenThePathMatchesNoFileAtRunTime(t *testing.T) {
 	require.NoError(t, os.Remove(path))
 	_, err = jobrun.Run(context.Background(), p, prismtest.Options(t, time.Minute))
 	assert.ErrorContains(t, err, "no files matching pattern")
+}
+
+// A chunk of lines is the rows' lines joined by newlines: textio, writing
+// a newline after each element, writes the same bytes as for one line an
+// element.
+func TestFormatFnChunksAreTheRowsLinesJoined(t *testing.T) {
+	rows := make([]row, 3000)
+	var want []string
+	for i := range rows {
+		rows[i] = row{ID: fmt.Sprintf("id-<%d>&", i), N: i}
+		b, err := json.Marshal(rows[i])
+		require.NoError(t, err)
+		want = append(want, strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(string(b)))
+	}
+	for _, chunk := range []bool{false, true} {
+		fn := &formatFn{Chunk: chunk}
+		fn.Setup()
+		var got []string
+		emit := func(s string) { got = append(got, s) }
+		fn.StartBundle(emit)
+		for _, r := range rows {
+			require.NoError(t, fn.ProcessElement(r, emit))
+		}
+		fn.FinishBundle(emit)
+		assert.Equal(t, strings.Join(want, "\n"), strings.Join(got, "\n"), "chunk=%v", chunk)
+		if chunk {
+			assert.Less(t, len(got), 10, "chunks of up to %d bytes", chunkBytes)
+			assert.Greater(t, len(got), 1)
+		} else {
+			assert.Len(t, got, len(rows), "a line an element")
+		}
+	}
+}
+
+// Write writes every row once as a line, whether its rows are in the
+// global window (in chunks) or in others (a line an element).
+func TestWriteWritesEveryRowOnce(t *testing.T) {
+	for _, windowed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("windowed=%v", windowed), func(t *testing.T) {
+			var rows []any
+			want := map[string]bool{}
+			for i := range 5000 {
+				rows = append(rows, row{ID: fmt.Sprintf("r%d", i), N: i})
+				want[fmt.Sprintf(`{"id":"r%d","n":%d}`, i, i)] = true
+			}
+			p, s := beam.NewPipelineWithRoot()
+			col := beam.Create(s, rows...)
+			if windowed {
+				col = beam.WindowInto(s, window.NewFixedWindows(time.Minute), col)
+			}
+			out := filepath.Join(t.TempDir(), "out.jsonl")
+			Write(s, out, col)
+			prismtest.Run(t, p, time.Minute)
+			b, err := os.ReadFile(out)
+			require.NoError(t, err)
+			lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+			assert.Len(t, lines, len(rows))
+			got := map[string]bool{}
+			for _, l := range lines {
+				got[l] = true
+			}
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+// The types json.Unmarshal decodes first: those it decodes as a Decoder
+// with UseNumber does.
+func TestPlainTypesAreThoseWithoutInterfacesMapsOrDecoders(t *testing.T) {
+	type inner struct{ A []int }
+	type node struct{ Next *node }
+	for _, tc := range []struct {
+		name  string
+		t     reflect.Type
+		plain bool
+	}{
+		{"an orders row", reflect.TypeFor[orderRow](), true},
+		{"nested structs, slices, pointers", reflect.TypeFor[struct {
+			I inner
+			P *float32
+			S [2]string
+		}](), true},
+		{"a recursive type", reflect.TypeFor[node](), true},
+		{"an interface field", reflect.TypeFor[struct{ V any }](), false},
+		{"a map", reflect.TypeFor[struct{ M map[string]int }](), false},
+		{"a string option", reflect.TypeFor[struct {
+			N int `json:"n,string"`
+		}](), false},
+		{"a json.Number", reflect.TypeFor[struct{ N json.Number }](), true},
+		{"a decoder of its own", reflect.TypeFor[struct{ R json.RawMessage }](), false},
+		{"an embedded struct", reflect.TypeFor[struct{ inner }](), false},
+	} {
+		assert.Equal(t, tc.plain, plain(tc.t, nil), tc.name)
+	}
+}
+
+// json.Unmarshal and a Decoder with UseNumber (and our check of what
+// follows the value) accept the same lines and decode them into the same
+// rows of plain types.
+func FuzzFastParseAgreesWithEncodingJSON(f *testing.F) {
+	for _, l := range append(orderLines(3),
+		`{"order_id":"a","quantity":1e3}`, `{"order_id":"a","quantity":1.0}`, `{"quantity":9223372036854775808}`,
+		`{"ORDER_ID":"a"}`, `{"order_id":"a","order_id":"b"}`, `{"order_id":null,"price":null}`,
+		`{"created_at":"2026-01-01"}`, `{"price":-0}`, ` {"order_id":"x"} `, `{"order_id":"x"}{}`, `[1]`, `"s"`, `null`,
+		`{"order_id":"\u00e9\t"}`, `{"order_id":"a",}`, `{"quantity":01}`, `{"id":"a","n":1.5}`, `{"n":-1}`,
+	) {
+		f.Add(l)
+	}
+	types := []reflect.Type{reflect.TypeFor[orderRow](), reflect.TypeFor[row](), reflect.TypeFor[struct {
+		U  uint8
+		F  float32
+		B  bool
+		P  *int64
+		S  []string
+		Ts *time.Time
+	}]()}
+	f.Fuzz(func(t *testing.T, line string) {
+		for _, rt := range types {
+			var buf []byte
+			fastRow, fastDead := parse(rt, &buf, line)
+			slowRow, slowDead := parse(rt, nil, line)
+			assert.Equal(t, slowDead, fastDead, "%v: %q", rt, line)
+			assert.Equal(t, slowRow, fastRow, "%v: %q", rt, line)
+		}
+	})
 }

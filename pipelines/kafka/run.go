@@ -321,14 +321,14 @@ func (w *watch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, e
 	d := s.Dedup
 	sample := jobrun.Sample{
 		Counters: map[string]int64{
-			kafkaio.Namespace + "/" + kafkaio.MetricRead:          s.Read,
-			kafkaio.Namespace + "/" + kafkaio.MetricSafe:          s.Safe,
-			kafkaio.Namespace + "/" + kafkaio.MetricWritten:       s.Written,
-			Namespace + "/" + MetricDeadLettered:                  s.DeadLettered,
-			dedup.Namespace + "/" + dedup.MetricRowsIn:            d.RowsIn,
-			dedup.Namespace + "/" + dedup.MetricEmitted:           d.Emitted,
-			dedup.Namespace + "/" + dedup.MetricDuplicatesDropped: d.DuplicatesDropped,
-			"source/claimed": w.stopper.Claimed(),
+			kafkaio.Namespace + "/" + kafkaio.MetricRead:    s.Read,
+			kafkaio.Namespace + "/" + kafkaio.MetricSafe:    s.Safe,
+			kafkaio.Namespace + "/" + kafkaio.MetricWritten: s.Written,
+			Namespace + "/" + MetricDeadLettered:            s.DeadLettered,
+			dedup.Namespace + "/rows_in":                    d.RowsIn,
+			dedup.Namespace + "/emitted":                    d.Emitted,
+			dedup.Namespace + "/duplicates_dropped":         d.DuplicatesDropped,
+			"source/claimed":                                w.stopper.Claimed(),
 		},
 		Pending: s.Read > s.Safe+s.Unheld,
 		Stages: []jobrun.Stage{

@@ -25,7 +25,6 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -127,8 +126,8 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 	if cfg.Stateful {
 		// A file is one bundle, which KeepLast's mini-batch fold would
 		// collapse to the final rows; the options given come after.
-		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{deduptest.ForceStateful()})
-		countOpts = append(countOpts, deduptest.CountStateful())
+		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{dedup.AsStream()})
+		countOpts = append(countOpts, changelog.AsStream())
 	}
 	countOpts = append(countOpts, changelog.Spec(Columns), changelog.GroupBy("status"))
 

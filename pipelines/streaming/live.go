@@ -263,14 +263,14 @@ func (w *liveWatch) drained(s LiveStatus, readers int) bool {
 // holds work and finishes none is not.
 func (w *liveWatch) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
 	s := w.status(m)
+	pr := w.stopper.Progress()
 	w.mu.Lock()
 	w.last = s
-	w.pulling = w.stopper.Pulling() > 0 || w.stopper.Unanswered()
+	w.pulling = pr.Pulling > 0 || pr.Unanswered
 	w.mu.Unlock()
-	claimed := w.stopper.Claimed()
-	pulls := sourcePulls{answered: w.stopper.Answered(), unanswered: w.stopper.Unanswered()}
-	sample := jobrun.Sample{Counters: s.counters(claimed), Stages: s.stages(claimed, pulls)}
-	if !w.stopper.Requested() {
+	pulls := sourcePulls{answered: pr.Answered, unanswered: pr.Unanswered}
+	sample := jobrun.Sample{Counters: s.counters(pr.Claimed), Stages: s.stages(pr.Claimed, pulls)}
+	if !pr.Requested {
 		// Its bundles commit every MaxBundleDuration, messages or not: a
 		// frozen worker in another process shows as nothing committed.
 		sample.Live = "Pub/Sub source"
@@ -342,20 +342,20 @@ func (w *liveWatch) explain(st *jobrun.Stall) {
 func (s LiveStatus) counters(claimed int64) map[string]int64 {
 	ns := pubsubio.Namespace + "/"
 	return map[string]int64{
-		"source/claimed":                                      claimed,
-		ns + pubsubio.MetricRead:                              s.Read,
-		ns + pubsubio.MetricAcked:                             s.Acked,
-		ns + pubsubio.MetricAckFailed:                         s.AckFailed,
-		ns + pubsubio.MetricPublished:                         s.Published,
-		Namespace + "/" + MetricDeadLettered:                  s.DeadLettered,
-		dedup.Namespace + "/" + dedup.MetricRowsIn:            s.Dedup.RowsIn,
-		dedup.Namespace + "/" + dedup.MetricEmitted:           s.Dedup.Emitted,
-		dedup.Namespace + "/" + dedup.MetricDuplicatesDropped: s.Dedup.DuplicatesDropped,
+		"source/claimed":                        claimed,
+		ns + pubsubio.MetricRead:                s.Read,
+		ns + pubsubio.MetricAcked:               s.Acked,
+		ns + pubsubio.MetricAckFailed:           s.AckFailed,
+		ns + pubsubio.MetricPublished:           s.Published,
+		Namespace + "/" + MetricDeadLettered:    s.DeadLettered,
+		dedup.Namespace + "/rows_in":            s.Dedup.RowsIn,
+		dedup.Namespace + "/emitted":            s.Dedup.Emitted,
+		dedup.Namespace + "/duplicates_dropped": s.Dedup.DuplicatesDropped,
 	}
 }
 
 func (w *liveWatch) status(m metrics.Results) LiveStatus {
-	return statusOf(jobrun.Live(m), w.stopper.Ended())
+	return statusOf(jobrun.Live(m), w.stopper.Progress().Ended)
 }
 
 // statusOf reads a job's status from its metrics.

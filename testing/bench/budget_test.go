@@ -23,7 +23,7 @@ var budgetInput = bench.Workload{Rows: 2000, Keys: 200, Seed: 7}
 // accesses and the Fn API state requests they make on a fixed input, so it
 // is deterministic on any machine and runs in CI. The budget, per mode:
 //   - the requests dedup counts (state_gets, state_appends, state_clears,
-//     from the cost of each SDK call in transforms/dedup/state.go) are the
+//     from the cost of each SDK call in transforms/dedup/internal/step/state.go) are the
 //     requests the SDK sent (fnapitest);
 //   - watermarkless modes (with or without StateTTL, and changelog input):
 //     exactly 2 requests per new key, its get and one append of a mark, and
@@ -152,11 +152,11 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 // statefulRun runs keep (KeepFirst or KeepLast) by key on its stateful
 // expansion with opts on w and returns its result and output row count.
 // The state requests it counted must be those the SDK sent on its state
-// cell, stateID: the measurement of transforms/dedup/state.go's costs.
+// cell, stateID: the measurement of transforms/dedup/internal/step/state.go's costs.
 func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (beam.PipelineResult, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), deduptest.ForceStateful()}, opts...)
+	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.AsStream()}, opts...)
 	// The Reshuffle keeps the step out of the sink's stage: fused with it,
 	// a stage with no output and no timer makes Prism busy-wait, which
 	// stalled a KeepLast run for minutes on a loaded machine

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 )
 
 // Nexmark's generator defaults (Beam's NexmarkConfiguration, which
@@ -38,17 +40,18 @@ const (
 	NexmarkEventsPerSecond     = 10_000
 )
 
-// Bid is a Nexmark bid. Op is not Nexmark's: it is the column q18 writes
-// each output row's changelog kind into.
+// Bid is a Nexmark bid, with Nexmark's column names (as
+// testing/peers writes them for Flink SQL). Op is not Nexmark's: it is the
+// column q18 writes each output row's changelog kind into.
 type Bid struct {
-	Auction  int64  `beam:"auction"`
-	Bidder   int64  `beam:"bidder"`
-	Price    int64  `beam:"price"`
-	Channel  string `beam:"channel"`
-	URL      string `beam:"url"`
-	DateTime int64  `beam:"date_time"` // event time, Unix ms
-	Extra    string `beam:"extra"`
-	Op       string `beam:"op"`
+	Auction  int64  `json:"auction" beam:"auction"`
+	Bidder   int64  `json:"bidder" beam:"bidder"`
+	Price    int64  `json:"price" beam:"price"`
+	Channel  string `json:"channel" beam:"channel"`
+	URL      string `json:"url" beam:"url"`
+	DateTime int64  `json:"date_time" beam:"date_time"` // event time, Unix ms
+	Extra    string `json:"extra" beam:"extra"`
+	Op       string `json:"op,omitempty" beam:"op"`
 }
 
 // NexmarkBids calls emit for every bid among the first events Nexmark
@@ -116,6 +119,13 @@ func lastPerson(id int64) int64 {
 func GenerateNexmark(s beam.Scope, events int, seed uint64) beam.PCollection {
 	s = s.Scope("Nexmark")
 	return beam.ParDo(s, &nexmarkFn{Events: events, Seed: seed}, beam.Impulse(s))
+}
+
+// ReadNexmarkBids reads the bids of a JSON Lines file (testing/peers'
+// WriteNexmarkBids, the file Flink SQL reads) with pipelines/jsonl.
+func ReadNexmarkBids(s beam.Scope, path string) (beam.PCollection, error) {
+	bids, _, err := jsonl.Read(s.Scope("Nexmark"), path, reflect.TypeFor[Bid]())
+	return bids, err
 }
 
 type nexmarkFn struct {

@@ -14,7 +14,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // pipelineCase is one pipeline of the grid, applied to the generated rows.
@@ -106,7 +105,7 @@ func floor(name string, newFn func() any) pipelineCase {
 }
 
 // keepFirstCase is (c), KeepFirst watermarkless on the stateful expansion.
-var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(deduptest.ForceStateful()), out: allKeys, dedup: true, stateful: true}
+var keepFirstCase = pipelineCase{name: "c_keepfirst_stateful", build: keepFirst(dedup.AsStream()), out: allKeys, dedup: true, stateful: true}
 
 // distinctCase (g) is filter.Distinct of the key column: the bounded
 // cases also report their ratio to it.
@@ -136,10 +135,10 @@ var gridCases = []pipelineCase{
 	keepFirstCase,
 	// The stateful step alone: what c costs when bundles are small (a
 	// streaming source) and the pre-filter finds no duplicates to drop.
-	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(deduptest.ForceStateful(), dedup.MiniBatch(false)), out: allKeys, dedup: true, stateful: true},
-	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(deduptest.ForceStateful(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true, stateful: true},
-	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(deduptest.ForceStateful(), dedup.OnTime("ts")), out: allKeys, dedup: true, stateful: true},
-	{name: "f_keepfirst_stateful_changelog", build: keepFirst(deduptest.ForceStateful(), dedup.KindColumn("op")), out: allKeys, dedup: true, stateful: true},
+	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(dedup.AsStream(), dedup.MiniBatch(false)), out: allKeys, dedup: true, stateful: true},
+	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.AsStream(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true, stateful: true},
+	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.AsStream(), dedup.OnTime("ts")), out: allKeys, dedup: true, stateful: true},
+	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.AsStream(), dedup.KindColumn("op")), out: allKeys, dedup: true, stateful: true},
 	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
@@ -156,10 +155,10 @@ var gridCases = []pipelineCase{
 	// KeepLast: l–n on the stateful expansion (as c, c0, e), o on bounded
 	// input against g. A changelog emits +I per key and a -U/+U pair per
 	// later row of the key.
-	{name: "l_keeplast_stateful", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
-	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(deduptest.ForceStateful(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true},
-	{name: "m_keeplast_stateful_upsert", build: keepLast(deduptest.ForceStateful(), dedup.Upsert()), out: lastUpsert, dedup: true, stateful: true, last: true, folds: true},
-	{name: "n_keeplast_stateful_eventtime", build: keepLast(deduptest.ForceStateful(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
+	{name: "l_keeplast_stateful", build: keepLast(dedup.AsStream(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
+	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.AsStream(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true},
+	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.AsStream(), dedup.Upsert()), out: lastUpsert, dedup: true, stateful: true, last: true, folds: true},
+	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.AsStream(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
 	{name: "o_keeplast_bounded", build: keepLast(dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 }

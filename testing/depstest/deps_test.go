@@ -3,6 +3,7 @@ package depstest
 import (
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,5 +53,31 @@ func TestLibraryPackagesLinkNoRunnerTestFakeOrDockerClient(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// testHelpers are the packages that only tests may import: what they hold
+// is for tests (a clock, counter views), and a program that imports them
+// ships it.
+var testHelpers = []string{"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"}
+
+// No program or library package (cmd, pipelines, transforms, coders)
+// imports a test helper, directly or not: a product option a test needs is
+// an option of the transform's own package.
+func TestNoProductPackageImportsATestHelper(t *testing.T) {
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Deps \" \"}}", "./cmd/...", "./pipelines/...", "./transforms/...", "./coders/...")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Greater(t, len(lines), 20, "go list listed the packages")
+	for _, line := range lines {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if slices.Contains(testHelpers, pkg) {
+			continue
+		}
+		for _, h := range testHelpers {
+			assert.NotContains(t, strings.Fields(deps), h, "%s links the test helper %s: use the transform's own option", pkg, h)
+		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 )
 
@@ -190,11 +189,11 @@ func TestKeepFirst_StateTTLWithRefreshOnFlinkKeepsABusyKeyOnce(t *testing.T) {
 }
 
 // Keep-last's changelog on a stream: +I for a key's first row, a -U/+U
-// pair for a newer one, nothing for an identical resend. Prism gives each
-// TestStream event a bundle of its own and emits every change. On Flink a
-// bundle may hold several versions of a key, and KeepLast then emits only
-// the bundle's last, even with MiniBatch(false) (+I paid for created and
-// paid): the changelog applied gives the same rows.
+// pair for a newer one, nothing for an identical resend. Prism hands a key
+// its rows in event-time order and emits every change. Flink may hand them
+// over in another order (see the MiniBatch(false) test below): a row that
+// arrives after a newer one is out of order and emits nothing (+I paid,
+// for created and paid): the changelog applied gives the same rows.
 func TestKeepLast_ChangelogOnAStreamAppliesToTheSameRowsOnBothRunners(t *testing.T) {
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
@@ -249,9 +248,9 @@ func applied(t *testing.T, changelog []string) []string {
 }
 
 // Upserts: +I for a key's first row, +U for each newer one. Prism emits
-// every version; on Flink a bundle that holds several versions of a key
-// may emit only its last (+U shipped after +I created): the key's final
-// row is the same.
+// every version; on Flink a row that reaches the step after a newer one is
+// out of order and emits nothing (+U shipped after +I created): the key's
+// final row is the same.
 func TestKeepLast_UpsertsOnAStreamEndWithTheKeysLastRowOnBothRunners(t *testing.T) {
 	for _, r := range runners {
 		t.Run(string(r), func(t *testing.T) {
@@ -279,6 +278,63 @@ func TestKeepLast_UpsertsOnAStreamEndWithTheKeysLastRowOnBothRunners(t *testing.
 	}
 }
 
+// MiniBatch(false) emits a change for every row that reaches KeepLast's
+// stateful step and changes its key, on Flink as on Prism: five versions
+// of a key, each a TestStream event of its own. In arrival order (no
+// OnTime) every row is a change, +I for the first to arrive and a -U/+U
+// pair for each of the others, in whatever order the runner hands them
+// to the step. Flink does not hand them over in the TestStream's order:
+// its TestStream source runs alone (one subtask) and the keying step on
+// every core, so Flink deals the rows out round-robin and the stateful
+// step gets them as the two keying subtasks pass them on. Ordered by
+// OnTime, a row that arrives after a newer one is then dropped as out of
+// order, counted; nothing is folded away before the step.
+func TestKeepLast_MiniBatchOffEmitsAChangeForEveryRowThatReachesTheStepOnBothRunners(t *testing.T) {
+	for _, r := range runners {
+		for _, ordered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/ordered_%v", r, ordered), func(t *testing.T) {
+				p, s := beam.NewPipelineWithRoot()
+				ts := teststream.NewConfig()
+				statuses := []string{"created", "paid", "packed", "shipped", "delivered"}
+				for i, st := range statuses {
+					addEach(t, &ts, event{Key: "o1", Status: st, Ts: at(9, i)})
+				}
+				require.NoError(t, ts.AdvanceWatermarkToInfinity())
+				opts := []dedup.Option{dedup.PartitionBy("key"), dedup.KindColumn("op"), dedup.MiniBatch(false)}
+				if ordered {
+					opts = append(opts, dedup.OnTime("ts"))
+				}
+				out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), opts...).Rows, false)
+				c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
+				got := rowsOf(out)
+				t.Logf("%s: %v; %d updates, %d out of order", r, got, c.Updates, c.OutOfOrderDropped)
+				var versions int
+				for _, line := range got {
+					var e event
+					require.NoError(t, json.Unmarshal([]byte(line), &e))
+					if e.Op == "+I" || e.Op == "+U" {
+						versions++
+					}
+				}
+				assert.Zero(t, c.Superseded, "no row folded away before the step")
+				assert.Equal(t, int64(1), c.Inserts)
+				assert.Equal(t, 1+c.Updates, int64(versions), "a +I or +U for every row that changed the key")
+				assert.Len(t, applied(t, got), 1, "the key ends with one row")
+				if ordered {
+					assert.Equal(t, int64(len(statuses)-1), c.Updates+c.OutOfOrderDropped, "every later row a change or out of order")
+					assert.Equal(t, []string{"o1 delivered"}, applied(t, got), "the newest row")
+				} else {
+					assert.Equal(t, int64(len(statuses)-1), c.Updates, "every later row a change")
+				}
+				if r == onPrism {
+					assert.Equal(t, int64(len(statuses)-1), c.Updates, "Prism hands them over in order")
+				}
+				assert.Zero(t, c.Unaccounted())
+			})
+		}
+	}
+}
+
 // On bounded input with the stateful expansion, Flink (batch mode) hands
 // a key's rows to the stateful step in no particular order, Prism in
 // event-time order: the changelog's pairs differ (an older row after a
@@ -295,7 +351,7 @@ func TestKeepLast_StatefulOnBoundedInputEndsWithTheSameRowPerKeyOnBothRunners(t 
 				}
 			}
 			in := beam.ParDo(s, withEventTime, beam.Create(s, rows...))
-			last := dedup.KeepLast(s, in, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), deduptest.ForceStateful(), dedup.MiniBatch(false))
+			last := dedup.KeepLast(s, in, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.AsStream(), dedup.MiniBatch(false))
 			counts := changelog.CountPerKey(s, last.Rows, changelog.KindColumn("op"), changelog.GroupBy("status")).Counts
 			final := collect(s, counts, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))

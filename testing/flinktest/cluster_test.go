@@ -21,7 +21,6 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // tick is a row of a test's stream: a periodic impulse's tick, keyed.
@@ -247,7 +246,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 				freezeAt = 20
 			}
 			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt}, rows)
-			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), deduptest.ForceStateful(), dedup.UID("watched")).Rows
+			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
 			out := collect(s, kept, false)
 			all := collect(s, rows, false)
 			began := time.Now()

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 // callsFn makes, per element, the SDK calls whose cost the dedup stores
-// count (transforms/dedup/state.go): a bag read and a blind append of a
+// count (transforms/dedup/internal/step/state.go): a bag read and a blind append of a
 // bool and of bytes, and a value state's read and write of bytes.
 type callsFn struct {
 	Bools state.Bag[bool]

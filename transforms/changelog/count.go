@@ -20,8 +20,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 	"github.com/beamdedup/beamdedup/transforms/internal/pcol"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
-	"github.com/beamdedup/beamdedup/transforms/prismsplit"
+	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -44,21 +43,21 @@ type GroupCount struct {
 	Version int64 `json:"version" beam:"version"`
 }
 
-// Beam metrics of CountPerKey, in namespace Namespace/<UID> (for example
-// beamdedup/changelog/status-counts), so that each instance is read apart
-// (CountersOf). Every input row is
-// counted once in rows_in and once in exactly one of added, subtracted,
-// retractions_ignored and dead_lettered.
-const (
-	Namespace = "beamdedup/changelog"
+// Namespace is the prefix of CountPerKey's Beam metrics namespaces: an
+// instance counts in Namespace/<UID> (for example
+// beamdedup/changelog/status-counts), so that each is read apart
+// (CountersOf).
+const Namespace = "beamdedup/changelog"
 
-	RowsIn             = "rows_in"             // rows entering CountPerKey
-	Added              = "added"               // +I/+U rows applied
-	Subtracted         = "subtracted"          // -U/-D rows applied
-	RetractionsIgnored = "retractions_ignored" // bounded input with the key (Spec): -U/-D rows of a key whose +I/+U rows they outnumber
-	DeadLettered       = "dead_lettered"       // rows not applied: an unknown kind
-	CountsEmitted      = "counts_emitted"      // GroupCount rows emitted
-	GroupsBelowZero    = "groups_below_zero"   // groups whose count ends below zero (one dead letter each): at the end of the input, or of the window on a stream
+// The counters' names (Counters' fields).
+const (
+	metricRowsIn             = "rows_in"
+	metricAdded              = "added"
+	metricSubtracted         = "subtracted"
+	metricRetractionsIgnored = "retractions_ignored"
+	metricDeadLettered       = "dead_lettered"
+	metricCountsEmitted      = "counts_emitted"
+	metricGroupsBelowZero    = "groups_below_zero"
 )
 
 // countMetrics are the counters of one CountPerKey.
@@ -69,16 +68,29 @@ type countMetrics struct {
 func newCountMetrics(uid string) *countMetrics {
 	ns := Namespace + "/" + uid
 	return &countMetrics{
-		rowsIn: beam.NewCounter(ns, RowsIn), added: beam.NewCounter(ns, Added), subtracted: beam.NewCounter(ns, Subtracted),
-		ignored: beam.NewCounter(ns, RetractionsIgnored),
-		dead:    beam.NewCounter(ns, DeadLettered), emitted: beam.NewCounter(ns, CountsEmitted), groupsBelow0: beam.NewCounter(ns, GroupsBelowZero),
+		rowsIn: beam.NewCounter(ns, metricRowsIn), added: beam.NewCounter(ns, metricAdded), subtracted: beam.NewCounter(ns, metricSubtracted),
+		ignored: beam.NewCounter(ns, metricRetractionsIgnored),
+		dead:    beam.NewCounter(ns, metricDeadLettered), emitted: beam.NewCounter(ns, metricCountsEmitted), groupsBelow0: beam.NewCounter(ns, metricGroupsBelowZero),
 	}
 }
 
-// Counters are CountPerKey's metrics (one field per metric above), summed
-// over a job's steps.
+// Counters are CountPerKey's metrics, summed over a job's steps: each
+// field the Beam counter of that name in namespace Namespace/<UID>. Every
+// input row is counted once in rows_in and once in exactly one of added,
+// subtracted, retractions_ignored and dead_lettered.
 type Counters struct {
-	RowsIn, Added, Subtracted, RetractionsIgnored, DeadLettered, CountsEmitted, GroupsBelowZero int64
+	RowsIn     int64 // rows_in: rows entering CountPerKey
+	Added      int64 // added: +I/+U rows applied
+	Subtracted int64 // subtracted: -U/-D rows applied
+	// RetractionsIgnored, retractions_ignored: on bounded input with the
+	// key (Spec), -U/-D rows of a key whose +I/+U rows they outnumber.
+	RetractionsIgnored int64
+	DeadLettered       int64 // dead_lettered: rows not applied: an unknown kind
+	CountsEmitted      int64 // counts_emitted: GroupCount rows emitted
+	// GroupsBelowZero, groups_below_zero: groups whose count ends below
+	// zero (one dead letter each), at the end of the input or, on a
+	// stream, of the window.
+	GroupsBelowZero int64
 }
 
 // ReadCounters sums the counters of every CountPerKey of a pipeline run.
@@ -88,8 +100,8 @@ func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
 // name) is uid; "" sums every one.
 func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
-	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{RowsIn: &c.RowsIn, Added: &c.Added, Subtracted: &c.Subtracted,
-		RetractionsIgnored: &c.RetractionsIgnored, DeadLettered: &c.DeadLettered, CountsEmitted: &c.CountsEmitted, GroupsBelowZero: &c.GroupsBelowZero})
+	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{metricRowsIn: &c.RowsIn, metricAdded: &c.Added, metricSubtracted: &c.Subtracted,
+		metricRetractionsIgnored: &c.RetractionsIgnored, metricDeadLettered: &c.DeadLettered, metricCountsEmitted: &c.CountsEmitted, metricGroupsBelowZero: &c.GroupsBelowZero})
 	return c
 }
 
@@ -102,7 +114,7 @@ type countConfig struct {
 	key     []string // the rows' key (Spec.Key): bounded input matches a key's retractions with its rows
 	groupBy []string
 	uid     string
-	hooks   testhook.Count
+	stream  bool // AsStream
 	errs    []error
 }
 
@@ -175,11 +187,12 @@ func UID(uid string) Option {
 	}
 }
 
-func init() {
-	testhook.CountOption = func(set func(*testhook.Count)) any {
-		return Option(func(c *countConfig) { set(&c.hooks) })
-	}
-}
+// AsStream counts bounded input as a stream: a count per group updated
+// with each change, emitted every time it changes (the stateful
+// expansion), rather than one total per group at the end. So a file gives
+// the counts a stream would, to try the streaming pipeline on a file.
+// Unbounded input always counts so.
+func AsStream() Option { return func(c *countConfig) { c.stream = true } }
 
 func init() {
 	type deadEmit = func(deadletter.DeadLetter)
@@ -297,7 +310,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 	}
 	s = s.Scope(c.uid)
 	p := countParams{RowType: beam.EncodedType{T: t}, KindCol: c.kindCol, GroupBy: c.groupBy, UID: c.uid}
-	bounded := pcol.IsBounded(rows) && !c.hooks.ForceStateful
+	bounded := pcol.IsBounded(rows) && !c.stream
 	p.Bounded = bounded
 	if bounded {
 		p.Key = c.key
@@ -312,7 +325,7 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 		totals := beam.CombinePerKey(s.Scope("Sum"), mergeDeltas, keyed)
 		counts, late = beam.ParDo2(s.Scope("Final"), &finalCountFn{UID: c.uid}, totals)
 	} else {
-		prismsplit.Check(context.Background(), prismsplit.Construction, fmt.Sprintf("changelog.CountPerKey (UID %s)", c.uid))
+		prismwarn.Check(context.Background(), prismwarn.Construction, fmt.Sprintf("changelog.CountPerKey (UID %s)", c.uid))
 		counts, late = beam.ParDo2(s.Scope("Count"), &countFn{UID: c.uid, End: timers.InEventTime("end")}, keyed)
 	}
 	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
@@ -517,7 +530,7 @@ type countFn struct {
 }
 
 func (f *countFn) Setup() {
-	prismsplit.Check(context.Background(), prismsplit.Run, "a changelog.CountPerKey step")
+	prismwarn.Check(context.Background(), prismwarn.Run, "a changelog.CountPerKey step")
 }
 
 func (f *countFn) ProcessElement(ctx context.Context, w beam.Window, sp state.Provider, tp timers.Provider, _ string, d delta, emit func(GroupCount), dead func(deadletter.DeadLetter)) error {

@@ -18,7 +18,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // dropRow is a row whose N is unique in its input, so that every output
@@ -125,7 +124,7 @@ func TestOutputDropped_EveryInputRowEndsInRowsDeadLettersOrDropped(t *testing.T)
 		{name: "KeepFirst file, in-bundle merge, changelog", changelog: true, opts: []dedup.Option{dedup.KindColumn("op")}},
 		{name: "KeepFirst file, grouped, SequenceBy", opts: []dedup.Option{dedup.MiniBatch(false), dedup.SequenceBy("seq")}},
 		{name: "KeepFirst file, KV input", kv: true, opts: []dedup.Option{dedup.KindColumn("op")}, changelog: true},
-		{name: "KeepFirst file, forced stateful", opts: []dedup.Option{deduptest.ForceStateful(), dedup.OnTime("ts")}},
+		{name: "KeepFirst file, forced stateful", opts: []dedup.Option{dedup.AsStream(), dedup.OnTime("ts")}},
 		{name: "KeepLast stream, fold", last: true, stream: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op")}},
 		{name: "KeepLast stream, ordered", last: true, stream: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts"), dedup.MiniBatch(false)}},
 		{name: "KeepLast stream, SequenceBy, fold", last: true, stream: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq")}},

@@ -63,7 +63,7 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, tc.rows...)
 			combined := dedup.KeepFirst(s.Scope("combine"), in, tc.opts...).Rows
-			stateful := dedup.KeepFirst(s.Scope("stateful"), in, append(tc.opts, deduptest.ForceStateful())...).Rows
+			stateful := dedup.KeepFirst(s.Scope("stateful"), in, append(tc.opts, dedup.AsStream())...).Rows
 			passert.Equals(s, combined, tc.want...)
 			passert.Equals(s, stateful, tc.want...)
 			c := run(t, p)
@@ -120,7 +120,7 @@ func TestMiniBatch_SameOutputWithAndWithoutThePreFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, trades...)
-			opts := append([]dedup.Option{dedup.PartitionByAll(), deduptest.ForceStateful()}, tc.opts...)
+			opts := append([]dedup.Option{dedup.PartitionByAll(), dedup.AsStream()}, tc.opts...)
 			with, without := withAndWithoutMiniBatch(s, in, opts...)
 			passert.Equals(s, with, want...)
 			passert.Equals(s, without, want...)
@@ -141,7 +141,7 @@ func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *tes
 	rows, want := randomTimedEvents(rng, at(10, 0), 600, 30)
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
-	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), deduptest.ForceStateful()}
+	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.AsStream()}
 	with, without := withAndWithoutMiniBatch(s, in, opts...)
 	passert.Equals(s, with, want...)
 	passert.Equals(s, without, want...)
@@ -209,7 +209,7 @@ func TestExpansions_StatefulMergeAndWindowKeepTheSameRowPerKey(t *testing.T) {
 
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, distinct...)
-	passert.Equals(s, dedup.KeepFirst(s.Scope("stateful"), in, append(opts, deduptest.ForceStateful())...).Rows, earliest...)
+	passert.Equals(s, dedup.KeepFirst(s.Scope("stateful"), in, append(opts, dedup.AsStream())...).Rows, earliest...)
 	passert.Equals(s, dedup.KeepFirst(s.Scope("merge"), in, opts...).Rows, earliest...)
 	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window"), beam.WindowInto(s, day, in), opts...).Rows), earliest...)
 

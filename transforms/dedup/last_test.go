@@ -341,7 +341,7 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 		want []any
 	}{
 		{"bounded merge", nil, all},
-		{"stateful", []dedup.Option{deduptest.ForceStateful()}, live},
+		{"stateful", []dedup.Option{dedup.AsStream()}, live},
 		{"bounded without in-bundle merge", []dedup.Option{dedup.MiniBatch(false)}, all},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,14 +1,10 @@
 package dedup
 
 import (
-	"cmp"
-	"context"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
-	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
 // Namespace is the prefix of the Beam metrics namespaces of this package's
@@ -37,90 +33,39 @@ func readInto(pr beam.PipelineResult, uid string, fields map[string]*int64, ts .
 	}
 }
 
-// Counter names. Every input row of KeepFirst (and of window dedup) lands
-// in exactly one of Emitted, DuplicatesDropped, LateDropped,
-// CandidatesReplaced, ChangelogSwallowed, RetractionsIgnored and
-// DeadLettered, or is still a pending candidate: RowsIn = the sum of those
-// + pending (Counters.Pending).
-const (
-	MetricRowsIn             = "rows_in"
-	MetricEmitted            = "emitted"
-	MetricDuplicatesDropped  = "duplicates_dropped"
-	MetricLateDropped        = "late_dropped"
-	MetricCandidatesReplaced = "candidates_replaced"
-	MetricChangelogSwallowed = "changelog_swallowed"
-	MetricRetractionsIgnored = "retractions_ignored"
-	MetricKeysExpired        = "keys_expired"
-	MetricDeadLettered       = "dead_lettered"
-	MetricTTLRefreshes       = "ttl_refreshes"
-	// MetricMiniBatchDropped counts the part of DuplicatesDropped (KeepFirst)
-	// or Superseded (KeepLast's fold) that the mini-batch dropped before the
-	// keyed step.
-	MetricMiniBatchDropped = "minibatch_dropped"
-)
-
-// The stateful step's cost: reads of a key's state and writes of a change
-// (SDK calls), the Fn API state requests they made, by kind (state.go has
-// the requests per call), the reads a bundle's cache spared (a key read or
-// written earlier in the same bundle), and timers set.
-const (
-	MetricStateReads     = "state_reads"
-	MetricStateWrites    = "state_writes"
-	MetricStateGets      = "state_gets"
-	MetricStateAppends   = "state_appends"
-	MetricStateClears    = "state_clears"
-	MetricStateCacheHits = "state_cache_hits"
-	MetricTimerSets      = "timer_sets"
-)
-
-// KeepLast's counters, beside rows_in, duplicates_dropped,
-// retractions_ignored, keys_expired, dead_lettered, ttl_refreshes,
-// minibatch_dropped and the cost. Every input row of
-// KeepLast lands in exactly one of Inserts, Updates, DeletesIn,
-// DuplicatesDropped, OutOfOrderDropped, RetractionsIgnored, DeadLettered
-// and Superseded (see LastCounters.Unaccounted). The Emitted* counters
-// count output rows by kind (+I rows are Inserts).
-const (
-	MetricInserts             = "inserts"               // rows that became a key's first row (+I)
-	MetricUpdates             = "updates"               // rows that replaced a key's stored row
-	MetricDeletesIn           = "deletes_in"            // -U/-D rows that deleted a key's stored row
-	MetricOutOfOrderDropped   = "out_of_order_dropped"  // ordered rows below the stored value
-	MetricSuperseded          = "superseded"            // rows merged away before the state (bounded input, mini-batch fold)
-	MetricEmittedUpdateBefore = "emitted_update_before" // -U rows emitted
-	MetricEmittedUpdateAfter  = "emitted_update_after"  // +U rows emitted
-	MetricEmittedDelete       = "emitted_delete"        // -D rows emitted
-)
-
-// outcomeMetrics names the counter of each outcome; "" is not counted
-// (a candidate is counted once it is emitted or replaced).
-var outcomeMetrics = [core.NumOutcomes]string{
-	core.Emit:             MetricEmitted,
-	core.BecomeCandidate:  "",
-	core.ReplaceCandidate: MetricCandidatesReplaced,
-	core.DropDuplicate:    MetricDuplicatesDropped,
-	core.DropLate:         MetricLateDropped,
-	core.Swallow:          MetricChangelogSwallowed,
-	core.IgnoreRetraction: MetricRetractionsIgnored,
-	core.Inserted:         MetricInserts,
-	core.Updated:          MetricUpdates,
-	core.DeletedIn:        MetricDeletesIn,
-	core.OutOfOrder:       MetricOutOfOrderDropped,
-	core.Superseded:       MetricSuperseded,
-}
-
-// Cost is what the stateful steps cost: reads of a key's state and writes
-// of a change (SDK calls), the Fn API state requests they made by kind,
-// the reads a bundle's cache spared, and timers set.
+// Cost is what the stateful steps cost; each field is the sum of the Beam
+// counter of that name in the transform's namespace.
 type Cost struct {
-	StateReads, StateWrites, StateGets, StateAppends, StateClears, StateCacheHits, TimerSets int64
+	StateReads     int64 // state_reads: reads of a key's state (SDK calls)
+	StateWrites    int64 // state_writes: writes of a change (SDK calls)
+	StateGets      int64 // state_gets: the Fn API get requests they made
+	StateAppends   int64 // state_appends: append requests
+	StateClears    int64 // state_clears: clear requests
+	StateCacheHits int64 // state_cache_hits: reads a bundle's cache spared
+	TimerSets      int64 // timer_sets: timers set
 }
 
 // Counters are the counters of KeepFirst and window dedup, summed over the
-// instances read (ReadCounters, CountersOf).
+// instances read (ReadCounters, CountersOf). Each field is the sum of the
+// Beam counter of that name in namespace Namespace/<transform>/<UID>
+// (docs/keepfirst.md, "Metrics"). Every input row lands in exactly one of
+// emitted, duplicates_dropped, late_dropped, candidates_replaced,
+// changelog_swallowed, retractions_ignored and dead_lettered, or is a
+// candidate still pending (Pending).
 type Counters struct {
-	RowsIn, Emitted, DuplicatesDropped, LateDropped, CandidatesReplaced,
-	ChangelogSwallowed, RetractionsIgnored, KeysExpired, DeadLettered,
-	TTLRefreshes, MiniBatchDropped int64
+	RowsIn             int64 // rows_in: rows entering the transform
+	Emitted            int64 // emitted: rows emitted
+	DuplicatesDropped  int64 // duplicates_dropped: later rows of a kept key
+	LateDropped        int64 // late_dropped: event-time rows of a key already emitted
+	CandidatesReplaced int64 // candidates_replaced: pending candidates replaced by an earlier row
+	ChangelogSwallowed int64 // changelog_swallowed: -U/-D rows of an emitted key
+	RetractionsIgnored int64 // retractions_ignored: -U/-D rows of a key not seen
+	KeysExpired        int64 // keys_expired: key periods a TTL ended
+	DeadLettered       int64 // dead_lettered: rows that could not be processed
+	TTLRefreshes       int64 // ttl_refreshes: duplicates that extended a key's retention
+	// MiniBatchDropped, minibatch_dropped: the part of DuplicatesDropped
+	// dropped before the shuffle.
+	MiniBatchDropped int64
 	Cost
 }
 
@@ -132,10 +77,26 @@ func (c Counters) Pending() int64 {
 }
 
 // LastCounters are KeepLast's counters, summed over the instances read
-// (ReadLastCounters, LastCountersOf).
+// (ReadLastCounters, LastCountersOf), by the same names
+// (docs/keeplast.md, "Metrics"). Every input row lands in exactly one of
+// inserts, updates, deletes_in, duplicates_dropped, out_of_order_dropped,
+// retractions_ignored, dead_lettered and superseded (Unaccounted).
 type LastCounters struct {
-	RowsIn, Inserts, Updates, DeletesIn, DuplicatesDropped, OutOfOrderDropped,
-	RetractionsIgnored, Superseded, KeysExpired, DeadLettered, TTLRefreshes, MiniBatchDropped,
+	RowsIn             int64 // rows_in: rows entering KeepLast
+	Inserts            int64 // inserts: rows that became a key's first row (+I)
+	Updates            int64 // updates: rows that replaced a key's stored row
+	DeletesIn          int64 // deletes_in: -U/-D rows that deleted a key's stored row
+	DuplicatesDropped  int64 // duplicates_dropped: rows equal to the stored one
+	OutOfOrderDropped  int64 // out_of_order_dropped: ordered rows below the stored value
+	RetractionsIgnored int64 // retractions_ignored: -U/-D rows of a key not stored
+	Superseded         int64 // superseded: rows merged away before the state (bounded input, the mini-batch fold)
+	KeysExpired        int64 // keys_expired: key periods a TTL ended
+	DeadLettered       int64 // dead_lettered: rows that could not be processed
+	TTLRefreshes       int64 // ttl_refreshes: duplicates that extended a key's retention
+	MiniBatchDropped   int64 // minibatch_dropped: the part of Superseded the fold merged away
+	// EmittedUpdateBefore, EmittedUpdateAfter and EmittedDelete
+	// (emitted_update_before, emitted_update_after, emitted_delete) count
+	// the -U, +U and -D rows emitted; +I rows are Inserts.
 	EmittedUpdateBefore, EmittedUpdateAfter, EmittedDelete int64
 	Cost
 }
@@ -177,101 +138,30 @@ func LastCountersOf(pr beam.PipelineResult, uid string) LastCounters {
 }
 
 func (c *Cost) fields(m map[string]*int64) map[string]*int64 {
-	m[MetricStateReads], m[MetricStateWrites], m[MetricStateGets] = &c.StateReads, &c.StateWrites, &c.StateGets
-	m[MetricStateAppends], m[MetricStateClears], m[MetricStateCacheHits] = &c.StateAppends, &c.StateClears, &c.StateCacheHits
-	m[MetricTimerSets] = &c.TimerSets
+	m[step.MetricStateReads], m[step.MetricStateWrites], m[step.MetricStateGets] = &c.StateReads, &c.StateWrites, &c.StateGets
+	m[step.MetricStateAppends], m[step.MetricStateClears], m[step.MetricStateCacheHits] = &c.StateAppends, &c.StateClears, &c.StateCacheHits
+	m[step.MetricTimerSets] = &c.TimerSets
 	return m
 }
 
 func (c *Counters) fields() map[string]*int64 {
 	return c.Cost.fields(map[string]*int64{
-		MetricRowsIn: &c.RowsIn, MetricEmitted: &c.Emitted, MetricDuplicatesDropped: &c.DuplicatesDropped,
-		MetricLateDropped: &c.LateDropped, MetricCandidatesReplaced: &c.CandidatesReplaced,
-		MetricChangelogSwallowed: &c.ChangelogSwallowed, MetricRetractionsIgnored: &c.RetractionsIgnored,
-		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
-		MetricMiniBatchDropped: &c.MiniBatchDropped,
+		step.MetricRowsIn: &c.RowsIn, step.MetricEmitted: &c.Emitted, step.MetricDuplicatesDropped: &c.DuplicatesDropped,
+		step.MetricLateDropped: &c.LateDropped, step.MetricCandidatesReplaced: &c.CandidatesReplaced,
+		step.MetricChangelogSwallowed: &c.ChangelogSwallowed, step.MetricRetractionsIgnored: &c.RetractionsIgnored,
+		step.MetricKeysExpired: &c.KeysExpired, step.MetricDeadLettered: &c.DeadLettered, step.MetricTTLRefreshes: &c.TTLRefreshes,
+		step.MetricMiniBatchDropped: &c.MiniBatchDropped,
 	})
 }
 
 func (c *LastCounters) fields() map[string]*int64 {
 	return c.Cost.fields(map[string]*int64{
-		MetricRowsIn: &c.RowsIn, MetricInserts: &c.Inserts, MetricUpdates: &c.Updates, MetricDeletesIn: &c.DeletesIn,
-		MetricDuplicatesDropped: &c.DuplicatesDropped, MetricOutOfOrderDropped: &c.OutOfOrderDropped,
-		MetricRetractionsIgnored: &c.RetractionsIgnored, MetricSuperseded: &c.Superseded,
-		MetricKeysExpired: &c.KeysExpired, MetricDeadLettered: &c.DeadLettered, MetricTTLRefreshes: &c.TTLRefreshes,
-		MetricMiniBatchDropped:    &c.MiniBatchDropped,
-		MetricEmittedUpdateBefore: &c.EmittedUpdateBefore, MetricEmittedUpdateAfter: &c.EmittedUpdateAfter,
-		MetricEmittedDelete: &c.EmittedDelete,
+		step.MetricRowsIn: &c.RowsIn, step.MetricInserts: &c.Inserts, step.MetricUpdates: &c.Updates, step.MetricDeletesIn: &c.DeletesIn,
+		step.MetricDuplicatesDropped: &c.DuplicatesDropped, step.MetricOutOfOrderDropped: &c.OutOfOrderDropped,
+		step.MetricRetractionsIgnored: &c.RetractionsIgnored, step.MetricSuperseded: &c.Superseded,
+		step.MetricKeysExpired: &c.KeysExpired, step.MetricDeadLettered: &c.DeadLettered, step.MetricTTLRefreshes: &c.TTLRefreshes,
+		step.MetricMiniBatchDropped:    &c.MiniBatchDropped,
+		step.MetricEmittedUpdateBefore: &c.EmittedUpdateBefore, step.MetricEmittedUpdateAfter: &c.EmittedUpdateAfter,
+		step.MetricEmittedDelete: &c.EmittedDelete,
 	})
-}
-
-// metricSet is one namespace's counters: a transform's. Every step of it
-// counts into the set of its namespace, made at Setup.
-type metricSet struct {
-	rowsIn, deadLettered, keysExpired, refreshes, miniBatchDropped beam.Counter
-	stateReads, stateWrites, stateGets, stateAppends, stateClears  beam.Counter
-	stateCacheHits, timerSets                                      beam.Counter
-	outcome                                                        [core.NumOutcomes]beam.Counter
-	// emittedKind counts KeepLast's output rows by kind; +I rows are
-	// counted by their outcome (inserts), so Insert has no counter here.
-	emittedKind [4]beam.Counter
-}
-
-func newMetricSet(ns string) *metricSet {
-	ns = cmp.Or(ns, Namespace) // a DoFn made without a transform's (a test's)
-	m := &metricSet{
-		rowsIn: beam.NewCounter(ns, MetricRowsIn), deadLettered: beam.NewCounter(ns, MetricDeadLettered),
-		keysExpired: beam.NewCounter(ns, MetricKeysExpired), refreshes: beam.NewCounter(ns, MetricTTLRefreshes),
-		miniBatchDropped: beam.NewCounter(ns, MetricMiniBatchDropped),
-		stateReads:       beam.NewCounter(ns, MetricStateReads), stateWrites: beam.NewCounter(ns, MetricStateWrites),
-		stateGets: beam.NewCounter(ns, MetricStateGets), stateAppends: beam.NewCounter(ns, MetricStateAppends),
-		stateClears: beam.NewCounter(ns, MetricStateClears), stateCacheHits: beam.NewCounter(ns, MetricStateCacheHits),
-		timerSets: beam.NewCounter(ns, MetricTimerSets),
-	}
-	for o, name := range outcomeMetrics {
-		if name != "" {
-			m.outcome[o] = beam.NewCounter(ns, name)
-		}
-	}
-	m.emittedKind[rowkind.UpdateBefore] = beam.NewCounter(ns, MetricEmittedUpdateBefore)
-	m.emittedKind[rowkind.UpdateAfter] = beam.NewCounter(ns, MetricEmittedUpdateAfter)
-	m.emittedKind[rowkind.Delete] = beam.NewCounter(ns, MetricEmittedDelete)
-	return m
-}
-
-// outcomeOf counts n rows with outcome o: the one place where an outcome
-// becomes a metric.
-func (m *metricSet) outcomeOf(ctx context.Context, o core.Outcome, n int64) {
-	if outcomeMetrics[o] != "" {
-		m.outcome[o].Inc(ctx, n)
-	}
-}
-
-// decision counts what a stateful decision did to its row.
-func (m *metricSet) decision(ctx context.Context, d *core.Decision) {
-	m.outcomeOf(ctx, d.Outcome, 1)
-	if d.Expired {
-		m.keysExpired.Inc(ctx, 1)
-	}
-	if d.Refreshed {
-		m.refreshes.Inc(ctx, 1)
-	}
-}
-
-// settlement counts where a merge's rows went.
-func (m *metricSet) settlement(ctx context.Context, s *core.Settlement) {
-	for o, n := range s.Counts {
-		if n != 0 {
-			m.outcomeOf(ctx, core.Outcome(o), n)
-		}
-	}
-	if s.Emit && s.Kind != rowkind.Insert { // a +I is counted as its row's outcome
-		m.emittedKind[s.Kind].Inc(ctx, 1)
-	}
-}
-
-// read counts a read of a key's state.
-func (m *metricSet) read(ctx context.Context) {
-	m.stateReads.Inc(ctx, 1)
-	m.stateGets.Inc(ctx, getsPerRead)
 }

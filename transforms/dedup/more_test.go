@@ -101,7 +101,7 @@ func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
 			}
 			in := beam.ParDo(s, stampRowtime, beam.Create(s, rows...))
 			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
-				dedup.ResetTTLOnDuplicate(tc.reset), deduptest.UseClock("rowtime"), deduptest.ForceStateful()).Rows
+				dedup.ResetTTLOnDuplicate(tc.reset), deduptest.UseClock("rowtime"), dedup.AsStream()).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimed, out), tc.want...)
 			c := run(t, p)
 			assert.Equal(t, int64(len(tc.want)), c.Emitted)
@@ -176,7 +176,7 @@ func TestKeepFirst_KVInput_FloatKeysNegativeZeroAndNaNsAreOneKeyEach(t *testing.
 	}{
 		{"in-bundle merge", nil},
 		{"no mini-batch", []dedup.Option{dedup.MiniBatch(false)}},
-		{"stateful", []dedup.Option{deduptest.ForceStateful()}},
+		{"stateful", []dedup.Option{dedup.AsStream()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
@@ -200,7 +200,7 @@ func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
 	r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("key"), dedup.KindColumn("kind"),
-		dedup.StateTTL(20*time.Second), deduptest.UseClock("rowtime"), deduptest.ForceStateful())
+		dedup.StateTTL(20*time.Second), deduptest.UseClock("rowtime"), dedup.AsStream())
 	out, dead := r1.Rows, r1.DeadLetters
 	c := run(t, p)
 	_ = out
@@ -278,7 +278,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, userEvent{"Vas", "login", 1})
-	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), deduptest.ForceStateful())
+	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), dedup.AsStream())
 	edges, _, err := p.Build()
 	require.NoError(t, err)
 	var names []string
@@ -306,7 +306,7 @@ func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
 		opts []dedup.Option
 	}{
 		{"combine expansion", nil},
-		{"stateful expansion", []dedup.Option{deduptest.ForceStateful()}},
+		{"stateful expansion", []dedup.Option{dedup.AsStream()}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -52,6 +52,7 @@ type config struct {
 	upsert       bool // KeepLast
 	retract      bool // KeepLast: RetractOnExpiry
 	dropped      bool // OutputDropped
+	asStream     bool // AsStream
 	hooks        testhook.Dedup
 	transform    transform
 	errs         []error
@@ -248,7 +249,27 @@ func KindColumn(column string) Option {
 // windowed input without EventTimeTTL, folds each key's rows of a bundle to
 // the one that decides its final state, so intermediate versions inside a
 // bundle are not emitted. Final results are the same either way.
+//
+// With MiniBatch(false) every row reaches the stateful step, and KeepLast
+// emits a change for each that changes its key, on every runner. Which
+// rows those are depends on the order the runner hands a key's rows to the
+// step, which no option sets: ordered by OnTime or SequenceBy, a row that
+// arrives after a newer one is dropped as out of order. Flink, for one,
+// deals a source's rows out to the keying step's parallel subtasks, so a
+// key's rows need not reach the step in the source's order
+// (docs/runners.md).
 func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
+
+// AsStream expands KeepFirst and KeepLast on bounded input as on a stream:
+// the stateful step, row by row, rather than a merge of each key's rows. A
+// file then gives what a stream would: KeepFirst keeps each key's first row
+// by arrival (in the order the runner hands a key its rows, which a file
+// does not fix), not the row with its smallest timestamp; KeepLast emits
+// the changelog of every change, not each key's final row as +I. It is how
+// to try a pipeline's streaming expansion, its output and its cost, on a
+// file before a stream (docs/keepfirst.md). Unbounded input always expands
+// so; window dedup, which expands the same on both, rejects it.
+func AsStream() Option { return func(c *config) { c.asStream = true } }
 
 // OverlapState sets whether the stateful step keeps several state requests
 // in flight within a bundle (default true), rather than waiting for each
@@ -379,8 +400,8 @@ func (c *config) validateWindow() error {
 		return fmt.Errorf("CleanupTimers: window deduplication sets no timers (the runner drops a window's state when it closes); remove the option")
 	case c.overlapSet:
 		return fmt.Errorf("OverlapState: window deduplication keeps no per-row state (a combine per key and window); remove the option")
-	case c.hooks.ForceStateful:
-		return fmt.Errorf("ForceStateful: window deduplication has no stateful expansion; use KeepFirst/KeepLast for per-row state")
+	case c.asStream:
+		return fmt.Errorf("AsStream: window deduplication has no stateful expansion (a combine per key and window expands the same on a stream and on a file); remove the option, or use KeepFirst/KeepLast for per-row state")
 	}
 	return nil
 }

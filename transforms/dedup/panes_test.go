@@ -11,7 +11,6 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/panetest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func init() {
@@ -58,7 +57,7 @@ func TestKeepLast_AKeysOutputsLeaveInDecisionOrderWhenItsRowsComeInMixedPanes(t 
 
 			p, s := beam.NewPipelineWithRoot()
 			versions := panetest.Versions(s, keys)
-			opts := append([]dedup.Option{deduptest.ForceStateful()}, tc.opts...)
+			opts := append([]dedup.Option{dedup.AsStream()}, tc.opts...)
 			if tc.kv {
 				beam.ParDo0(s, logKVOutput, dedup.KeepLast(s, versions, opts...).Rows)
 			} else {

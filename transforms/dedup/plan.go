@@ -3,7 +3,8 @@ package dedup
 import (
 	"fmt"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
 )
 
 // The plan step: which expansion a transform of the family builds, decided
@@ -14,15 +15,15 @@ import (
 type expansion uint8
 
 const (
-	// statefulExpansion: per-key state in a stateful DoFn (stateful.go),
+	// statefulExpansion: per-key state in a stateful DoFn (step.Step),
 	// output at once; the expansion a stream needs.
 	statefulExpansion expansion = iota
 	// mergeExpansion: bounded input, a merge of each key's rows
-	// (bounded.go): a lifted combine, or an in-bundle merge and a
+	// (expand.go): a lifted combine, or an in-bundle merge and a
 	// GroupByKey.
 	mergeExpansion
 	// windowExpansion: window dedup, a combine per key and window
-	// (window.go).
+	// (expand.go, window.go).
 	windowExpansion
 )
 
@@ -57,10 +58,10 @@ type plan struct {
 	// one timer family of the DoFn (Beam Go 2.77 hangs a DoFn with two).
 	layout layout
 	family core.Family
-	// stateful: how the step issues its state requests (overlap.go): a
+	// stateful: how the step issues its state requests (step.OverlapMode): a
 	// batch's reads together where no timer is set and the window is
 	// global, else only the writes not waited for.
-	overlap overlapMode
+	overlap step.OverlapMode
 	// stateful: the keying step drops in-bundle duplicates before the
 	// shuffle (KeepFirst's pre-filter) or folds each key's rows of a
 	// bundle to the one that decides its state (KeepLast's fold). Both
@@ -103,7 +104,7 @@ func newPlan(c *config, in input) (plan, error) {
 	case c.transform.window():
 		p.expansion = windowExpansion
 		p.grouped = c.dropped
-	case in.bounded && !c.hooks.ForceStateful && c.eventTTL == 0 && !(in.floatKey && !inBundle && !c.dropped):
+	case in.bounded && !c.asStream && c.eventTTL == 0 && !(in.floatKey && !inBundle && !c.dropped):
 		// On bounded input a key's first or last row is a plain minimum or
 		// maximum: no per-row state access. Event-time retention splits a
 		// key's rows into periods, which one merge cannot express.
@@ -119,7 +120,7 @@ func newPlan(c *config, in input) (plan, error) {
 		if !in.bounded {
 			return plan{}, fmt.Errorf("SequenceBy(%q) needs all of a key's rows before the first is known, which a stream never has; use OnTime(%q) for the event-time first row (emitted when the watermark passes it), or window dedup", c.sequenceBy, c.sequenceBy)
 		}
-		return plan{}, fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which ForceStateful and EventTimeTTL turn off", c.sequenceBy)
+		return plan{}, fmt.Errorf("SequenceBy(%q) is only supported by KeepFirst's bounded expansion, which AsStream and EventTimeTTL turn off", c.sequenceBy)
 	}
 	if p.expansion != statefulExpansion {
 		return p, nil
@@ -141,11 +142,11 @@ func newPlan(c *config, in input) (plan, error) {
 	p.family = p.rules.Family()
 	switch {
 	case c.noOverlap:
-		p.overlap = waitEach
+		p.overlap = step.WaitEach
 	case p.family == core.NoFamily && in.globalWindows:
-		p.overlap = overlapBatch
+		p.overlap = step.OverlapBatch
 	default:
-		p.overlap = overlapWrites
+		p.overlap = step.OverlapWrites
 	}
 	if last || p.rules.EventTime {
 		p.layout = versions

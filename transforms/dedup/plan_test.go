@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 )
 
 // The plan, from options and input: which expansion, which rules, which
@@ -108,6 +108,6 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 	}
 }
 
-// forceStateful is deduptest.ForceStateful, which this package's own tests
+// forceStateful is AsStream, under the name the table had for it
 // cannot import.
-func forceStateful() Option { return func(c *config) { c.hooks.ForceStateful = true } }
+func forceStateful() Option { return AsStream() }

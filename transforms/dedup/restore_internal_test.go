@@ -27,6 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/testing/statetest"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
@@ -222,6 +224,9 @@ func restoreCases() []restoreCase {
 	}}
 }
 
+// rowEmit is the stateful step's emitter of KV<key, row>.
+type rowEmit = func(beam.EventTime, beam.T, beam.V)
+
 // useClock is deduptest.UseClock, which this package's internal tests
 // cannot import.
 func useClock(name string) Option { return func(c *config) { c.hooks.Clock = name } }
@@ -229,7 +234,7 @@ func useClock(name string) Option { return func(c *config) { c.hooks.Clock = nam
 // TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun
 // cuts every case's stream at every boundary between its events, with the
 // step's state requests waited for one by one and overlapped. The step
-// overlaps them only on Beam's harness provider (overlap.go, vet), so on
+// overlaps them only on Beam's harness provider (step, its overlapped stateIO's vet), so on
 // the test's own backend it waits for each unless told that the backend
 // stands for the harness's (restoreDriver.overlap).
 func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun(t *testing.T) {
@@ -244,7 +249,7 @@ func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRu
 				whole := newRestoreDriver(t, tc, nil, overlap)
 				whole.run(tc.events)
 				assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
-				assert.Equal(t, overlap, whole.step.overlapping(), "the step overlapped its requests")
+				assert.Equal(t, overlap, whole.step.Overlapping(), "the step overlapped its requests")
 				final := whole.snapshot()
 				for _, mo := range tc.moments {
 					d := newRestoreDriver(t, tc, nil, overlap)
@@ -376,7 +381,7 @@ func restoreKey(id string) []byte {
 type restoreDriver struct {
 	t    *testing.T
 	fn   reflect.Value
-	step *step
+	step *step.Step
 	// The DoFn's state cell, its element coder, its timer family.
 	cellID   string
 	enc      beam.ElementEncoder
@@ -388,7 +393,7 @@ type restoreDriver struct {
 	// req follows the state requests and guards cells (and the coders)
 	// against the step's overlapped ones, which come from goroutines of
 	// its own.
-	req    *requestLog
+	req    *statetest.Requests
 	cells  map[string][][]byte
 	timers map[[2]string]restoreTimer // by key and tag
 	wm     int64
@@ -415,7 +420,7 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 	require.Equal(t, statefulExpansion, p.expansion)
 	fn := newStatefulFn(&c, &p, reflect.TypeFor[[]byte](), reflect.TypeFor[restoreRow](), metricsNamespace(tr, "restore"))
 	d := &restoreDriver{
-		t: t, fn: reflect.ValueOf(fn), req: newRequestLog(false), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
+		t: t, fn: reflect.ValueOf(fn), req: statetest.NewRequests(false), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
 		wm: int64(mtime.MinTimestamp), now: restoreT0.UnixMilli(),
 		ctx: metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "restore"), "dedup"),
 	}
@@ -450,32 +455,12 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 		}
 	}
 	d.call("Setup", "")
-	d.step = stepOf(t, fn)
-	require.NotEqual(t, waitEach, d.step.ov.mode, "the step overlaps by default")
+	d.step = fn.(interface{ Step() *step.Step }).Step()
+	require.True(t, d.step.Overlapping(), "the step overlaps by default")
 	if overlap {
-		d.step.ov.spType = reflect.TypeFor[*restoreState]()
+		d.step.TrustProvider(reflect.TypeFor[*restoreState]())
 	}
 	return d
-}
-
-// stepOf is the step a stateful DoFn drives.
-func stepOf(t *testing.T, fn any) *step {
-	switch f := fn.(type) {
-	case *marksFn:
-		return &f.s
-	case *versionsFn:
-		return &f.s
-	case *marksEventFn:
-		return &f.s
-	case *versionsEventFn:
-		return &f.s
-	case *marksProcFn:
-		return &f.s
-	case *versionsProcFn:
-		return &f.s
-	}
-	t.Fatalf("no step in %T", fn)
-	return nil
 }
 
 // snapshot is what the runner holds now, in a canonical order.
@@ -516,14 +501,14 @@ func (d *restoreDriver) run(events []restoreEvent) {
 // which is also its element time here).
 func (d *restoreDriver) bundle(rows []restoreRow) {
 	restoreNow.Store(d.now)
-	d.req.bundle(true)
+	d.req.Bundle(true)
 	d.call("StartBundle", "")
 	for _, r := range rows {
 		key := string(restoreKey(r.ID))
 		d.call("ProcessElement", key, reflect.ValueOf(beam.EventTime(r.TS.UnixMilli())), reflect.ValueOf(r))
 	}
 	d.call("FinishBundle", "")
-	d.req.bundle(false)
+	d.req.Bundle(false)
 }
 
 // fireDue fires the timers due, in bundles, until none is: event-time
@@ -553,14 +538,14 @@ func (d *restoreDriver) fireDue() {
 			return strings.Compare(a.Tag, b.Tag)
 		})
 		restoreNow.Store(d.now)
-		d.req.bundle(true)
+		d.req.Bundle(true)
 		d.call("StartBundle", "")
 		for _, tm := range due {
 			delete(d.timers, [2]string{string(tm.Key), tm.Tag})
 			d.call("OnTimer", string(tm.Key), reflect.ValueOf(beam.EventTime(tm.Hold)), reflect.ValueOf(timers.Context{Family: d.family, Tag: tm.Tag}))
 		}
 		d.call("FinishBundle", "")
-		d.req.bundle(false)
+		d.req.Bundle(false)
 	}
 	d.t.Fatal("timers keep firing")
 }
@@ -645,7 +630,7 @@ func (s *restoreState) ReadBagState(id string) (out []any, _ []state.Transaction
 	if id != s.d.cellID {
 		return nil, nil, errNotTheCell
 	}
-	s.d.req.do(s.key, "get", func() {
+	s.d.req.Do(s.key, "get", func() {
 		for _, b := range s.d.cells[s.key] {
 			var v any
 			if v, err = s.d.dec.Decode(bytes.NewReader(b)); err != nil {
@@ -661,7 +646,7 @@ func (s *restoreState) WriteBagState(tx state.Transaction) (err error) {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	s.d.req.do(s.key, "append", func() {
+	s.d.req.Do(s.key, "append", func() {
 		var buf bytes.Buffer
 		if err = s.d.enc.Encode(tx.Val, &buf); err == nil {
 			s.d.cells[s.key] = append(s.d.cells[s.key], buf.Bytes())
@@ -674,7 +659,7 @@ func (s *restoreState) ClearBagState(tx state.Transaction) error {
 	if tx.Key != s.d.cellID {
 		return errNotTheCell
 	}
-	s.d.req.do(s.key, "clear", func() { delete(s.d.cells, s.key) })
+	s.d.req.Do(s.key, "clear", func() { delete(s.d.cells, s.key) })
 	return nil
 }
 

@@ -382,7 +382,7 @@ func TestUpdateSurface_ChangesSayWhatTheyBreak(t *testing.T) {
 var consequences = map[string]map[string]string{
 	"step": {"": "Dataflow matches a running job's state to the new job's steps by name: the update needs " +
 		"--transform_name_mapping (Beam Go's Dataflow flag) from the old name to the new one, else it is refused or the state is left behind; " +
-		"Flink's runner names its operators after the transforms, so a savepoint's state no longer lines up with this step."},
+		"a Flink savepoint matches operators by their stage's input PCollection, not by name (docs/state.md, \"What each runner matches\")."},
 	"input": {"": "state is kept per encoded key and window: under another key or window coder the new job looks up " +
 		"keys the running job never stored (every key is new again), and Dataflow checks coder compatibility on update."},
 	"state": {

@@ -8,7 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/beamdedup/beamdedup/transforms/dedup/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 )
 
 var pipelineTimerType = reflect.TypeFor[timers.PipelineTimer]()

@@ -213,7 +213,7 @@ func TestWindow_ConstructionErrorsNameTheFix(t *testing.T) {
 		{"EventTimeTTL", false, []dedup.Option{dedup.EventTimeTTL(time.Minute)}, "choose the window size instead"},
 		{"Changelog", false, []dedup.Option{dedup.KindColumn("event")}, "deduplicate a changelog with KeepFirst or KeepLast"},
 		{"CleanupTimers", false, []dedup.Option{dedup.CleanupTimers(true)}, "sets no timers"},
-		{"ForceStateful", false, []dedup.Option{deduptest.ForceStateful()}, "no stateful expansion"},
+		{"ForceStateful", false, []dedup.Option{dedup.AsStream()}, "no stateful expansion"},
 		{"unknown column", false, []dedup.Option{dedup.PartitionBy("nope")}, "PartitionBy"},
 		{"global window", true, nil, "window it first, e.g. beam.WindowInto"},
 	} {

@@ -42,6 +42,7 @@ type run struct {
 	stop      chan struct{}
 	stopped   bool
 	failing   bool // the last commit failed (warned once per streak)
+	unbounded bool // MaxInFlight given up: nothing became safe in this process
 }
 
 // ledger is a partition's safe offsets: every offset below base, and the
@@ -49,6 +50,9 @@ type run struct {
 type ledger struct {
 	base  int64
 	spans []span
+
+	moved time.Time // when base last moved (or the ledger began)
+	held  time.Time // since when its reader is held at MaxInFlight; zero: it is not
 }
 
 type span struct{ from, to int64 } // [from, to)
@@ -75,11 +79,19 @@ func (l *ledger) markSafe(from, to int64) {
 		j++
 	}
 	l.spans = slices.Replace(l.spans, i, j, span{from, to})
+	before := l.base
 	for len(l.spans) > 0 && l.spans[0].from <= l.base {
 		l.base = max(l.base, l.spans[0].to)
 		l.spans = l.spans[1:]
 	}
+	if l.base != before {
+		l.moved = time.Now()
+	}
 }
+
+// inFlightPatience is how long a reader may be held at MaxInFlight while
+// nothing of its partition becomes safe before its run gives the bound up.
+var inFlightPatience = time.Minute
 
 // runs are this process's runs, by group and topic: a newer Read of the
 // same group and topic (a job started after another in the same process)
@@ -147,8 +159,41 @@ func (r *run) started(partition int32, start int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.parts[partition]; !ok {
-		r.parts[partition] = &ledger{base: start}
+		r.parts[partition] = &ledger{base: start, moved: time.Now()}
 	}
+}
+
+// room is how many records the reader of partition, next to read offset
+// next, may read before it is bound records ahead of the partition's safe
+// offset; 0 holds it. A reader held for inFlightPatience while nothing of
+// its partition became safe means the marks do not reach this process
+// (Commit runs in another SDK worker): the run then warns once and bounds
+// nothing more.
+func (r *run) room(ctx context.Context, partition int32, next int64, bound int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l, ok := r.parts[partition]
+	if !ok || r.unbounded {
+		return bound
+	}
+	if ahead := max(next-l.base, 0); ahead < int64(bound) {
+		l.held = time.Time{}
+		return bound - int(ahead)
+	}
+	if l.held.IsZero() {
+		l.held = time.Now()
+	}
+	since := l.held
+	if l.moved.After(since) {
+		since = l.moved
+	}
+	if time.Since(since) < inFlightPatience {
+		return 0
+	}
+	r.unbounded = true
+	log.Warnf(ctx, "kafkaio: the reader of topic %s partition %d was held at MaxInFlight(%d) for %v and no record of it became safe in this process: Commit runs in another SDK worker process, so the group's offsets do not move from here (see the package doc); reading on without the bound (set MaxInFlight(0) for such a runner)",
+		r.topic, partition, bound, inFlightPatience)
+	return bound
 }
 
 // markSafe marks [from, to) of partition safe; it reports false when the

@@ -42,7 +42,7 @@ func TestLedgerCommitsOnlyUpToTheFirstOffsetThatIsNotSafe(t *testing.T) {
 }
 
 func TestEveryDoFnIsRegisteredWithCallersBeamUses(t *testing.T) {
-	for _, fn := range []any{&listFn{}, &readFn{}, &writeFn{}, &commitFn{}} {
+	for _, fn := range []any{&listFn{}, &watchFn{}, &readFn{}, &writeFn{}, &commitFn{}} {
 		assert.NoError(t, dofnVerify(fn))
 	}
 }

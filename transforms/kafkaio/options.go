@@ -14,7 +14,8 @@ const (
 	DefaultMaxBundleDuration = time.Second
 	DefaultMaxBundleRecords  = 10000
 	DefaultWatermarkLag      = 2 * time.Second
-	DefaultCommitInterval    = time.Second
+	DefaultCommitInterval    = 250 * time.Millisecond
+	DefaultMaxInFlight       = 20000
 	DefaultWriteTimeout      = 30 * time.Second
 )
 
@@ -63,6 +64,8 @@ type config struct {
 	idleStop       time.Duration
 	watermarkLag   time.Duration
 	commitInterval time.Duration
+	maxInFlight    int
+	watch          time.Duration
 	writeTimeout   time.Duration
 	stopID         string
 
@@ -71,7 +74,7 @@ type config struct {
 
 // The options each transform takes.
 var (
-	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "StopWith"}
+	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "MaxInFlight", "WatchPartitions", "StopWith"}
 	writeOptions  = []string{"WriteTimeout"}
 	commitOptions = []string{}
 )
@@ -84,6 +87,7 @@ func newConfig(transform string, allowed []string, opts []Option, more ...error)
 		maxRecords:     DefaultMaxBundleRecords,
 		watermarkLag:   DefaultWatermarkLag,
 		commitInterval: DefaultCommitInterval,
+		maxInFlight:    DefaultMaxInFlight,
 		writeTimeout:   DefaultWriteTimeout,
 	}
 	for i, o := range opts {
@@ -196,7 +200,7 @@ func WatermarkLag(d time.Duration) Option {
 }
 
 // CommitInterval is how often, at most, the offsets that became safe are
-// committed for the group (default 1s). Read.
+// committed for the group (default 250ms). Read.
 func CommitInterval(d time.Duration) Option {
 	return func(c *config) {
 		c.Set("CommitInterval")
@@ -204,6 +208,46 @@ func CommitInterval(d time.Duration) Option {
 			c.Errorf("CommitInterval(%v): want a positive duration", d)
 		}
 		c.commitInterval = d
+	}
+}
+
+// MaxInFlight bounds, with Group, how far each partition's reader reads
+// ahead of the offset below which every record is safe (default 20,000
+// records; 0: no bound). At the bound the reader ends its bundle, so that
+// the runner passes on what it emitted, and reads on once records become
+// safe. What a crash makes the next run read again, and so write twice, is
+// at most this many records per partition, plus what became safe in the
+// last CommitInterval.
+//
+// The bound counts the records that Commit marks in the reader's process.
+// Where Commit runs in another (several SDK workers), nothing becomes safe
+// there: a reader held at the bound for a minute with nothing made safe
+// warns and reads on without it; set MaxInFlight(0) there. Read.
+func MaxInFlight(n int) Option {
+	return func(c *config) {
+		c.Set("MaxInFlight")
+		if n < 0 {
+			c.Errorf("MaxInFlight(%d): want 0 (no bound) or a positive number", n)
+		}
+		c.maxInFlight = n
+	}
+}
+
+// WatchPartitions makes Read list the topic's partitions again every d
+// while the job runs and read each partition added since (default: listed
+// once, when the job starts; a partition added later is read by the next
+// run). An added partition starts at the group's committed offset, if it
+// has one, else at its first offset, whatever StartFrom says: its records
+// were all written after the job started. With IdleStop the watch ends
+// once every partition's reader in this process has ended and no
+// partition was added for the IdleStop duration. Read.
+func WatchPartitions(d time.Duration) Option {
+	return func(c *config) {
+		c.Set("WatchPartitions")
+		if d <= 0 {
+			c.Errorf("WatchPartitions(%v): want a positive duration", d)
+		}
+		c.watch = d
 	}
 }
 

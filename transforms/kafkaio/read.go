@@ -34,7 +34,7 @@ func init() {
 // It is unbounded: one reader per partition, a splittable DoFn whose
 // restriction is the partition's offset range, so a runner checkpoints
 // where each partition is and can split it. The partitions are listed
-// when the job starts.
+// when the job starts, and with WatchPartitions again while it runs.
 //
 // Read commits nothing itself. With Group, each Record is committed for
 // the group once the pipeline marks it safe with Commit (after its
@@ -62,16 +62,22 @@ func TryRead(s beam.Scope, brokers, topic string, opts ...Option) (beam.PCollect
 		rand.Read(b[:])
 		runID = "read-" + hex.EncodeToString(b[:])
 	}
-	list := &listFn{Brokers: brokers, Topic: topic, Group: cfg.group, Start: int(cfg.start)}
+	var startAtMs int64
 	if !cfg.startAt.IsZero() {
-		list.StartAtMs = cfg.startAt.UnixMilli()
+		startAtMs = cfg.startAt.UnixMilli()
+	}
+	var list any = &listFn{Brokers: brokers, Topic: topic, Group: cfg.group, Start: int(cfg.start), StartAtMs: startAtMs}
+	if cfg.watch > 0 {
+		list = &watchFn{Brokers: brokers, Topic: topic, Group: cfg.group, Start: int(cfg.start), StartAtMs: startAtMs,
+			IntervalMs: cfg.watch.Milliseconds(), IdleStopMs: cfg.idleStop.Milliseconds(), LagMs: cfg.watermarkLag.Milliseconds(),
+			RunID: runID, StopID: cfg.stopID}
 	}
 	parts := beam.ParDo(s, list, beam.Impulse(s))
 	return beam.ParDo(s, &readFn{
 		Brokers: brokers, Topic: topic, Group: cfg.group, RunID: runID, StopID: cfg.stopID,
 		MaxBundleMs: cfg.maxBundle.Milliseconds(), MaxBundleRecords: cfg.maxRecords,
 		IdleStopMs: cfg.idleStop.Milliseconds(), WatermarkLagMs: cfg.watermarkLag.Milliseconds(),
-		CommitIntervalMs: cfg.commitInterval.Milliseconds(),
+		CommitIntervalMs: cfg.commitInterval.Milliseconds(), MaxInFlight: cfg.maxInFlight, Watched: cfg.watch > 0,
 	}, parts), nil
 }
 
@@ -190,6 +196,8 @@ type readFn struct {
 	IdleStopMs       int64
 	WatermarkLagMs   int64
 	CommitIntervalMs int64
+	MaxInFlight      int  // with Group: records read ahead of the safe offset, at most (0: no bound)
+	Watched          bool // its partitions come from a watch (WatchPartitions), told when it ends
 
 	adm               *kadm.Client
 	stopMissingWarned bool
@@ -228,6 +236,10 @@ func (fn *readFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { return
 // pollBatch bounds the records one poll returns.
 const pollBatch = 1000
 
+// inFlightPause is how long a reader held at MaxInFlight waits before its
+// next bundle looks again.
+const inFlightPause = 50 * time.Millisecond
+
 // ProcessElement runs one bundle of a partition's reader: poll and emit
 // until the bundle's time or record budget is spent, then checkpoint.
 func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, p partition,
@@ -262,6 +274,9 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		if stp != nil {
 			stp.ended.Add(1)
 		}
+		if fn.Watched {
+			watchOf(fn.RunID).readerEnded()
+		}
 		keep = false
 		return sdf.StopProcessing(), nil
 	}
@@ -272,8 +287,18 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		if stp != nil && stp.Requested() {
 			return stop()
 		}
+		want := min(pollBatch, fn.MaxBundleRecords-read)
+		if r != nil && fn.MaxInFlight > 0 {
+			room := r.room(ctx, p.Partition, pr.next, fn.MaxInFlight)
+			if room <= 0 {
+				// Held: end the bundle, so that the runner passes on what
+				// it emitted and those records can become safe.
+				return sdf.ResumeProcessingIn(inFlightPause), nil
+			}
+			want = min(want, room)
+		}
 		pctx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := pr.cl.PollRecords(pctx, min(pollBatch, fn.MaxBundleRecords-read))
+		fetches := pr.cl.PollRecords(pctx, want)
 		cancel()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -110,8 +110,8 @@ func TestTryReadRejectsBadConfigurationNamingEveryMistake(t *testing.T) {
 		{"committed without a group", "h:1", "t", []Option{StartFrom(FromCommitted)}, []string{"StartFrom(FromCommitted) needs Group"}},
 		{"two starts", "h:1", "t", []Option{StartFrom(FromLatest), StartAt(base)}, []string{"StartFrom and StartAt are both given"}},
 		{"a Write option", "h:1", "t", []Option{WriteTimeout(time.Second)}, []string{"WriteTimeout does not apply to kafkaio.Read"}},
-		{"several at once", "", "", []Option{IdleStop(-time.Second), nil, Group("")},
-			[]string{"no brokers", "no topic", "IdleStop(-1s)", "option 2 of 3 is nil", `Group("")`}},
+		{"several at once", "", "", []Option{IdleStop(-time.Second), nil, Group(""), MaxInFlight(-1)},
+			[]string{"no brokers", "no topic", "IdleStop(-1s)", "option 2 of 4 is nil", `Group("")`, "MaxInFlight(-1)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,16 @@ func init() {
 			}),
 		}
 	})
+	dofn.Register(&watchFn{}, func(fn any) dofn.Methods {
+		f := fn.(*watchFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F5x2(f.ProcessElement, func(ctx, we, rt, imp, emit any) (any, any) {
+				c, err := f.ProcessElement(ctx.(context.Context), we.(*unbounded.Watermark), rt.(*sdf.LockRTracker), imp.([]byte), emit.(func(beam.EventTime, partition)))
+				return c, err
+			}),
+		}
+	})
 	dofn.Register(&readFn{}, func(fn any) dofn.Methods {
 		f := fn.(*readFn)
 		return dofn.Methods{
@@ -62,6 +72,7 @@ func init() {
 		}
 	})
 	register.Emitter1[partition]()
+	register.Emitter2[beam.EventTime, partition]()
 	register.Emitter1[Record]()
 	register.Emitter2[beam.EventTime, Record]()
 }

@@ -117,15 +117,21 @@ func StopWith(s *Stopper) Option {
 // stopper returns the reader's Stopper, or nil when it has none or it is
 // not in this process (warned once per DoFn instance).
 func (fn *readFn) stopper(ctx context.Context) *Stopper {
-	if fn.StopID == "" {
+	return stopperOf(ctx, fn.StopID, fn.Topic, &fn.stopMissingWarned)
+}
+
+// stopperOf is the Stopper id in this process, or nil when id is empty or
+// it is elsewhere (warned once per *warned).
+func stopperOf(ctx context.Context, id, topic string, warned *bool) *Stopper {
+	if id == "" {
 		return nil
 	}
-	if v, ok := stoppers.Load(fn.StopID); ok {
+	if v, ok := stoppers.Load(id); ok {
 		return v.(*Stopper)
 	}
-	if !fn.stopMissingWarned {
-		fn.stopMissingWarned = true
-		log.Warnf(ctx, "kafkaio: the Stopper %s of topic %s is not in this worker process; the reader cannot be stopped from the submitting process (stop the job with the runner)", fn.StopID, fn.Topic)
+	if !*warned {
+		*warned = true
+		log.Warnf(ctx, "kafkaio: the Stopper %s of topic %s is not in this worker process; the reader cannot be stopped from the submitting process (stop the job with the runner)", id, topic)
 	}
 	return nil
 }

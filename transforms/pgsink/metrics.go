@@ -14,23 +14,31 @@ import (
 // (CountersOf).
 const Namespace = "beamdedup/pgsink"
 
-// Counter names. Every input row lands in exactly one of Written, Skipped,
-// Deleted and DeadLettered once its batch is committed (Counters.Unaccounted
-// is 0 after a run).
+// The counters' names (Counters' fields, and docs/pgsink.md, "Metrics").
 const (
-	MetricRowsIn       = "rows_in"       // rows entering the sink
-	MetricWritten      = "written"       // rows inserted or updated
-	MetricSkipped      = "skipped"       // rows that changed nothing: -U rows, rows folded away in their batch, keys already present (insert-only), rows equal to or older than the stored one
-	MetricDeleted      = "deleted"       // -D rows that deleted a row or wrote a tombstone
-	MetricDeadLettered = "dead_lettered" // rows refused by the table or unreadable (unknown kind, NULL ordering value)
-	MetricRetries      = "retries"       // batch (or setup) attempts repeated after a lost connection or transient error
+	metricRowsIn       = "rows_in"       // rows entering the sink
+	metricWritten      = "written"       // rows inserted or updated
+	metricSkipped      = "skipped"       // rows that changed nothing: -U rows, rows folded away in their batch, keys already present (insert-only), rows equal to or older than the stored one
+	metricDeleted      = "deleted"       // -D rows that deleted a row or wrote a tombstone
+	metricDeadLettered = "dead_lettered" // rows refused by the table or unreadable (unknown kind, NULL ordering value)
+	metricRetries      = "retries"       // batch (or setup) attempts repeated after a lost connection or transient error
 )
 
-// Counters are the sink's counts, one field per counter above: over a
-// pipeline run (ReadCounters, CountersOf), or of the batch a Writer's Add
-// or Flush wrote.
+// Counters are the sink's counts, each field the Beam counter of that name
+// in namespace Namespace/<UID>: over a pipeline run (ReadCounters,
+// CountersOf), or of the batch a Writer's Add or Flush wrote. Every input
+// row lands in exactly one of written, skipped, deleted and dead_lettered
+// once its batch is committed (Unaccounted is 0 after a run).
 type Counters struct {
-	RowsIn, Written, Skipped, Deleted, DeadLettered, Retries int64
+	RowsIn  int64 // rows_in: rows entering the sink
+	Written int64 // written: rows inserted or updated
+	// Skipped, skipped: rows that changed nothing: -U rows, rows folded
+	// away in their batch, keys already present (insert-only), rows equal
+	// to or older than the stored one.
+	Skipped      int64
+	Deleted      int64 // deleted: -D rows that deleted a row or wrote a tombstone
+	DeadLettered int64 // dead_lettered: rows refused by the table or unreadable (unknown kind, NULL ordering value)
+	Retries      int64 // retries: batch (or setup) attempts repeated after a lost connection or transient error
 }
 
 // Unaccounted is the number of input rows in no outcome counter: 0 after
@@ -47,8 +55,8 @@ func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
 func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
 	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{
-		MetricRowsIn: &c.RowsIn, MetricWritten: &c.Written, MetricSkipped: &c.Skipped,
-		MetricDeleted: &c.Deleted, MetricDeadLettered: &c.DeadLettered, MetricRetries: &c.Retries,
+		metricRowsIn: &c.RowsIn, metricWritten: &c.Written, metricSkipped: &c.Skipped,
+		metricDeleted: &c.Deleted, metricDeadLettered: &c.DeadLettered, metricRetries: &c.Retries,
 	})
 	return c
 }
@@ -61,8 +69,8 @@ type sinkMetrics struct {
 func newSinkMetrics(uid string) *sinkMetrics {
 	ns := Namespace + "/" + uid
 	return &sinkMetrics{
-		rowsIn: beam.NewCounter(ns, MetricRowsIn), written: beam.NewCounter(ns, MetricWritten), skipped: beam.NewCounter(ns, MetricSkipped),
-		deleted: beam.NewCounter(ns, MetricDeleted), deadLettered: beam.NewCounter(ns, MetricDeadLettered), retries: beam.NewCounter(ns, MetricRetries),
+		rowsIn: beam.NewCounter(ns, metricRowsIn), written: beam.NewCounter(ns, metricWritten), skipped: beam.NewCounter(ns, metricSkipped),
+		deleted: beam.NewCounter(ns, metricDeleted), deadLettered: beam.NewCounter(ns, metricDeadLettered), retries: beam.NewCounter(ns, metricRetries),
 	}
 }
 

@@ -167,7 +167,7 @@ func TestKeepLastChangelogLandsAsEachKeysLastRowAndARerunLeavesTheTableUnchanged
 		opts []dedup.Option
 	}{
 		{"bounded: each key's final row as +I", nil},
-		{"stateful: -U/+U pairs for every change", []dedup.Option{deduptest.ForceStateful(), dedup.MiniBatch(false)}},
+		{"stateful: -U/+U pairs for every change", []dedup.Option{dedup.AsStream(), dedup.MiniBatch(false)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn, conn := newDB(t, eventDDL)
@@ -429,7 +429,7 @@ func TestKeepLastIntoATableWithoutOrderingEndsOnEachKeysLastRowWhenItsRowsComeIn
 				rows := beam.DropKey(s, panetest.Versions(s, keys))
 				// Without the mini-batch, which would fold each key's rows to the
 				// one that arrived last at the keying step, before the shuffle.
-				opts := []dedup.Option{deduptest.ForceStateful(), dedup.PartitionBy("key"), dedup.MiniBatch(false)}
+				opts := []dedup.Option{dedup.AsStream(), dedup.PartitionBy("key"), dedup.MiniBatch(false)}
 				res := dedup.KeepLast(s, rows, append(opts, tc.opts...)...)
 				sink := append([]pgsink.Option{pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("versions")}, tc.sink...)
 				passert.Empty(s, pgsink.Write(s, res.Rows, sink...).DeadLetters)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
+	"github.com/beamdedup/beamdedup/transforms/internal/rowjson"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -89,17 +90,17 @@ func counters(ctx context.Context) Counters {
 			return
 		}
 		switch l.Name() {
-		case MetricRowsIn:
+		case metricRowsIn:
 			c.RowsIn += v
-		case MetricWritten:
+		case metricWritten:
 			c.Written += v
-		case MetricSkipped:
+		case metricSkipped:
 			c.Skipped += v
-		case MetricDeleted:
+		case metricDeleted:
 			c.Deleted += v
-		case MetricDeadLettered:
+		case metricDeadLettered:
 			c.DeadLettered += v
-		case MetricRetries:
+		case metricRetries:
 			c.Retries += v
 		}
 	}}.ExtractFrom(metrics.GetStore(ctx))
@@ -414,9 +415,9 @@ func TestRowsTheTableRefusesAreFoundByHalvesAndTheRestCommits(t *testing.T) {
 		assert.Equal(t, "PostgresWrite", d.Transform)
 		reasons[d.Row] = d.Reason
 	}
-	assert.Contains(t, reasons[deadletter.RowJSON(rows[13])], `violates check constraint "acct_amount_check" (SQLSTATE 23514)`)
-	assert.Contains(t, reasons[deadletter.RowJSON(rows[77])], "SQLSTATE 23514")
-	assert.Contains(t, reasons[deadletter.RowJSON(rows[50])], "value too long for type character varying(3) (SQLSTATE 22001)")
+	assert.Contains(t, reasons[rowjson.Row(rows[13])], `violates check constraint "acct_amount_check" (SQLSTATE 23514)`)
+	assert.Contains(t, reasons[rowjson.Row(rows[77])], "SQLSTATE 23514")
+	assert.Contains(t, reasons[rowjson.Row(rows[50])], "value too long for type character varying(3) (SQLSTATE 22001)")
 	var n int
 	require.NoError(t, fx.conn.QueryRow(context.Background(), "SELECT count(*) FROM acct").Scan(&n))
 	assert.Equal(t, 97, n)

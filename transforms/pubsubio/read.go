@@ -163,7 +163,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		}
 		return sdf.StopProcessing(), nil
 	}
-	if stp != nil && stp.Requested() {
+	if stp != nil && stp.requested.Load() {
 		return stop()
 	}
 
@@ -172,7 +172,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
 	claimed := 0
 	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
-		if stp != nil && stp.Requested() {
+		if stp != nil && stp.requested.Load() {
 			return stop()
 		}
 		if stp != nil {

@@ -46,39 +46,40 @@ func NewStopper() *Stopper {
 	return s
 }
 
-// Stop asks the readers to end. It returns at once; Ended counts the
-// readers that have.
+// Stop asks the readers to end. It returns at once; Progress tells how
+// many have.
 func (s *Stopper) Stop() { s.requested.Store(true) }
 
-// Requested reports whether Stop was called.
-func (s *Stopper) Requested() bool { return s.requested.Load() }
+// StopperProgress is what a Stopper saw of its readers so far.
+type StopperProgress struct {
+	// Requested: Stop was called.
+	Requested bool
+	// Ended is the number of readers that have ended (on request or, with
+	// IdleStop, idle).
+	Ended int
+	// Claimed is the number of messages the readers emitted into the job,
+	// redeliveries of acked messages included.
+	Claimed int64
+	// Answered is the number of Pull requests Pub/Sub answered (empty ones
+	// included), and Unanswered whether the last one went unanswered for
+	// the whole bundle: an idle subscription answers, a service that is
+	// down or frozen does not.
+	Answered   int64
+	Unanswered bool
+	// Pulling is how long the Pull a reader is waiting on has been out (0
+	// when none is): a reader whose bundle commits nothing while it waits
+	// on Pub/Sub is held up by the service, not by the runner.
+	Pulling time.Duration
+}
 
-// Ended is the number of readers that have ended (on request or, with
-// IdleStop, idle).
-func (s *Stopper) Ended() int { return int(s.ended.Load()) }
-
-// Claimed is the number of messages the readers emitted into the job,
-// redeliveries of acked messages included.
-func (s *Stopper) Claimed() int64 { return s.claimed.Load() }
-
-// Answered is the number of Pull requests Pub/Sub answered (empty ones
-// included), and Unanswered whether the last one went unanswered for the
-// whole bundle: an idle subscription answers, a service that is down or
-// frozen does not.
-func (s *Stopper) Answered() int64 { return s.answered.Load() }
-
-// Unanswered: see Answered.
-func (s *Stopper) Unanswered() bool { return s.unanswered.Load() }
-
-// Pulling is how long the Pull a reader is waiting on has been out (0 when
-// none is): a reader whose bundle commits nothing while it waits on Pub/Sub
-// is held up by the service, not by the runner.
-func (s *Stopper) Pulling() time.Duration {
-	since := s.pullSince.Load()
-	if since == 0 {
-		return 0
+// Progress is what the Stopper saw of its readers so far.
+func (s *Stopper) Progress() StopperProgress {
+	p := StopperProgress{Requested: s.requested.Load(), Ended: int(s.ended.Load()), Claimed: s.claimed.Load(),
+		Answered: s.answered.Load(), Unanswered: s.unanswered.Load()}
+	if since := s.pullSince.Load(); since != 0 {
+		p.Pulling = time.Since(time.Unix(0, since))
 	}
-	return time.Since(time.Unix(0, since))
+	return p
 }
 
 // Close unregisters the Stopper and ends its Read's leases in this

@@ -62,8 +62,8 @@ func TestStopperEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
 	}
 	assert.Positive(t, len(srv.Unacked("in")), "publishing went on after the stop: those messages stay for the next run")
 	assert.Empty(t, c.ackedEarly, "no message acked before it reached Ack")
-	assert.Equal(t, readers, st.Ended(), "every reader ended")
-	assert.Equal(t, int64(len(c.messages())), st.Claimed(), "the Stopper counted every message emitted")
+	assert.Equal(t, readers, st.Progress().Ended, "every reader ended")
+	assert.Equal(t, int64(len(c.messages())), st.Progress().Claimed, "the Stopper counted every message emitted")
 	cs := ReadCounters(pr)
 	assert.Equal(t, cs.Read, cs.Acked, "every message emitted was acked")
 }

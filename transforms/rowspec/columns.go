@@ -3,11 +3,11 @@ package rowspec
 import (
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"time"
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -21,14 +21,6 @@ var (
 	timeType  = reflect.TypeFor[time.Time]()
 	int64Type = reflect.TypeFor[int64]()
 	kindType  = reflect.TypeFor[rowkind.Kind]()
-)
-
-// The event times a time column may hold: Beam's timestamp range
-// (mtime.MinTimestamp to mtime.MaxTimestamp, the latter excluded), in Unix
-// milliseconds; every one of them is an int64 of microseconds too.
-const (
-	MinMillis = math.MinInt64 / 1000
-	MaxMillis = math.MaxInt64 / 1000 // excluded
 )
 
 // deref is the type a column of type t holds: t, or what it points to (a
@@ -77,7 +69,7 @@ func (c TimeColumn) IsInt() bool { return c.isInt }
 // type) in Unix microseconds (an int64 column's milliseconds times 1000),
 // or the reason it has none, naming the column: NULL (a nil pointer), the
 // zero time.Time, or a time outside Beam's timestamp range.
-func (c TimeColumn) Read(row reflect.Value) (micros int64, reason string) {
+func (c TimeColumn) Read(row reflect.Value) (us int64, reason string) {
 	v := row.Field(c.index)
 	if c.ptr {
 		if v.IsNil() {
@@ -87,7 +79,7 @@ func (c TimeColumn) Read(row reflect.Value) (micros int64, reason string) {
 	}
 	if c.isInt {
 		ms := v.Int()
-		if ms < MinMillis || ms >= MaxMillis {
+		if ms < micros.MinMillis || ms >= micros.MaxMillis {
 			return 0, c.outOfRange(fmt.Sprintf("%d ms", ms))
 		}
 		return ms * 1000, ""
@@ -98,10 +90,10 @@ func (c TimeColumn) Read(row reflect.Value) (micros int64, reason string) {
 	}
 	// UnixMilli is defined within 292 million years of 1970, and Beam's
 	// range is within 292 thousand.
-	if sec := t.Unix(); sec < MinMillis/1000-1 || sec > MaxMillis/1000+1 {
+	if sec := t.Unix(); sec < micros.MinMillis/1000-1 || sec > micros.MaxMillis/1000+1 {
 		return 0, c.outOfRange(t.String())
 	}
-	if ms := t.UnixMilli(); ms < MinMillis || ms >= MaxMillis {
+	if ms := t.UnixMilli(); ms < micros.MinMillis || ms >= micros.MaxMillis {
 		return 0, c.outOfRange(t.String())
 	}
 	return t.UnixMicro(), ""

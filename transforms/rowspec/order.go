@@ -96,18 +96,3 @@ func CompareRows(a Order, rowA []byte, b Order, rowB []byte) int {
 	}
 	return bytes.Compare(rowA, rowB)
 }
-
-// Micros is the instant ms milliseconds and sub microseconds past the Unix
-// epoch, in microseconds: how a transform keeps a time that its state or
-// its timestamps hold in milliseconds.
-func Micros(ms int64, sub uint16) int64 { return ms*1000 + int64(sub) }
-
-// SplitMicros is Micros reversed: the millisecond of us (rounded down) and
-// the microseconds past it, 0 to 999.
-func SplitMicros(us int64) (ms int64, sub uint16) {
-	ms = us / 1000
-	if us%1000 < 0 {
-		ms--
-	}
-	return ms, uint16(us - ms*1000)
-}

@@ -49,15 +49,3 @@ func TestCompareRows_EncodingsBreakATieAndEqualRowsCompareEqual(t *testing.T) {
 	assert.Equal(t, 0, CompareRows(a, []byte("a"), a, []byte("a")), "equal rows")
 	assert.Equal(t, 1, CompareRows(Order{Time: 6}, []byte("a"), a, []byte("z")), "the order first")
 }
-
-func TestSplitMicros_RoundsDownAndMicrosReverses(t *testing.T) {
-	for _, us := range []int64{0, 1, 999, 1000, 1_234_567, -1, -999, -1000, -1001, MinMillis * 1000, (MaxMillis-1)*1000 + 999} {
-		ms, sub := SplitMicros(us)
-		assert.Less(t, sub, uint16(1000), "%d", us)
-		assert.LessOrEqual(t, ms*1000, us, "%d: rounded down", us)
-		assert.Equal(t, us, Micros(ms, sub), "%d", us)
-	}
-	ms, sub := SplitMicros(-1)
-	assert.Equal(t, int64(-1), ms)
-	assert.Equal(t, uint16(999), sub)
-}

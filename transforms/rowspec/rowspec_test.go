@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
+	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -68,7 +69,7 @@ func TestTimeColumnReadsMicrosecondsAndNamesTheColumnOfARowWithout(t *testing.T)
 	}{
 		{"opt", timed{}, `OnTime column "opt" is NULL`},
 		{"at", timed{}, `OnTime column "at" holds the zero time.Time (no time was set)`},
-		{"ms", timed{Ms: MaxMillis}, `OnTime column "ms": event time 9223372036854775 ms is outside Beam's timestamp range`},
+		{"ms", timed{Ms: micros.MaxMillis}, `OnTime column "ms": event time 9223372036854775 ms is outside Beam's timestamp range`},
 		{"at", timed{At: time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC)}, `OnTime column "at": event time 300000-01-01 00:00:00 +0000 UTC is outside Beam's timestamp range`},
 		{"at", timed{At: time.Unix(math.MaxInt64/2, 0)}, "is outside Beam's timestamp range"},
 	} {

@@ -21,18 +21,17 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 // Expansions are KeepFirst's two expansions of a bounded input, for
 // table-driven tests: the batch one a file gets by default, and the
-// stateful one (dedup.ForceStateful) that an unbounded source gets.
+// stateful one (dedup.AsStream) that an unbounded source gets.
 var Expansions = []struct {
 	Name    string
 	Options []dedup.Option
 }{
 	{"batch", nil},
-	{"stateful", []dedup.Option{deduptest.ForceStateful()}},
+	{"stateful", []dedup.Option{dedup.AsStream()}},
 }
 
 // Update makes CompareLines rewrite the expected files:

@@ -1,23 +1,15 @@
 // Package deduptest holds what tests and benchmarks of pipelines built on
-// beamdedup's transforms need and users do not: options that pick an
-// expansion or a clock, and views of the counters. Nothing here is part of
+// beamdedup's transforms need and users do not: a test clock, and views of
+// the counters. Nothing here is part of
 // the stable API; a pipeline in production never needs it.
 package deduptest
 
 import (
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
-
-// ForceStateful keeps a dedup transform's stateful (streaming) expansion
-// on bounded input, to compare the expansions or to measure the stateful
-// step on a file. Window dedup rejects it.
-func ForceStateful() dedup.Option {
-	return testhook.DedupOption(func(h *testhook.Dedup) { h.ForceStateful = true }).(dedup.Option)
-}
 
 // UseClock reads a dedup transform's processing time from the clock
 // registered under name with RegisterClock, instead of the wall clock.
@@ -32,12 +24,6 @@ func UseClock(name string) dedup.Option {
 // process that registered it: it works with in-process (loopback) workers.
 func RegisterClock(name string, now func(eventTime time.Time) time.Time) {
 	testhook.RegisterClock(name, now)
-}
-
-// CountStateful makes changelog.CountPerKey use its streaming (stateful)
-// expansion on bounded input.
-func CountStateful() changelog.Option {
-	return testhook.CountOption(func(h *testhook.Count) { h.ForceStateful = true }).(changelog.Option)
 }
 
 // RowCounts returns c without the cost and refresh counters, which depend

@@ -13,25 +13,14 @@ import (
 
 // Dedup is what tests may set on a dedup transform.
 type Dedup struct {
-	// ForceStateful keeps the stateful (streaming) expansion on bounded
-	// input, to compare the expansions.
-	ForceStateful bool
 	// Clock names a clock registered with RegisterClock that replaces the
 	// wall clock as processing time.
 	Clock string
 }
 
-// Count is what tests may set on changelog.CountPerKey.
-type Count struct {
-	ForceStateful bool // the streaming expansion on bounded input
-}
-
-// Option makers, installed by the transform packages at init: each
-// returns an Option of its package (as any) that applies set.
-var (
-	DedupOption func(set func(*Dedup)) any
-	CountOption func(set func(*Count)) any
-)
+// DedupOption makes a dedup.Option (as any) that applies set; package
+// dedup installs it at init.
+var DedupOption func(set func(*Dedup)) any
 
 // Clocks are looked up by name because DoFns are serialized: a function
 // cannot travel in a DoFn, a name can. A registered clock exists only in

@@ -10,7 +10,7 @@
 // Python's requests are counted in its SDK harness (GrpcStateHandler),
 // ours by our counters (state_gets + state_appends + state_clears, which
 // testing/bench checks against the requests sent). Both are keyed
-// stateful steps on the whole file: ours with ForceStateful, row by row
+// stateful steps on the whole file: ours with AsStream, row by row
 // (MiniBatch(false)) and with the mini-batch fold, each with our default
 // 2 h StateTTL; Python's with a 2 h event-time duration.
 package main
@@ -82,7 +82,7 @@ func ours(prism, input string, miniBatch bool) (ourRun, error) {
 	}
 	defer stop()
 	p, s := beam.NewPipelineWithRoot()
-	if _, err := orders.Build(s, orders.Config{Input: input, Dedup: []dedup.Option{deduptest.ForceStateful(), dedup.MiniBatch(miniBatch)}}); err != nil {
+	if _, err := orders.Build(s, orders.Config{Input: input, Dedup: []dedup.Option{dedup.AsStream(), dedup.MiniBatch(miniBatch)}}); err != nil {
 		return ourRun{}, err
 	}
 	start := time.Now()

@@ -1,6 +1,7 @@
 package beamdedup.peers;
 
 import java.io.File;
+import java.lang.management.ManagementFactory;
 import java.util.EnumMap;
 import java.util.Map;
 import org.apache.flink.configuration.Configuration;
@@ -19,8 +20,12 @@ import org.apache.flink.util.CloseableIterator;
  * FlinkSqlPeer changelog FILE...  keep-first and keep-last by order_id on ts (event time),
  *                               the changelog's rows by kind (order-status events); for
  *                               the second and later files the names end in _2, _3, ...
- * FlinkSqlPeer orders FILE      keep-first by order_id on processing time, rows/s
+ * FlinkSqlPeer orders FILE      keep-first and keep-last by order_id on processing time, rows/s
  * FlinkSqlPeer nexmark FILE     Nexmark q0 and q18 on the bids, rows/s and q18/q0
+ * FlinkSqlPeer kafka BROKERS IN OUT GROUP [PARALLELISM]
+ *                               seed 001: keep-first by order_id on processing time from
+ *                               topic IN (read from the earliest offsets to the end offsets
+ *                               at the start) into topic OUT, keyed by order_id
  * </pre>
  *
  * Every result is a line "name key=value ...", for the Go side to read.
@@ -30,10 +35,24 @@ public final class FlinkSqlPeer {
 
   public static void main(String[] args) throws Exception {
     if (args.length < 2) {
-      throw new IllegalArgumentException("usage: FlinkSqlPeer changelog|orders|nexmark FILE...");
+      throw new IllegalArgumentException("usage: FlinkSqlPeer changelog|orders|nexmark FILE... | kafka BROKERS IN OUT GROUP [PARALLELISM]");
     }
     Configuration conf = new Configuration();
     conf.setString("parallelism.default", "1");
+    if (args[0].equals("kafka")) {
+      if (args.length < 5) {
+        throw new IllegalArgumentException("usage: FlinkSqlPeer kafka BROKERS IN OUT GROUP [PARALLELISM]");
+      }
+      if (args.length > 5) {
+        conf.setString("parallelism.default", args[5]);
+      }
+      conf.setString("table.exec.mini-batch.enabled", "false");
+      kafka(
+          TableEnvironment.create(
+              EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(conf).build()),
+          args[1], args[2], args[3], args[4]);
+      return;
+    }
     // Each row through the operators as it comes (no mini-batch), as our
     // stateful steps; Flink's default too.
     conf.setString("table.exec.mini-batch.enabled", "false");
@@ -91,30 +110,77 @@ public final class FlinkSqlPeer {
   /** The Deduplicate node of a plan, for the record of what Flink ran. */
   static String dedupNode(String plan) {
     for (String line : plan.split("\n")) {
-      String l = line.trim();
-      if (l.startsWith("Deduplicate(")) {
-        return l.replace(' ', '_');
+      // At the top of a query's plan, under a sink's ("+- ") in an INSERT's.
+      int at = line.indexOf("Deduplicate(");
+      if (at >= 0) {
+        return line.substring(at).trim().replace(' ', '_');
       }
     }
     return "none";
   }
 
-  /** Keep-first by order_id on processing time (the article's query). */
+  /**
+   * Keep-first and keep-last by order_id on processing time (the article's query), every column
+   * of the kept rows into a blackhole sink (ours writes them to a file), and a plain scan of the
+   * file into the same sink.
+   */
   static void orders(TableEnvironment env, String path) throws Exception {
     env.executeSql(
         "CREATE TABLE orders (order_id STRING, quantity BIGINT, price DOUBLE, created_at STRING,"
             + " pt AS PROCTIME()) WITH ('connector' = 'filesystem', 'path' = '" + path + "',"
             + " 'format' = 'json')");
+    env.executeSql(
+        "CREATE TABLE orders_sink (order_id STRING, quantity BIGINT, price DOUBLE,"
+            + " created_at STRING) WITH ('connector' = 'blackhole')");
+    String columns = "order_id, quantity, price, created_at";
     long rows = count(env, "SELECT COUNT(*) FROM orders");
-    String dedup =
-        "SELECT order_id FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY pt ASC)"
-            + " AS rn FROM orders) WHERE rn = 1";
-    long out = count(env, "SELECT COUNT(*) FROM (" + dedup + ")");
-    double scan = run(env, "INSERT INTO blackhole_sink SELECT quantity FROM orders");
-    double secs = run(env, "INSERT INTO blackhole_sink SELECT CAST(1 AS BIGINT) FROM (" + dedup + ")");
+    double scan = run(env, "INSERT INTO orders_sink SELECT " + columns + " FROM orders");
+    for (String order : new String[] {"ASC", "DESC"}) {
+      String dedup =
+          "SELECT " + columns + " FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY order_id"
+              + " ORDER BY pt " + order + ") AS rn FROM orders) WHERE rn = 1";
+      long out = count(env, "SELECT COUNT(*) FROM (" + dedup + ")");
+      double cpu0 = processCpuSeconds();
+      double secs = run(env, "INSERT INTO orders_sink " + dedup);
+      double cpu = processCpuSeconds() - cpu0;
+      System.out.printf(
+          "orders_%s rows=%d emitted=%d seconds=%.3f rows_per_s=%.0f cpu_seconds=%.3f"
+              + " scan_seconds=%.3f%n",
+          order.equals("ASC") ? "keep_first" : "keep_last", rows, out, secs, rows / secs, cpu, scan);
+    }
+  }
+
+  /**
+   * Seed 001's query on Kafka: the orders topic (JSON values) from the earliest offsets to the end
+   * offsets at the start (a bounded read, so the job ends by itself), keep-first by order_id on
+   * processing time, into the output topic (JSON values keyed by order_id, at least once).
+   * start_ms is the wall clock just before the job is submitted, for the caller to time the job
+   * to the last record written.
+   */
+  static void kafka(TableEnvironment env, String brokers, String in, String out, String group)
+      throws Exception {
+    env.executeSql(
+        "CREATE TABLE orders_in (order_id STRING, quantity BIGINT, price DOUBLE, created_at STRING,"
+            + " pt AS PROCTIME()) WITH ('connector' = 'kafka', 'topic' = '" + in + "',"
+            + " 'properties.bootstrap.servers' = '" + brokers + "', 'properties.group.id' = '"
+            + group + "', 'scan.startup.mode' = 'earliest-offset',"
+            + " 'scan.bounded.mode' = 'latest-offset', 'format' = 'json',"
+            + " 'json.ignore-parse-errors' = 'true')");
+    env.executeSql(
+        "CREATE TABLE orders_out (order_id STRING, quantity BIGINT, price DOUBLE, created_at STRING)"
+            + " WITH ('connector' = 'kafka', 'topic' = '" + out + "',"
+            + " 'properties.bootstrap.servers' = '" + brokers + "', 'key.format' = 'raw',"
+            + " 'key.fields' = 'order_id', 'value.format' = 'json',"
+            + " 'value.fields-include' = 'ALL', 'sink.delivery-guarantee' = 'at-least-once')");
+    String sql =
+        "INSERT INTO orders_out SELECT order_id, quantity, price, created_at FROM (SELECT *,"
+            + " ROW_NUMBER() OVER (PARTITION BY order_id ORDER BY pt ASC) AS rn FROM orders_in)"
+            + " WHERE rn = 1";
+    String plan = dedupNode(env.explainSql(sql));
+    long startMs = System.currentTimeMillis();
+    double secs = run(env, sql);
     System.out.printf(
-        "orders_keep_first rows=%d emitted=%d seconds=%.3f rows_per_s=%.0f scan_seconds=%.3f%n",
-        rows, out, secs, rows / secs, scan);
+        "kafka_keep_first start_ms=%d seconds=%.3f plan=%s%n", startMs, secs, plan);
   }
 
   /** Nexmark q0 (pass-through) and q18 (the last bid per bidder and auction). */
@@ -139,6 +205,13 @@ public final class FlinkSqlPeer {
         "nexmark bids=%d q0_seconds=%.3f q0_rows_per_s=%.0f q18_seconds=%.3f q18_rows_per_s=%.0f"
             + " q18_over_q0=%.3f%n",
         rows, q0, rows / q0, q18, rows / q18, q0 / q18);
+  }
+
+  /** The CPU time this JVM has used, every thread's. */
+  static double processCpuSeconds() {
+    return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+            .getProcessCpuTime()
+        / 1e9;
   }
 
   static long count(TableEnvironment env, String sql) throws Exception {

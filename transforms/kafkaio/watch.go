@@ -1,0 +1,183 @@
+package kafkaio
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+)
+
+// watchFn is the partition watch of WatchPartitions, in place of listFn:
+// a splittable DoFn whose restriction is the range of partition numbers
+// still to be found, [next, ∞). Each round it lists the topic's
+// partitions, emits a reader's element for each it has not yet emitted
+// (claiming its number; Kafka numbers a topic's partitions 0, 1, ... and
+// only adds), and checkpoints until the next round, so that a runner
+// checkpoints which partitions were handed to readers. The first round
+// starts each partition as Read's start option says; a partition found
+// later starts at the group's committed offset, if it has one, else at
+// its first: its records were all written after the job started reading.
+type watchFn struct {
+	Brokers    string
+	Topic      string
+	Group      string
+	Start      int
+	StartAtMs  int64
+	IntervalMs int64
+	IdleStopMs int64
+	LagMs      int64
+	RunID      string
+	StopID     string
+
+	adm               *kadm.Client
+	stopMissingWarned bool
+}
+
+func (fn *watchFn) Setup() error {
+	var err error
+	fn.adm, err = adminFor(fn.Brokers)
+	return err
+}
+
+func (fn *watchFn) CreateInitialRestriction(_ []byte) offsetrange.Restriction {
+	return offsetrange.Restriction{Start: 0, End: math.MaxInt64}
+}
+
+func (fn *watchFn) SplitRestriction(_ []byte, r offsetrange.Restriction) []offsetrange.Restriction {
+	return []offsetrange.Restriction{r}
+}
+
+func (fn *watchFn) RestrictionSize(_ []byte, _ offsetrange.Restriction) float64 { return 1 }
+
+func (fn *watchFn) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
+	return sdf.NewLockRTracker(offsetrange.NewTracker(r))
+}
+
+func (fn *watchFn) InitialWatermarkEstimatorState(et beam.EventTime, _ offsetrange.Restriction, _ []byte) int64 {
+	return int64(et)
+}
+
+func (fn *watchFn) CreateWatermarkEstimator(ms int64) *unbounded.Watermark {
+	return unbounded.NewWatermark(ms)
+}
+
+func (fn *watchFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { return w.State() }
+
+// ProcessElement runs one round of the watch.
+func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, _ []byte,
+	emit func(beam.EventTime, partition)) (sdf.ProcessContinuation, error) {
+	next := rt.GetRestriction().(offsetrange.Restriction).Start
+	w := watchOf(fn.RunID)
+	// Stopped on request, or with IdleStop once every reader it handed
+	// out in this process has ended and no partition came for IdleStop.
+	stp := stopperOf(ctx, fn.StopID, fn.Topic, &fn.stopMissingWarned)
+	if (stp != nil && stp.Requested()) || (fn.IdleStopMs > 0 && next > 0 && w.idle(next, time.Duration(fn.IdleStopMs)*time.Millisecond)) {
+		finish(rt)
+		return sdf.StopProcessing(), nil
+	}
+	var starts map[int32]int64
+	var err error
+	if next == 0 {
+		starts, err = startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, Start(fn.Start), fn.StartAtMs)
+	} else {
+		starts, err = fn.newPartitions(ctx, next)
+	}
+	if err != nil {
+		if next == 0 {
+			return nil, err // as listFn: a topic that is not there fails the job
+		}
+		// A broker that does not answer now: look again next round.
+		log.Warnf(ctx, "kafkaio: watching the partitions of topic %s on %s: %v (looked again in %v)", fn.Topic, fn.Brokers, err, fn.interval())
+		return sdf.ResumeProcessingIn(fn.interval()), nil
+	}
+	ps := make([]int32, 0, len(starts))
+	for p := range starts {
+		if int64(p) >= next {
+			ps = append(ps, p)
+		}
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		if !rt.TryClaim(int64(p)) {
+			return sdf.StopProcessing(), nil
+		}
+		w.emitted(int64(p) + 1)
+		// At the minimum time, as the Impulse of listFn: the reader's
+		// watermark starts there and follows its records.
+		emit(beam.EventTime(mtime.MinTimestamp), partition{Topic: fn.Topic, Partition: p, Start: starts[p]})
+	}
+	we.UpdateWatermark(time.Now().Add(-time.Duration(fn.LagMs) * time.Millisecond))
+	return sdf.ResumeProcessingIn(fn.interval()), nil
+}
+
+func (fn *watchFn) interval() time.Duration { return time.Duration(fn.IntervalMs) * time.Millisecond }
+
+// newPartitions are where the partitions numbered from next on start: at
+// the group's committed offset, else at their first.
+func (fn *watchFn) newPartitions(ctx context.Context, next int64) (map[int32]int64, error) {
+	start := FromEarliest
+	if fn.Group != "" {
+		start = FromCommitted
+	}
+	all, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, start, 0)
+	if err != nil {
+		return nil, err
+	}
+	for p := range all {
+		if int64(p) < next {
+			delete(all, p)
+		}
+	}
+	return all, nil
+}
+
+// A watch is what a Read's watch and readers share in this process: how
+// many partitions the watch handed out, how many of their readers ended,
+// and when the last partition was found.
+type watch struct {
+	mu      sync.Mutex
+	handed  int64
+	ended   int64
+	changed time.Time
+}
+
+var watches sync.Map // RunID -> *watch
+
+func watchOf(runID string) *watch {
+	v, _ := watches.LoadOrStore(runID, &watch{changed: time.Now()})
+	return v.(*watch)
+}
+
+// emitted notes that the partitions below n were handed out.
+func (w *watch) emitted(n int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n > w.handed {
+		w.handed, w.changed = n, time.Now()
+	}
+}
+
+// readerEnded notes that a reader of the watch ended.
+func (w *watch) readerEnded() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ended++
+}
+
+// idle reports whether every one of the handed partitions' readers ended
+// in this process and none was found for d.
+func (w *watch) idle(handed int64, d time.Duration) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ended >= handed && time.Since(w.changed) >= d
+}

@@ -1,6 +1,0 @@
-package prismsplit
-
-import "sync"
-
-// ResetWarnings lets a test see the once-per-process warnings again.
-func ResetWarnings() { warned = [2]sync.Once{} }
