@@ -2,6 +2,7 @@ package flinktest_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -58,9 +59,11 @@ func TestBeamDefect_TheJobAPIsCancelLeavesTheFlinkJobRunning(t *testing.T) {
 	// (its restarts without workers used up).
 	if fj, err := rest(t).Job(ctx, id); err == nil && !flinkrest.Terminal(fj.State) {
 		if err := rest(t).Cancel(ctx, id); err != nil {
-			fj, jerr := rest(t).Job(ctx, id)
-			require.NoError(t, jerr)
-			require.True(t, flinkrest.Terminal(fj.State), "cancel: %v", err)
+			// Flink's REST API caches a job's details for a few seconds.
+			await(t, 30*time.Second, fmt.Sprintf("the job terminal after the cancel's %v", err), func() bool {
+				fj, err := rest(t).Job(ctx, id)
+				return err == nil && flinkrest.Terminal(fj.State)
+			})
 		}
 	}
 }
