@@ -278,7 +278,9 @@ func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any 
 // merge builds the merge expansion (bounded input) and window dedup: key
 // each row (merged within the bundle with localMerge) as a candidate, then
 // merge each key's candidates with a combine the runner lifts, or with a
-// GroupByKey and mergeGroupFn when the plan is grouped.
+// GroupByKey and mergeGroupFn when the plan is grouped, or, bucketed, with
+// the candidates batched per key-hash bucket (bucketFn), a GroupByKey of
+// the buckets and mergeBucketFn.
 func (b *builder) merge(col beam.PCollection) Result {
 	p := b.p
 	vt := b.sh.rowType
@@ -300,10 +302,16 @@ func (b *builder) merge(col beam.PCollection) Result {
 	from := step.FromCandidate{ValueType: beam.EncodedType{T: vt}, KindCol: b.c.kindCol, Last: p.last, Metrics: b.metrics}
 	out := beam.TypeDefinition{Var: beam.VType, T: vt}
 	var kept, lost beam.PCollection
-	if p.grouped {
+	switch {
+	case p.bucketed:
+		s := b.s.Scope("MergeBuckets")
+		batches := beam.ParDo(s, &bucketFn{step.Bucket{MaxBytes: b.c.hooks.BucketBytes}}, cands)
+		fn := &mergeBucketFn{step.MergeBucket{Merge: step.MergeGroup{Dir: p.dir, Dropped: p.dropped, From: from}}}
+		kept, lost = beam.ParDo2(s, fn, beam.GroupByKey(s, batches), out, beam.TypeDefinition{Var: beam.TType, T: reflect.TypeFor[[]byte]()})
+	case p.grouped:
 		s := b.s.Scope("Merge")
 		kept, lost = beam.ParDo2(s, &mergeGroupFn{step.MergeGroup{Dir: p.dir, Dropped: p.dropped, From: from}}, beam.GroupByKey(s, cands), out)
-	} else {
+	default:
 		s := b.s.Scope("Combine")
 		kept = beam.ParDo(s, &fromCandidateFn{from}, beam.CombinePerKey(s, candidateMerge{step.CandidateMerge{Dir: p.dir}}, cands), out)
 	}

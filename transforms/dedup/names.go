@@ -86,6 +86,8 @@ type (
 	toCandidateFn   struct{ step.ToCandidate }
 	fromCandidateFn struct{ step.FromCandidate }
 	mergeGroupFn    struct{ step.MergeGroup }
+	bucketFn        struct{ step.Bucket }
+	mergeBucketFn   struct{ step.MergeBucket }
 	keyCandidatesFn struct{ step.KeyCandidates }
 	windowKeyFn     struct{ step.WindowKey }
 	candidateMerge  struct{ step.CandidateMerge }
@@ -103,7 +105,8 @@ func decodeCandidate(b []byte) (candidate, error) { return step.DecodeCandidate(
 
 func init() {
 	step.Register(&marksFn{}, &marksEventFn{}, &marksProcFn{}, &versionsFn{}, &versionsEventFn{}, &versionsProcFn{},
-		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &keyCandidatesFn{}, &windowKeyFn{})
+		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &bucketFn{}, &mergeBucketFn{},
+		&keyCandidatesFn{}, &windowKeyFn{})
 	register.Combiner1[candidate](&candidateMerge{})
 	// Registered so that the custom coder calls them without reflection.
 	register.Function1x1(encodeCandidate)

@@ -78,6 +78,12 @@ type plan struct {
 	// than a combine, which keeps only the winner: with localMerge, or
 	// to output the rows dropped (OutputDropped).
 	grouped bool
+	// merge: with localMerge on struct rows, the in-bundle merge's
+	// candidates cross the shuffle batched per key-hash bucket
+	// (step.Bucket), not one element per key and bundle. A KV input's
+	// keys would need decoding after the shuffle; it keeps the per-key
+	// GroupByKey.
+	bucketed bool
 	// dropped: the steps emit the rows they drop (OutputDropped).
 	dropped bool
 }
@@ -111,6 +117,7 @@ func newPlan(c *config, in input) (plan, error) {
 		p.expansion = mergeExpansion
 		p.localMerge = inBundle
 		p.grouped = inBundle || c.dropped
+		p.bucketed = inBundle && !in.perKey && !c.hooks.PerKeyMerge
 	default:
 		p.expansion = statefulExpansion
 	}

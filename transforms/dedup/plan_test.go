@@ -25,6 +25,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 		preFilter  bool
 		fold       bool
 		localMerge bool
+		bucketed   bool
 		eventTime  bool
 		cleanup    bool
 	}
@@ -47,16 +48,18 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, layout: versions, family: core.EventTimeFamily, preFilter: true, eventTime: true, cleanup: true}},
 		{"KeepFirst without mini-batch", keepFirst, []Option{MiniBatch(false)}, stream,
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
-		{"KeepFirst on a file: in-bundle merge", keepFirst, nil, file,
-			want{expansion: mergeExpansion, localMerge: true}},
+		{"KeepFirst on a file: in-bundle merge, bucketed", keepFirst, nil, file,
+			want{expansion: mergeExpansion, localMerge: true, bucketed: true}},
 		{"KeepFirst on a windowed file: lifted combine", keepFirst, nil, windowed,
+			want{expansion: mergeExpansion}},
+		{"KeepFirst on a file without mini-batch: lifted combine, not bucketed", keepFirst, []Option{MiniBatch(false)}, file,
 			want{expansion: mergeExpansion}},
 		{"KeepFirst on a file, forced stateful: no cleanup timers", keepFirst, []Option{forceStateful(), StateTTL(time.Hour)}, file,
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
 		{"KeepFirst on a file with EventTimeTTL: stateful", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
 			want{expansion: statefulExpansion, layout: marks}},
-		{"KeepFirst on a file by SequenceBy: merge", keepFirst, []Option{SequenceBy("seq")}, file,
-			want{expansion: mergeExpansion, localMerge: true}},
+		{"KeepFirst on a file by SequenceBy: merge, bucketed", keepFirst, []Option{SequenceBy("seq")}, file,
+			want{expansion: mergeExpansion, localMerge: true, bucketed: true}},
 		{"KeepLast on a stream: versions, fold", keepLast, []Option{Upsert()}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
 		{"KeepLast on windowed stream: no fold", keepLast, []Option{Upsert()}, input{},
@@ -65,15 +68,15 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, family: core.ProcessingTimeFamily, fold: true, cleanup: true}},
 		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{Upsert(), OnTime("ts")}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
-		{"KeepLast on a file: merge, last", keepLast, []Option{Upsert()}, file,
-			want{expansion: mergeExpansion, last: true, dir: core.KeepLast, localMerge: true}},
+		{"KeepLast on a file: merge, last, bucketed", keepLast, []Option{Upsert()}, file,
+			want{expansion: mergeExpansion, last: true, dir: core.KeepLast, localMerge: true, bucketed: true}},
 		{"KeepLast of KVs: no fold", keepLast, []Option{Upsert()}, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
 		{"KeepFirst of KVs: no pre-filter", keepFirst, nil, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
 		{"KeepFirst of KVs, float keys on a windowed file: stateful (no lifted combine)", keepFirst, nil, input{bounded: true, perKey: true, floatKey: true},
 			want{expansion: statefulExpansion, layout: marks}},
-		{"KeepFirst of KVs, float keys on a file: merge, grouped", keepFirst, nil, input{bounded: true, globalWindows: true, perKey: true, floatKey: true},
+		{"KeepFirst of KVs, float keys on a file: merge, grouped per key", keepFirst, nil, input{bounded: true, globalWindows: true, perKey: true, floatKey: true},
 			want{expansion: mergeExpansion, localMerge: true}},
 		{"WindowFirst", windowFirst, nil, windowed, want{expansion: windowExpansion}},
 		{"WindowLast", windowLast, nil, input{}, want{expansion: windowExpansion, dir: core.KeepLast}},
@@ -84,7 +87,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			p, err := newPlan(&c, tc.in)
 			require.NoError(t, err)
 			got := want{expansion: p.expansion, last: p.last, dir: p.dir, layout: p.layout, family: p.family,
-				preFilter: p.preFilter, fold: p.fold, localMerge: p.localMerge, eventTime: p.rules.EventTime, cleanup: p.rules.CleanupTimers}
+				preFilter: p.preFilter, fold: p.fold, localMerge: p.localMerge, bucketed: p.bucketed, eventTime: p.rules.EventTime, cleanup: p.rules.CleanupTimers}
 			assert.Equal(t, tc.want, got)
 		})
 	}

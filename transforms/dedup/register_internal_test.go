@@ -13,7 +13,7 @@ import (
 func TestRegisteredDoFnsAreCalledWithoutReflection(t *testing.T) {
 	for _, fn := range []any{
 		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &marksFn{}, &versionsFn{}, &marksEventFn{}, &versionsEventFn{},
-		&marksProcFn{}, &versionsProcFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &keyCandidatesFn{}, &windowKeyFn{},
+		&marksProcFn{}, &versionsProcFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &bucketFn{}, &mergeBucketFn{}, &keyCandidatesFn{}, &windowKeyFn{},
 	} {
 		assert.NoError(t, dofn.Verify(fn))
 	}

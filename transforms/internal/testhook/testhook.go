@@ -16,6 +16,12 @@ type Dedup struct {
 	// Clock names a clock registered with RegisterClock that replaces the
 	// wall clock as processing time.
 	Clock string
+	// PerKeyMerge makes the bounded merge group each key's candidates, not
+	// batches of them per key-hash bucket, for tests that compare the two.
+	PerKeyMerge bool
+	// BucketBytes, when not 0, caps the bucketed merge's batches at that
+	// many bytes, so that a test's small input reaches the cap.
+	BucketBytes int
 }
 
 // DedupOption makes a dedup.Option (as any) that applies set; package

@@ -35,7 +35,11 @@ const (
 // (Micros and Stamped came last; Micros is written only when not 0), and
 // every layout written stays readable.
 func EncodeCandidate(c candidate) []byte {
-	b := make([]byte, 0, 1+5*binary.MaxVarintLen64+len(c.Seq)+len(c.Row))
+	return appendCandidate(make([]byte, 0, 1+5*binary.MaxVarintLen64+len(c.Seq)+len(c.Row)), c)
+}
+
+// appendCandidate appends c's encoding (EncodeCandidate) to b.
+func appendCandidate(b []byte, c candidate) []byte {
 	var flags byte
 	if c.Has {
 		flags |= candHas

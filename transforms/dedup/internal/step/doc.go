@@ -19,6 +19,7 @@
 //	timertag.go     an event-time candidate carried in its timer's tag
 //	merge.go        the merge's DoFns and combine (bounded input, window dedup)
 //	bundlemerge.go  BundleMerge: the combine's work within a bundle
+//	bucket.go       Bucket, MergeBucket: a bundle's candidates batched per key-hash bucket across the shuffle
 //	candidate.go    the merge accumulator's coder
 //	metrics.go      the counters' names and the one place an outcome is counted
 //	limits.go       how many keys a step holds per bundle

@@ -235,18 +235,33 @@ func (f *MergeGroup) Setup() error { return f.From.Setup() }
 func (f *MergeGroup) ProcessElement(ctx context.Context, key beam.T, cands func(*candidate) bool, emit, drop rowEmit) error {
 	var m, next candidate
 	for cands(&next) {
-		keepNext := f.Dir.Keeps(m, next)
-		lost := next
-		if keepNext {
-			lost = m
+		if err := f.add(key, &m, next, drop); err != nil {
+			return err
 		}
-		if f.Dropped && lost.Has {
-			if err := f.drop(key, lost, drop); err != nil {
-				return err
-			}
-		}
-		m = f.Dir.Merge(m, next)
 	}
+	return f.settle(ctx, key, m, emit, drop)
+}
+
+// add merges candidate next of key into m (Direction.Merge); with Dropped
+// the row of the one that loses goes to drop.
+func (f *MergeGroup) add(key any, m *candidate, next candidate, drop rowEmit) error {
+	lost := next
+	if f.Dir.Keeps(*m, next) {
+		lost = *m
+	}
+	if f.Dropped && lost.Has {
+		if err := f.drop(key, lost, drop); err != nil {
+			return err
+		}
+	}
+	*m = f.Dir.Merge(*m, next)
+	return nil
+}
+
+// settle emits key's kept row, m's, and accounts for every row merged into
+// it (FromCandidate); with Dropped a kept row that is not emitted goes to
+// drop.
+func (f *MergeGroup) settle(ctx context.Context, key any, m candidate, emit, drop rowEmit) error {
 	row, ok, err := f.From.kept(ctx, m)
 	switch {
 	case err != nil:

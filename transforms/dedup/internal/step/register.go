@@ -27,6 +27,8 @@ func init() {
 	register.Emitter3[beam.EventTime, beam.T, candidate]()
 	register.Emitter3[beam.EventTime, []byte, candidate]()
 	register.Iter1[candidate]()
+	register.Emitter3[beam.EventTime, uint32, []byte]()
+	register.Iter1[[]byte]()
 }
 
 // embedded is a DoFn runtime of this package, embedded in a DoFn type.
@@ -141,6 +143,24 @@ func (f *MergeGroup) callers() dofn.Methods {
 	return dofn.Methods{
 		"ProcessElement": dofn.F5x1(f.ProcessElement, func(ctx, k, cands, emit, drop any) any {
 			return f.ProcessElement(ctx.(context.Context), k, cands.(func(*candidate) bool), emit.(rowEmit), drop.(rowEmit))
+		}),
+	}
+}
+
+func (f *Bucket) callers() dofn.Methods {
+	return dofn.Methods{
+		"StartBundle": dofn.F1x0(f.StartBundle, func(emit any) { f.StartBundle(emit.(batchEmit)) }),
+		"ProcessElement": dofn.F4x0(f.ProcessElement, func(ts, k, c, emit any) {
+			f.ProcessElement(ts.(beam.EventTime), k.([]byte), c.(candidate), emit.(batchEmit))
+		}),
+		"FinishBundle": dofn.F1x0(f.FinishBundle, func(emit any) { f.FinishBundle(emit.(batchEmit)) }),
+	}
+}
+
+func (f *MergeBucket) callers() dofn.Methods {
+	return dofn.Methods{
+		"ProcessElement": dofn.F5x1(f.ProcessElement, func(ctx, k, batches, emit, drop any) any {
+			return f.ProcessElement(ctx.(context.Context), k.(uint32), batches.(func(*[]byte) bool), emit.(rowEmit), drop.(rowEmit))
 		}),
 	}
 }
