@@ -172,13 +172,10 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 }
 
 // freezeFn passes rows on until its Freeze-th, where it blocks until the
-// test releases it: an SDK worker that stops making progress. It takes
-// Pace over each row, so that a healthy job of a few rows outlasts the
-// stall limit however fast the machine.
+// test releases it: an SDK worker that stops making progress.
 type freezeFn struct {
 	Name   string
 	Freeze int64
-	Pace   time.Duration
 	n      int64
 }
 
@@ -188,7 +185,6 @@ var frozen struct {
 }
 
 func (f *freezeFn) ProcessElement(r tick) tick {
-	time.Sleep(f.Pace)
 	if f.n++; f.n == f.Freeze {
 		frozen.Lock()
 		ch := frozen.release[f.Name]
@@ -249,11 +245,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 			if tc.freeze {
 				freezeAt = 20
 			}
-			var pace time.Duration
-			if !tc.stream && !tc.freeze {
-				pace = 2 * limit / 8000 // the batch's 8,000 rows take two stall limits
-			}
-			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt, Pace: pace}, rows)
+			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt}, rows)
 			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
 			out := collect(s, kept, false)
 			all := collect(s, rows, false)
