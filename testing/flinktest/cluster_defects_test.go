@@ -3,6 +3,7 @@ package flinktest_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -155,7 +156,14 @@ func stateMaps(t *testing.T, c *flinktest.Cluster) int {
 // alone for 3 s of ticks, at the cluster's 8 key groups; the test counts
 // the tables it added. It fails the day Beam's runner keeps the
 // residuals in one state or honours sub-second delays.
+//
+// It runs only with BEAMDEDUP_FLINK_HEAP=1: the histogram counts the
+// tables of every task on the TaskManagers, an earlier job's included,
+// and a garbage collection during the count made it negative in one run.
 func TestBeamDefect_ASplittableSourceRegistersAStateForEveryResumption(t *testing.T) {
+	if os.Getenv("BEAMDEDUP_FLINK_HEAP") != "1" {
+		t.Skip("a heap count that other jobs' tables and the collector disturb; BEAMDEDUP_FLINK_HEAP=1 runs it")
+	}
 	c := flinktest.SharedCluster(t) // started before the ticks' clock
 	const groups = 8                // the cluster's pipeline.max-parallelism
 	statesPerSecond := func(name string, source func(beam.Scope) beam.PCollection) float64 {

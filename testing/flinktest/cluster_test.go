@@ -227,7 +227,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 				rows = ticks(s, d)
 			} else {
 				var ns []any
-				for i := range 8000 {
+				for i := range 32000 {
 					ns = append(ns, i)
 				}
 				rows = beam.ParDo(s, indexTick, beam.Create(s, ns...))
@@ -259,7 +259,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 			if !tc.freeze {
 				require.NoError(t, err)
 				assert.Greater(t, took, limit, "the job ran longer than the stall limit")
-				rowsIn, keys := 8000, 5000
+				rowsIn, keys := 32000, 5000
 				if tc.stream {
 					rowsIn, keys = int(2*limit/tickEvery), 20
 				}
