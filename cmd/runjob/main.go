@@ -22,7 +22,7 @@
 // --endpoint, --environment_type, --project, ...) are accepted as in any
 // Beam Go program. Every pipeline takes one path: its flags are checked
 // against one table (flags.go), its construction is checked before
-// anything runs, and it runs as a job with pipelines/jobrun, which follows
+// anything runs, and it runs as a job with internal/jobrun, which follows
 // it on the job server and cancels it when it stops making progress
 // (--stall_limit) or outlives --timeout.
 //
@@ -56,7 +56,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/spark"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"

@@ -13,8 +13,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 )
 
 // jobOptions are the job's options from the command line: the runner,

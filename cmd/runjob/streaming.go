@@ -13,7 +13,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/pipelines/streaming/demo"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"

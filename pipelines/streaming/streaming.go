@@ -21,7 +21,7 @@
 // Dataflow executes natively and acks itself; elsewhere (Prism, Flink) the
 // Go-native source of transforms/pubsubio. Both produce pubsubio.Message,
 // so the rest of the pipeline is shared. Run and RunLive run it as a job
-// with pipelines/jobrun; the package streaming/demo runs it against an
+// with internal/jobrun; the package streaming/demo runs it against an
 // in-process Pub/Sub fake.
 package streaming
 
@@ -38,7 +38,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"

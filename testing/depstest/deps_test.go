@@ -36,7 +36,7 @@ func TestLibraryPackagesLinkNoRunnerTestFakeOrDockerClient(t *testing.T) {
 		// runner; the programs that run them (cmd/runjob, tests) link the
 		// runner, the in-process Prism (jobrun/localprism) and the Pub/Sub
 		// fake (streaming/demo).
-		{"pipelines", []string{"./pipelines/streaming", "./pipelines/kafka", "./pipelines/jobrun", "./pipelines/jobrun/loopback", "./pipelines/orders", "./pipelines/userevents",
+		{"pipelines", []string{"./pipelines/streaming", "./pipelines/kafka", "./internal/jobrun", "./internal/jobrun/loopback", "./pipelines/orders", "./pipelines/userevents",
 			"./pipelines/cdc", "./pipelines/orderstatus", "./pipelines/jsonl"}, all},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

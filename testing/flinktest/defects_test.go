@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -161,7 +161,7 @@ func TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives(t *testing.T) {
 // under one made from the application name, as Java's JobNameFactory does:
 // lowercased, each character outside [a-z0-9] a 0, then the user, the time
 // and a hex suffix. A client that follows its job by the submitted name
-// never finds it (pipelines/jobrun matches either). This test fails when
+// never finds it (internal/jobrun matches either). This test fails when
 // the job server keeps the name.
 func TestBeamDefect_TheFlinkJobServerRenamesASubmittedJob(t *testing.T) {
 	srv := flinktest.SharedCluster(t)

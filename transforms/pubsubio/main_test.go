@@ -11,7 +11,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
@@ -35,7 +35,7 @@ func init() {
 }
 
 // runPipeline runs p as a job on the test runner with a deadline
-// (pipelines/jobrun), so a source that never stops fails the test
+// (internal/jobrun), so a source that never stops fails the test
 // instead of hanging CI, and returns the run's error.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
 	t.Helper()

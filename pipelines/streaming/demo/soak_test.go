@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

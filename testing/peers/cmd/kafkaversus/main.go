@@ -28,8 +28,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/kafka"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/loopback"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/internal/jobrun/loopback"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/netnstest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"

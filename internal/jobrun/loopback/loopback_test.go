@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/loopback"
+	"github.com/beamdedup/beamdedup/internal/jobrun/loopback"
 	"github.com/beamdedup/beamdedup/testing/netnstest"
 )
 

@@ -11,7 +11,7 @@
 // submit a job, and a PROCESS environment runs any command here
 // (notes/beam-defects.md, "Prism's job server listens on every
 // interface"). Endpoint restricts that listener to loopback clients
-// (pipelines/jobrun/loopback); where it cannot (any system but Linux),
+// (internal/jobrun/loopback); where it cannot (any system but Linux),
 // Exposed says so. The LOOPBACK environment's worker endpoint, Beam's
 // own, listens on localhost.
 //
@@ -29,8 +29,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/loopback"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/loopback"
 )
 
 var (

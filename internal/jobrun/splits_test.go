@@ -6,7 +6,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 )
 
 func TestDisableSplits_AddsTheExperimentOnceAndKeepsOthersUntilRestored(t *testing.T) {

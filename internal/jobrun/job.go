@@ -51,7 +51,7 @@ type Options struct {
 	Runner string
 	// Endpoint is the job server of a portable runner; empty means
 	// --endpoint. Runner prism needs one too: a standalone Prism, or
-	// Prism started in this process (pipelines/jobrun/localprism).
+	// Prism started in this process (internal/jobrun/localprism).
 	Endpoint string
 	// EnvironmentType and EnvironmentConfig say where the SDK workers run
 	// (LOOPBACK, EXTERNAL, PROCESS, DOCKER); empty means the flags
@@ -211,7 +211,7 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 	}
 	if Followed(o.Runner) {
 		if o.Endpoint == "" {
-			return nil, fmt.Errorf("jobrun: runner %s needs a job server (Options.Endpoint or --endpoint): a standalone one, or Prism in this process (pipelines/jobrun/localprism)", o.Runner)
+			return nil, fmt.Errorf("jobrun: runner %s needs a job server (Options.Endpoint or --endpoint): a standalone one, or Prism in this process (internal/jobrun/localprism)", o.Runner)
 		}
 		r, err := Follow(o.Endpoint, o.Name)
 		if err != nil {
