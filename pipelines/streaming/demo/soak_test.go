@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
+	"github.com/beamdedup/beamdedup/testing/pipelinetest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"

@@ -44,7 +44,7 @@ func Job(t testing.TB) jobrun.Options { return prismtest.Job(t) }
 // Testdata returns the path of name under the repository's testing/testdata.
 func Testdata(name string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "testing", "testdata", name)
+	return filepath.Join(filepath.Dir(file), "..", "testdata", name)
 }
 
 // ReadLines returns the non-empty lines of path, sorted (textio writes in
