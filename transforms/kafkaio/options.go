@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // Defaults of the options.
@@ -52,7 +52,7 @@ func (s Start) String() string {
 // once (Read, Write and Commit panic with them).
 type Option func(*config)
 
-// config is what the options set; optcheck records the names given and
+// config is what the options set; unbounded.Record records the names given and
 // the mistakes.
 type config struct {
 	group          string
@@ -69,7 +69,7 @@ type config struct {
 	writeTimeout   time.Duration
 	stopID         string
 
-	optcheck.Record
+	unbounded.Record
 }
 
 // The options each transform takes.

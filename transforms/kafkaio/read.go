@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 func init() {

@@ -14,7 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // watchFn is the partition watch of WatchPartitions, in place of listFn:

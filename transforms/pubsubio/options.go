@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // Defaults of the options.
@@ -26,7 +26,7 @@ const (
 type Option func(*config)
 
 // config is what the options set. An option records its name and its
-// errors (optcheck), so that a transform can refuse the ones that are not
+// errors (unbounded.Record), so that a transform can refuse the ones that are not
 // its own.
 type config struct {
 	endpoint           string
@@ -43,7 +43,7 @@ type config struct {
 	disableLease       bool
 	publishBatch       int
 
-	optcheck.Record
+	unbounded.Record
 }
 
 // The options each transform takes.

@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 func init() {

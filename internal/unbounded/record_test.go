@@ -1,4 +1,4 @@
-package optcheck
+package unbounded
 
 import (
 	"errors"

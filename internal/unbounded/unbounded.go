@@ -1,6 +1,6 @@
 // Package unbounded holds what the Go-native unbounded sources (pubsubio,
 // kafkaio) share: the manual watermark estimator of their splittable
-// DoFns.
+// DoFns, and the option bookkeeping of the IO packages.
 package unbounded
 
 import (
