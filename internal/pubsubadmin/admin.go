@@ -1,4 +1,4 @@
-package pubsubio
+package pubsubadmin
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 )
 
 // Target describes the Pub/Sub service a client for endpoint (as for
-// Endpoint; "" for the default) talks to: the emulator at endpoint, the one
-// in PUBSUB_EMULATOR_HOST, or Google's Pub/Sub. The package's errors name
-// the service with it; so can a program's own messages.
+// pubsubio.Endpoint; "" for the default) talks to: the emulator at
+// endpoint, the one in PUBSUB_EMULATOR_HOST, or Google's Pub/Sub. The
+// errors of pubsubio name the service with it; so do the programs'.
 func Target(endpoint string) string {
 	switch {
 	case endpoint != "":
@@ -28,14 +28,14 @@ func Target(endpoint string) string {
 // start against a name that is not there. Only a definite answer fails: a
 // missing name, or no server to ask. Without permission to read the
 // metadata (roles/pubsub.subscriber and .publisher do not grant it) a name
-// is taken on trust. endpoint is as for Endpoint ("": PUBSUB_EMULATOR_HOST
+// is taken on trust. endpoint is as for Subscriber ("": PUBSUB_EMULATOR_HOST
 // or Google's Pub/Sub); the errors say which service was asked.
 func CheckExists(ctx context.Context, endpoint, subscription string, topics ...string) error {
-	sub, err := subscriberClient(ctx, endpoint)
+	sub, err := Subscriber(ctx, endpoint)
 	if err != nil {
 		return err
 	}
-	pub, err := publisherClient(ctx, endpoint)
+	pub, err := Publisher(ctx, endpoint)
 	if err != nil {
 		return err
 	}

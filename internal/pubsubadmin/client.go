@@ -1,4 +1,9 @@
-package pubsubio
+// Package pubsubadmin is what pubsubio and the project's programs share of
+// Pub/Sub's administration: the process's clients of an endpoint (an
+// emulator, or Google's Pub/Sub), the service a client talks to (Target),
+// the check that a job's subscription and topics exist (CheckExists), and
+// the check of their full names (CheckName).
+package pubsubadmin
 
 import (
 	"context"
@@ -43,13 +48,15 @@ func cacheKey(endpoint string) string {
 	return endpoint
 }
 
-// subscriberClient and publisherClient are the process's clients for
-// endpoint, dialed the first time; the error names the service (Target).
-func subscriberClient(ctx context.Context, endpoint string) (*pubsub.SubscriptionAdminClient, error) {
+// Subscriber and Publisher are the process's clients for endpoint (as
+// for pubsubio.Endpoint; "": PUBSUB_EMULATOR_HOST or Google's Pub/Sub),
+// dialed the first time; the error names the service (Target).
+func Subscriber(ctx context.Context, endpoint string) (*pubsub.SubscriptionAdminClient, error) {
 	return cachedClient(ctx, subClients, endpoint, pubsub.NewSubscriptionAdminClient)
 }
 
-func publisherClient(ctx context.Context, endpoint string) (*pubsub.TopicAdminClient, error) {
+// Publisher is Subscriber's publisher client.
+func Publisher(ctx context.Context, endpoint string) (*pubsub.TopicAdminClient, error) {
 	return cachedClient(ctx, pubClients, endpoint, pubsub.NewTopicAdminClient)
 }
 
