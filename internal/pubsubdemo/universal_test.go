@@ -1,4 +1,4 @@
-package demo
+package pubsubdemo
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func TestDemoThroughUniversalRunnerOnAJobServer(t *testing.T) {
 	endpoint := jobservertest.Start(t) // a standalone Prism job server process
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := Run(ctx, jobrun.Options{Runner: "universal", Endpoint: endpoint, EnvironmentType: "LOOPBACK"}, Config{Keys: 500})
+	res, err := Run(ctx, jobrun.Options{Runner: "universal", Endpoint: endpoint, EnvironmentType: "LOOPBACK"}, Config{Script: Script{Keys: 500}, Fake: fake(t)})
 	require.NoError(t, err)
 	t.Log("\n" + res.String())
 	assert.True(t, res.OK(), "one output per key, all acked, undecodables dead-lettered")

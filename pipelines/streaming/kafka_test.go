@@ -1,4 +1,4 @@
-package kafka
+package streaming
 
 import (
 	"context"
@@ -11,22 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
-func TestMain(m *testing.M) { prismtest.Main(m) }
-
 // seedTopics creates the input (2 partitions), output and dead-letter
 // topics of a test, writes the seed's orders (count orders, every one
 // priced under 100 twice) and three undecodable values, and returns the
-// pipeline's config.
-func seedTopics(t *testing.T, b *kafkatest.Broker, count int) (Config, []orders.Order) {
+// source.
+func seedTopics(t *testing.T, b *kafkatest.Broker, count int) (Kafka, []orders.Order) {
 	t.Helper()
-	cfg := Config{Brokers: b.Addr, InputTopic: b.NewTopic(t, 2), OutputTopic: b.NewTopic(t, 2), DeadLetterTopic: b.NewTopic(t, 1),
+	cfg := Kafka{Brokers: b.Addr, InputTopic: b.NewTopic(t, 2), OutputTopic: b.NewTopic(t, 2), DeadLetterTopic: b.NewTopic(t, 1),
 		Group: "g-" + t.Name()}
 	rows := orders.Generate(count, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -51,11 +48,10 @@ func TestRunWritesOneRecordPerOrderAndCommitsEveryOffset(t *testing.T) {
 	b := kafkatest.Shared(t)
 	for _, onTime := range []string{"", "created_at"} {
 		t.Run("on_time="+onTime, func(t *testing.T) {
-			cfg, rows := seedTopics(t, b, 1000)
-			cfg.OnTime = onTime
-			cfg.Dedup = []dedup.Option{dedup.CleanupTimers(false)}
-			out, dlq := b.Count(t, cfg.OutputTopic), b.Count(t, cfg.DeadLetterTopic)
-			res, err := Run(context.Background(), prismtest.Options(t, 3*time.Minute), RunConfig{Config: cfg, IdleStop: 2 * time.Second})
+			src, rows := seedTopics(t, b, 1000)
+			cfg := Config{OnTime: onTime, Dedup: []dedup.Option{dedup.CleanupTimers(false)}}
+			out, dlq := b.Count(t, src.OutputTopic), b.Count(t, src.DeadLetterTopic)
+			res, err := Run(context.Background(), prismtest.Options(t, 3*time.Minute), src, RunConfig{Config: cfg, IdleStop: 2 * time.Second})
 			require.NoError(t, err)
 			t.Logf("%v", res.Status)
 
@@ -69,7 +65,7 @@ func TestRunWritesOneRecordPerOrderAndCommitsEveryOffset(t *testing.T) {
 				assert.Contains(t, []string{"not json", `{"order_id": ""}`, `{"price": 3}`}, string(r.Value), "the dead letter carries the bytes")
 				assert.Condition(t, func() bool {
 					for _, h := range r.Headers {
-						if h.Key == HeaderReason && len(h.Value) > 0 {
+						if h.Key == DLQReason && len(h.Value) > 0 {
 							return true
 						}
 					}
@@ -92,7 +88,7 @@ func TestRunWritesOneRecordPerOrderAndCommitsEveryOffset(t *testing.T) {
 			assert.Equal(t, s.Read, s.Dedup.RowsIn+s.DeadLettered, "every record decoded or dead-lettered")
 			assert.Equal(t, s.Dedup.RowsIn, s.Dedup.Emitted+s.Dedup.DuplicatesDropped+s.Dedup.LateDropped, "every row emitted or dropped")
 			assert.Equal(t, int64(n), s.Dedup.Emitted)
-			assert.Equal(t, s.Read, s.Safe, "every record marked safe")
+			assert.Equal(t, s.Read, s.Settled, "every record marked safe")
 			assert.Equal(t, res.End, res.Committed, "every offset committed")
 		})
 	}
@@ -103,11 +99,10 @@ func TestRunWritesEveryOrderIntoPostgresOnce(t *testing.T) {
 	dsn := pgtest.Shared(t).NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, streaming.CreateTable(ctx, dsn, DefaultTable))
-	cfg, rows := seedTopics(t, b, 500)
-	cfg.Postgres = dsn
-	cfg.Dedup = []dedup.Option{dedup.CleanupTimers(false)}
-	res, err := Run(context.Background(), prismtest.Options(t, 3*time.Minute), RunConfig{Config: cfg, IdleStop: 2 * time.Second})
+	require.NoError(t, CreateTable(ctx, dsn, DefaultTable))
+	src, rows := seedTopics(t, b, 500)
+	cfg := Config{Postgres: dsn, Dedup: []dedup.Option{dedup.CleanupTimers(false)}}
+	res, err := Run(context.Background(), prismtest.Options(t, 3*time.Minute), src, RunConfig{Config: cfg, IdleStop: 2 * time.Second})
 	require.NoError(t, err)
 	n := distinctOrders(rows)
 	assert.Equal(t, int64(n), res.PostgresWritten)
@@ -124,14 +119,14 @@ func TestRunWritesEveryOrderIntoPostgresOnce(t *testing.T) {
 
 func TestRunRefusesATopicThatDoesNotExistNamingIt(t *testing.T) {
 	b := kafkatest.Shared(t)
-	cfg := Config{Brokers: b.Addr, InputTopic: b.NewTopic(t, 2), OutputTopic: "missing-out", DeadLetterTopic: b.NewTopic(t, 1), Group: "g"}
-	_, err := Run(context.Background(), prismtest.Options(t, time.Minute), RunConfig{Config: cfg, IdleStop: time.Second})
+	src := Kafka{Brokers: b.Addr, InputTopic: b.NewTopic(t, 2), OutputTopic: "missing-out", DeadLetterTopic: b.NewTopic(t, 1), Group: "g"}
+	_, err := Run(context.Background(), prismtest.Options(t, time.Minute), src, RunConfig{IdleStop: time.Second})
 	require.EqualError(t, err, fmt.Sprintf("kafka: topic missing-out does not exist on %s", b.Addr))
 }
 
 func TestBuildRejectsAnIncompleteConfigNamingWhatIsMissing(t *testing.T) {
-	_, err := Run(context.Background(), prismtest.Options(t, time.Minute), RunConfig{Config: Config{Brokers: "h:1", InputTopic: "a"}})
-	require.EqualError(t, err, "kafka: Config needs [OutputTopic DeadLetterTopic Group]")
+	_, err := Run(context.Background(), prismtest.Options(t, time.Minute), Kafka{Brokers: "h:1", InputTopic: "a"}, RunConfig{})
+	require.EqualError(t, err, "kafka: Kafka needs [OutputTopic DeadLetterTopic Group]")
 }
 
 // waitFor polls cond every 50ms until it holds or d passes.

@@ -12,52 +12,53 @@ import (
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
-	"github.com/beamdedup/beamdedup/testing/pipelinetest"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
-func TestLiveStatusDrainedOnlyWhenEverythingReadWasAckedAndPublished(t *testing.T) {
+func TestStatusDrainedOnlyWhenEverythingReadWasSettledAndWritten(t *testing.T) {
 	// 10 deliveries: 2 undecodable, 8 rows of which 5 distinct keys.
-	drained := LiveStatus{Read: 10, Acked: 10, DeadLettered: 2, Published: 7, ReadersEnded: 2,
+	drained := Status{Read: 10, Settled: 10, DeadLettered: 2, Written: 7, ReadersEnded: 2, Readers: 2,
 		Dedup: dedup.Counters{RowsIn: 8, Emitted: 5, DuplicatesDropped: 3}}
 	tests := []struct {
 		name   string
-		change func(*LiveStatus)
+		change func(*Status)
 		want   bool
 	}{
-		{"all accounted for", func(*LiveStatus) {}, true},
-		{"a reader still running", func(s *LiveStatus) { s.ReadersEnded = 1 }, false},
-		{"last bundle not yet acked", func(s *LiveStatus) { s.Acked = 7 }, false},
-		{"rows still on their way to KeepFirst", func(s *LiveStatus) { s.Dedup.RowsIn, s.Dedup.DuplicatesDropped = 6, 1 }, false},
-		{"a kept row or dead letter not yet published", func(s *LiveStatus) { s.Published = 6 }, false},
+		{"all accounted for", func(*Status) {}, true},
+		{"a reader still running", func(s *Status) { s.ReadersEnded = 1 }, false},
+		{"last bundle not yet settled", func(s *Status) { s.Settled = 7 }, false},
+		{"rows still on their way to KeepFirst", func(s *Status) { s.Dedup.RowsIn, s.Dedup.DuplicatesDropped = 6, 1 }, false},
+		{"a kept row or dead letter not yet written", func(s *Status) { s.Written = 6 }, false},
+		{"a row KeepFirst refused not yet written", func(s *Status) { s.Dedup.DeadLettered = 1 }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := drained
 			tt.change(&s)
-			assert.Equal(t, tt.want, s.Drained(2))
+			assert.Equal(t, tt.want, s.Drained())
 		})
 	}
 }
 
-func TestRunLiveRejectsIncompleteOrMalformedNames(t *testing.T) {
-	ok := Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/o", DeadLetterTopic: "projects/p/topics/d"}
+func TestRunRejectsIncompleteOrMalformedPubsubNames(t *testing.T) {
+	ok := PubSub{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/o", DeadLetterTopic: "projects/p/topics/d"}
 	tests := []struct {
 		name   string
-		change func(*Config)
+		change func(*PubSub)
 		want   string
 	}{
-		{"no dead-letter topic", func(c *Config) { c.DeadLetterTopic = "" }, "RunLive needs DeadLetterTopic"},
-		{"short subscription", func(c *Config) { c.Subscription = "s" }, "not a full subscription name"},
-		{"native", func(c *Config) { c.Native = true }, "Native is for Dataflow"},
+		{"no dead-letter topic", func(c *PubSub) { c.DeadLetterTopic = "" }, "Run needs DeadLetterTopic"},
+		{"short subscription", func(c *PubSub) { c.Subscription = "s" }, "not a full subscription name"},
+		{"native", func(c *PubSub) { c.Native = true }, "Native is for Dataflow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := ok
-			tt.change(&cfg)
-			_, err := RunLive(context.Background(), pipelinetest.Job(t), LiveConfig{Config: cfg})
+			src := ok
+			tt.change(&src)
+			_, err := Run(context.Background(), prismtest.Job(t), src, RunConfig{})
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
@@ -104,27 +105,24 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 		stop()
 	}()
 	done := make(chan struct{})
-	var res LiveResult
+	var res Result
 	var err error
 	go func() {
 		defer close(done)
-		res, err = RunLive(stopCtx, pipelinetest.Job(t), LiveConfig{
-			Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
-				Read: []pubsubio.Option{pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
-			Readers:      2,
-			DrainTimeout: time.Minute,
-		})
+		res, err = Run(stopCtx, prismtest.Job(t), PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
+			Read: []pubsubio.Option{pubsubio.MaxBundleDuration(200 * time.Millisecond)}, Readers: 2},
+			RunConfig{DrainTimeout: time.Minute})
 	}()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		require.FailNow(t, "RunLive did not return within 2 minutes")
+		require.FailNow(t, "Run did not return within 2 minutes")
 	}
 	quit()
 	require.NoError(t, err)
-	t.Log(res.LiveStatus)
-	assert.True(t, res.Cancelled, "drained, then cancelled")
-	assert.True(t, res.Drained(2))
+	t.Log(res.Status)
+	assert.True(t, res.Stopped, "drained, then cancelled")
+	assert.True(t, res.Drained())
 
 	keys := map[string]bool{}
 	undecodable, unread := 0, 0
@@ -155,7 +153,7 @@ func TestRunLiveStoppedMidStreamAcksAndPublishesEverythingItRead(t *testing.T) {
 	}
 	assert.Equal(t, undecodable, len(srv.MessagesOn("dlq")), "one dead letter per delivery of an undecodable message")
 	assert.Positive(t, unread, "publishing went on after the stop; those messages wait for the next run")
-	assert.Equal(t, res.Read, res.Acked)
+	assert.Equal(t, res.Read, res.Settled)
 }
 
 // A live job whose subscription goes quiet is idle, not stalled: it is
@@ -181,14 +179,12 @@ func TestRunLiveNeverReportsAnIdleSubscriptionAsAStall(t *testing.T) {
 		time.Sleep(4 * limit)
 		stop()
 	}()
-	res, err := RunLive(stopCtx, withStallLimit(pipelinetest.Job(t), limit), LiveConfig{
-		Config:       Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr},
-		DrainTimeout: 30 * time.Second,
-	})
+	res, err := Run(stopCtx, withStallLimit(prismtest.Job(t), limit), PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr},
+		RunConfig{DrainTimeout: 30 * time.Second})
 	require.NoError(t, err, "an idle job is not stalled")
-	require.NoError(t, ctx.Err(), "RunLive returned in time")
+	require.NoError(t, ctx.Err(), "Run returned in time")
 	assert.GreaterOrEqual(t, time.Since(<-idle), 4*limit, "watched while idle for 4 stall limits")
-	assert.True(t, res.Drained(1))
+	assert.True(t, res.Drained())
 	assert.Equal(t, int64(20), res.Dedup.Emitted)
 }
 
@@ -225,14 +221,12 @@ func TestRunLiveReportsAStepThatHoldsWorkAndFinishesNone(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err := RunLive(ctx, withStallLimit(pipelinetest.Job(t), 3*time.Second), LiveConfig{
-		Config: Config{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, PartitionBy: []string{"order_id"}},
-		build:  BuildFor[stuckRow],
-	})
+	src := PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr}
+	_, err := RunFor[stuckRow](ctx, withStallLimit(prismtest.Job(t), 3*time.Second), src, RunConfig{Config: Config{PartitionBy: []string{"order_id"}}})
 	var stall *jobrun.Stall
 	require.ErrorAs(t, err, &stall, "got %v", err)
 	t.Log(err, " after ", time.Since(start))
-	assert.Equal(t, stageSource, stall.Stage.Name)
+	assert.Equal(t, stageName(stageSource, src.spec()), stall.Stage.Name)
 	assert.Positive(t, stall.Stage.Waiting)
 	assert.ErrorContains(t, err, "waits on Pub/Sub (emulator at "+srv.Addr+") or on a step fused with it")
 	assert.NoError(t, ctx.Err(), "reported before the test's deadline")

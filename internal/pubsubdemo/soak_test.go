@@ -1,4 +1,4 @@
-package demo
+package pubsubdemo
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/testing/pipelinetest"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,7 +22,7 @@ func TestDemoAboveTheOldStallPointEmitsOnePerOrderAndAcksEverything(t *testing.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, withStallLimit(pipelinetest.Job(t), 45*time.Second), Config{Keys: 12000})
+	res, err := Run(ctx, withStallLimit(prismtest.Job(t), 45*time.Second), Config{Script: Script{Keys: 12000}, Fake: fake(t)})
 	require.NoError(t, err, "the job must finish (a *watchdog.Stall here is the Prism stall coming back)")
 	t.Log("\n" + res.String())
 	assertDemoHeld(t, res)
@@ -34,7 +34,7 @@ func assertDemoHeld(t testing.TB, res Result) {
 	assert.Equal(t, res.Keys, res.OutputKeys, "every order on the output topic")
 	assert.Zero(t, res.Unacked, "every input message acked")
 	assert.Equal(t, res.Undecodable, res.DeadLettered, "undecodable messages dead-lettered")
-	c := res.Dedup
+	c := res.Status.Dedup
 	// The fake counts a delivery when it hands a message to a Pull; a Pull
 	// the client gave up on loses its messages until their lease ends, so
 	// on a slow machine some deliveries never reach the job.
@@ -58,14 +58,14 @@ func BenchmarkSoak(b *testing.B) {
 	for range b.N {
 		rsstest.ResetPeak()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-		res, err := Run(ctx, pipelinetest.Job(b), Config{Keys: *soakOrders})
+		res, err := Run(ctx, prismtest.Job(b), Config{Script: Script{Keys: *soakOrders}, Fake: fake(b)})
 		cancel()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Log("\n" + res.String())
 		// RowsIn ≤ deliveries: see assertDemoHeld.
-		if !res.OK() || res.Dedup.RowsIn != res.Dedup.Emitted+res.Dedup.DuplicatesDropped || res.Dedup.RowsIn > int64(res.RowsDelivered) {
+		if !res.OK() || res.Status.Dedup.RowsIn != res.Status.Dedup.Emitted+res.Status.Dedup.DuplicatesDropped || res.Status.Dedup.RowsIn > int64(res.RowsDelivered) {
 			b.Fatalf("checks failed: %+v", res)
 		}
 		rate += float64(res.Delivered) / res.Elapsed.Seconds()
