@@ -6,16 +6,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
-// Defaults of the options.
-const (
-	DefaultAckDeadline       = 60 * time.Second
-	DefaultMaxBundleDuration = time.Second
-	DefaultMaxBundleMessages = 5000
-	DefaultPullBatch         = 1000
-	DefaultWatermarkLag      = 2 * time.Second
-	DefaultPublishBatch      = 500
-)
-
 // Option configures Read, Write and Ack (and ReadNative). Each option's
 // doc says which of them take it; the others refuse it. A nil option, an
 // empty name or a value out of range is recorded, and TryRead, TryWrite
