@@ -104,7 +104,7 @@ var demoRun = pipelineRun{
 		cfg := pubsubdemo.Config{Script: pubsubdemo.Script{Keys: o.count, Seed: o.seed}, StateTTL: o.stateTTL}
 		if o.runner == "flink" || o.runner == "spark" {
 			// The kept rows come out only once the source has ended there
-			// (docs/runners.md): a lost ack is not read again in the run.
+			// (docs/streaming.md): a lost ack is not read again in the run.
 			cfg.LostAckEvery = -1
 		}
 		if o.live.fake != "" {

@@ -88,13 +88,13 @@ func (j *Job) hint(noWorkerYet bool) string {
 	o := j.o
 	switch strings.ToLower(o.EnvironmentType) {
 	case "process":
-		return fmt.Sprintf("check that the PROCESS command %s starts an SDK worker; on Prism (Beam v2.77.0) the boot loader alone cannot: Prism passes it the worker id in quotes (notes/beam-defects.md, \"Prism quotes the PROCESS worker id\"; docs/runners.md has the wrapper)", o.EnvironmentConfig)
+		return fmt.Sprintf("check that the PROCESS command %s starts an SDK worker; on Prism (Beam v2.77.0) the boot loader alone cannot: Prism passes it the worker id in quotes (notes/beam-defects.md, \"Prism quotes the PROCESS worker id\"; docs/workers.md has the wrapper)", o.EnvironmentConfig)
 	case "external":
 		return fmt.Sprintf("check that a worker pool serves --environment_config=%s, is alive, and reaches the job server at %s", o.EnvironmentConfig, o.Endpoint)
 	case "loopback":
 		return fmt.Sprintf("the SDK worker runs in this process (LOOPBACK): check that the job server at %s reaches this machine, and that no step of the pipeline blocks", o.Endpoint)
 	}
-	return fmt.Sprintf("the runner starts SDK workers in Docker (--environment_type=%q): check that Docker runs where the job server at %s starts them and can pull the SDK image (docs/runners.md)", o.EnvironmentType, o.Endpoint)
+	return fmt.Sprintf("the runner starts SDK workers in Docker (--environment_type=%q): check that Docker runs where the job server at %s starts them and can pull the SDK image (docs/workers.md)", o.EnvironmentType, o.Endpoint)
 }
 
 // Live adapts a job's metrics as Job.Metrics or a watchdog's sample

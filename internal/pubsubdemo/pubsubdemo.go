@@ -39,7 +39,7 @@ type Script struct {
 	// LostAckEvery: the first ack of every LostAckEvery-th message is lost,
 	// so Pub/Sub redelivers it after its ack deadline. Default 7; negative:
 	// none. On Flink give none: there the kept rows come out only once the
-	// source has ended (docs/runners.md), so their messages are acked
+	// source has ended (docs/streaming.md), so their messages are acked
 	// after the readers stopped, and one whose ack is lost is not read
 	// again in the run.
 	LostAckEvery int
