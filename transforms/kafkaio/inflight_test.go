@@ -33,7 +33,7 @@ type aheadFn struct{ Name, Group string }
 
 func (f *aheadFn) ProcessElement(_ context.Context, r Record, emit func(Record)) {
 	if run := lookupRun(f.Group, r.Topic); run != nil {
-		safe, _ := run.positions()
+		safe := run.safeOffsets()
 		v, _ := aheads.Load(f.Name)
 		m := v.(*maxAhead)
 		m.mu.Lock()
@@ -90,4 +90,16 @@ func TestAReaderHeldAtMaxInFlightWithNothingBecomingSafeReadsOn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(40), readCounters(pr).Read, "every record read once the bound was given up")
 	assert.Zero(t, readCounters(pr).Safe)
+}
+
+// safeOffsets are the offsets of the run's partitions below which every
+// record is safe.
+func (r *run) safeOffsets() map[int32]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	safe := map[int32]int64{}
+	for p, l := range r.parts {
+		safe[p] = l.base
+	}
+	return safe
 }

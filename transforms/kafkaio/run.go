@@ -255,21 +255,6 @@ func (r *run) due() kadm.Offsets {
 	return os
 }
 
-// positions are the offsets of the run's partitions below which every
-// record is safe, and those committed for the group.
-func (r *run) positions() (safe, committed map[int32]int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	safe, committed = map[int32]int64{}, map[int32]int64{}
-	for p, l := range r.parts {
-		safe[p] = l.base
-	}
-	for p, c := range r.committed {
-		committed[p] = c
-	}
-	return safe, committed
-}
-
 // commit commits what is due and returns the first error. Commits take
 // turns, so that a later one never lands before an earlier one.
 func (r *run) commit(ctx context.Context) error {
