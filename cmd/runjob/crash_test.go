@@ -82,10 +82,10 @@ func pstestBinary() (string, error) {
 }
 
 // pstestBin is pstestBinary for a test.
-func pstestBin(t *testing.T) string {
-	t.Helper()
+func pstestBin(tb testing.TB) string {
+	tb.Helper()
 	bin, err := pstestBinary()
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return bin
 }
 

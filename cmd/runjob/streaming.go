@@ -95,13 +95,13 @@ func checkPubsubName(flag, name, kind string) error {
 	return nil
 }
 
-// demoRun runs the Pub/Sub streaming demo (internal/pubsubdemo): the
-// pipeline against a Pub/Sub fake in a process of its own, playing a
-// stream with duplicates, retries and lost acks.
+// demoRun runs the Pub/Sub streaming demo (demo.go): the pipeline against
+// a Pub/Sub fake in a process of its own, playing a stream with
+// duplicates, retries and lost acks.
 var demoRun = pipelineRun{
 	describe: func(o *options) string { return "streaming demo on " + o.runner },
 	run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
-		cfg := pubsubdemo.Config{Script: pubsubdemo.Script{Keys: o.count, Seed: o.seed}, StateTTL: o.stateTTL}
+		cfg := demoConfig{Script: pubsubdemo.Script{Keys: o.count, Seed: o.seed}, StateTTL: o.stateTTL}
 		if o.runner == "flink" || o.runner == "spark" {
 			// The kept rows come out only once the source has ended there
 			// (docs/streaming.md): a lost ack is not read again in the run.
@@ -110,7 +110,7 @@ var demoRun = pipelineRun{
 		if o.live.fake != "" {
 			cfg.Fake = []string{o.live.fake}
 		}
-		res, err := pubsubdemo.Run(ctx, job, cfg)
+		res, err := runDemo(ctx, job, cfg)
 		if err != nil {
 			return nil, err
 		}

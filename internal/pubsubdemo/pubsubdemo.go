@@ -1,21 +1,16 @@
-// Package pubsubdemo is the streaming demo's script and report: the stream
-// a Pub/Sub fake publishes (orders with exact duplicates, publisher
-// retries, lost acks and undecodable payloads) and what came of it. The
-// fake plays it (testing/pubsubtest, in a test's process or as the
-// pstestserver command); runjob --pipeline=streaming starts that command
-// and runs the pipeline against it. Neither the script nor the report
-// links the fake.
+// Package pubsubdemo is what runjob's streaming demo and the Pub/Sub fake
+// that plays it share: the demo's script (the stream the fake publishes:
+// orders with exact duplicates, publisher retries, lost acks and
+// undecodable payloads), its report (what the fake saw), and the client
+// that starts the fake (testing/pubsubtest/cmd/pstestserver, which plays
+// the script) as a process of its own and talks to it. Nothing here links
+// the fake.
 package pubsubdemo
 
 import (
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
-
-	"github.com/beamdedup/beamdedup/pipelines/orders"
 )
 
 // The demo's topics and subscription (short names, in the fake's project).
@@ -70,56 +65,6 @@ func (sc Script) Defaults() Script {
 	return sc
 }
 
-// Message is a message to publish.
-type Message struct {
-	Data  []byte
-	Attrs map[string]string
-	// LoseAck: the ack of its first delivery is lost.
-	LoseAck bool
-}
-
-// Messages are the messages published before the job starts and those
-// published while it runs (the publisher retries), of sc with its
-// defaults.
-func (sc Script) Messages() (first, later []Message) {
-	sc = sc.Defaults()
-	rng := rand.New(rand.NewPCG(sc.Seed, 0))
-	base := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	for i := range sc.Keys {
-		o := orders.Order{
-			OrderID:   fmt.Sprintf("o-%06d", i),
-			Quantity:  1 + rng.Int64N(9),
-			Price:     float64(1+rng.IntN(20000)) / 100,
-			CreatedAt: base.Add(time.Duration(i) * time.Second),
-		}
-		data, _ := json.Marshal(o)
-		first = append(first, Message{Data: data})
-		if o.Price < 100 {
-			first = append(first, Message{Data: data}) // exact duplicate
-		}
-		if sc.RetryEvery > 0 && i%sc.RetryEvery == 0 {
-			later = append(later, Message{Data: data, Attrs: map[string]string{"retry": "1"}})
-		}
-	}
-	for i := range sc.Undecodable {
-		bad := []string{`{"order_id": "broken`, `not json`, `{"quantity": 3}`}[i%3]
-		first = append(first, Message{Data: []byte(bad), Attrs: map[string]string{"case": "undecodable"}})
-	}
-	for i := range first {
-		first[i].LoseAck = sc.LostAckEvery > 0 && i%sc.LostAckEvery == 0 && first[i].Attrs == nil
-	}
-	return first, later
-}
-
-// Seen is a message as the fake saw it.
-type Seen struct {
-	Data        []byte
-	Attrs       map[string]string
-	PublishTime time.Time
-	Deliveries  int
-	Acks        int
-}
-
 // Report is what the fake saw of a run of the demo.
 type Report struct {
 	Published    int // messages published to the input topic
@@ -139,54 +84,6 @@ type Report struct {
 	// LatencyP50 and LatencyP99: for each output message, its publish time
 	// minus the first publish time of its order's input message.
 	LatencyP50, LatencyP99 time.Duration
-}
-
-// NewReport counts what the fake saw on the input, output and
-// dead-letter topics, of a script of keys orders that lost acksLost acks.
-func NewReport(keys, acksLost int, in, out, dead []Seen) Report {
-	r := Report{Keys: keys, AcksLost: acksLost, DeadLettered: len(dead)}
-	published := map[string]time.Time{} // order id -> first input publish time
-	for _, m := range in {
-		var o orders.Order
-		if json.Unmarshal(m.Data, &o) == nil {
-			if t, ok := published[o.OrderID]; !ok || m.PublishTime.Before(t) {
-				published[o.OrderID] = m.PublishTime
-			}
-		}
-		r.Published++
-		r.Delivered += m.Deliveries
-		if m.Deliveries > 1 {
-			r.Redelivered++
-		}
-		if m.Attrs["case"] != "undecodable" {
-			r.RowsDelivered += m.Deliveries
-		} else {
-			r.Undecodable++
-		}
-		if m.Acks > 0 {
-			r.Acked++
-		} else {
-			r.Unacked++
-		}
-	}
-	outKeys := map[string]bool{}
-	var lat []time.Duration
-	for _, m := range out {
-		r.Emitted++
-		var o orders.Order
-		if json.Unmarshal(m.Data, &o) == nil {
-			outKeys[o.OrderID] = true
-			if t, ok := published[o.OrderID]; ok {
-				lat = append(lat, m.PublishTime.Sub(t))
-			}
-		}
-	}
-	r.OutputKeys = len(outKeys)
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		r.LatencyP50, r.LatencyP99 = lat[len(lat)/2], lat[len(lat)*99/100]
-	}
-	return r
 }
 
 // OK reports whether the run met the pipeline's promise: one output per

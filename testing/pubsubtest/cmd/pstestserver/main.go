@@ -125,7 +125,7 @@ func split(s string) []string {
 // demo plays the demo's script on srv and answers the commands on stdin
 // until it ends.
 func demo(ctx context.Context, srv *pubsubtest.Server, sc pubsubdemo.Script, stdout io.Writer, stdin io.Reader) error {
-	first, later := sc.Messages()
+	first, later := script(sc)
 	for _, t := range []string{pubsubdemo.Input, pubsubdemo.Output, pubsubdemo.DeadLetters} {
 		if _, err := srv.CreateTopic(ctx, t); err != nil {
 			return err
@@ -152,7 +152,7 @@ func demo(ctx context.Context, srv *pubsubtest.Server, sc pubsubdemo.Script, std
 			}
 			fmt.Fprintln(stdout, "ok")
 		case "report":
-			r := pubsubdemo.NewReport(sc.Defaults().Keys, len(lost), seen(srv, pubsubdemo.Input), seen(srv, pubsubdemo.Output), seen(srv, pubsubdemo.DeadLetters))
+			r := report(sc.Defaults().Keys, len(lost), srv.MessagesOn(pubsubdemo.Input), srv.MessagesOn(pubsubdemo.Output), srv.MessagesOn(pubsubdemo.DeadLetters))
 			b, err := json.Marshal(r)
 			if err != nil {
 				return err
@@ -163,13 +163,4 @@ func demo(ctx context.Context, srv *pubsubtest.Server, sc pubsubdemo.Script, std
 		}
 	}
 	return nil
-}
-
-// seen are the messages of topic as the demo's report counts them.
-func seen(srv *pubsubtest.Server, topic string) []pubsubdemo.Seen {
-	var out []pubsubdemo.Seen
-	for _, m := range srv.MessagesOn(topic) {
-		out = append(out, pubsubdemo.Seen{Data: m.Data, Attrs: m.Attributes, PublishTime: m.PublishTime, Deliveries: m.Deliveries, Acks: m.Acks})
-	}
-	return out
 }

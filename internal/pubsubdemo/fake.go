@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,11 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/streaming"
-	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
 // FakeCommand runs the Pub/Sub fake from the module's source: what runjob
@@ -147,88 +141,4 @@ func (f *Fake) Close() {
 		f.cmd.Process.Kill()
 		<-f.ended
 	}
-}
-
-// Config is a run of the demo. Zero values take the defaults.
-type Config struct {
-	Script
-	// IdleStop ends the source after this long without messages (default
-	// 5s; it must exceed the 2s lease after which lost acks are
-	// redelivered).
-	IdleStop time.Duration
-	// StateTTL is the key retention, as dedup.StateTTL: 0 (the default)
-	// remembers keys for the whole run. The demo sets no cleanup timers
-	// (dedup.CleanupTimers(false)): processing-time ones would keep
-	// Prism's job alive for StateTTL after the idle stop, and expiry is
-	// checked when a row arrives anyway.
-	StateTTL time.Duration
-	// Fake is the command of the Pub/Sub fake (default FakeCommand).
-	Fake []string
-}
-
-// Result is what a run of the demo did: what the fake saw, and the job's
-// status.
-type Result struct {
-	Report
-	Status  streaming.Status
-	Elapsed time.Duration
-}
-
-// OK reports whether the run met the pipeline's promise (Report.OK).
-func (r Result) OK() bool { return r.Report.OK() }
-
-// String is a short report.
-func (r Result) String() string {
-	return fmt.Sprintf("%s\ndedup: %d rows in, %d emitted, %d duplicates dropped (in %v)",
-		r.Report, r.Status.Dedup.RowsIn, r.Status.Dedup.Emitted, r.Status.Dedup.DuplicatesDropped, r.Elapsed.Round(time.Millisecond))
-}
-
-// Run starts the fake playing cfg's script, runs the pipeline against it
-// as a job (job: the runner and its job server) until its idle stop, and
-// returns what happened. beam.Init must have been called. The SDK workers
-// reach the fake at a loopback address: run them on this machine
-// (LOOPBACK, or a worker pool here).
-func Run(ctx context.Context, job jobrun.Options, cfg Config) (Result, error) {
-	if cfg.IdleStop <= 0 {
-		cfg.IdleStop = 5 * time.Second
-	}
-	if len(cfg.Fake) == 0 {
-		cfg.Fake = FakeCommand
-	}
-	fake, err := StartFake(ctx, cfg.Fake, cfg.Script)
-	if err != nil {
-		return Result{}, err
-	}
-	defer fake.Close()
-	src := streaming.PubSub{
-		Subscription: Name("subscriptions", Subscription), OutputTopic: Name("topics", Output), DeadLetterTopic: Name("topics", DeadLetters),
-		Endpoint: fake.Addr,
-		Read: []pubsubio.Option{
-			pubsubio.AckDeadline(2 * time.Second), // lost acks come back within seconds
-			pubsubio.MaxBundleDuration(500 * time.Millisecond),
-		},
-	}
-	// Publisher retries arrive while the job runs.
-	later := make(chan error, 1)
-	go func() {
-		select {
-		case <-time.After(time.Second):
-			later <- fake.PublishLater(ctx)
-		case <-ctx.Done():
-			later <- nil
-		}
-	}()
-	start := time.Now()
-	res, err := streaming.Run(ctx, job, src, streaming.RunConfig{
-		Config:   streaming.Config{Dedup: []dedup.Option{dedup.StateTTL(cfg.StateTTL), dedup.CleanupTimers(false)}},
-		IdleStop: cfg.IdleStop,
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("streaming demo: %w", err)
-	}
-	out := Result{Status: res.Status, Elapsed: time.Since(start)}
-	if out.Report, err = fake.Report(ctx); err != nil {
-		return out, fmt.Errorf("streaming demo: %w", err)
-	}
-	return out, errors.Join(<-later)
 }

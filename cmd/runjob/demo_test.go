@@ -1,55 +1,33 @@
-package pubsubdemo
+package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/pubsubdemo"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
 
-func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
-
-// fakeBuild is the pstestserver the tests start, built once.
-var fakeBuild struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
-// fake returns the command of the Pub/Sub fake: pstestserver, built once
-// per test binary (go run would link it for every run).
-func fake(tb testing.TB) []string {
+// demoJob is the job of a demo run on Prism in this process, as runjob
+// runs it: Beam initialized, Prism's bundle splitting off
+// (notes/beam-defects.md 9).
+func demoJob(tb testing.TB) jobrun.Options {
 	tb.Helper()
-	fakeBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "pstestserver")
-		if err != nil {
-			fakeBuild.err = err
-			return
-		}
-		fakeBuild.bin = filepath.Join(dir, "pstestserver")
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", fakeBuild.bin, FakeCommand[2]).CombinedOutput(); err != nil {
-			fakeBuild.err = fmt.Errorf("building pstestserver: %v\n%s", err, out)
-		}
-	})
-	require.NoError(tb, fakeBuild.err)
-	return []string{fakeBuild.bin}
+	beam.Init()
+	tb.Cleanup(jobrun.DisableSplits())
+	return prismtest.Job(tb)
 }
 
 func TestDemoEmitsOneMessagePerKeyAndAcksEveryMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := Run(ctx, prismtest.Job(t), Config{Script: Script{Keys: 3000}, Fake: fake(t)})
+	res, err := runDemo(ctx, demoJob(t), demoConfig{Script: pubsubdemo.Script{Keys: 3000}, Fake: []string{pstestBin(t)}})
 	require.NoError(t, err)
 	t.Log("\n" + res.String())
 
@@ -76,7 +54,7 @@ func TestDemoWithStateTTLEndsAtTheIdleStop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	res, err := Run(ctx, prismtest.Job(t), Config{Script: Script{Keys: 300}, StateTTL: 2 * time.Hour, Fake: fake(t)})
+	res, err := runDemo(ctx, demoJob(t), demoConfig{Script: pubsubdemo.Script{Keys: 300}, StateTTL: 2 * time.Hour, Fake: []string{pstestBin(t)}})
 	require.NoError(t, err)
 	assert.True(t, res.OK(), res.String())
 	assert.Less(t, time.Since(start), 45*time.Second, "a 2h TTL must not keep the job alive")

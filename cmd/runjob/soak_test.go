@@ -1,4 +1,4 @@
-package pubsubdemo
+package main
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/testing/prismtest"
+	"github.com/beamdedup/beamdedup/internal/pubsubdemo"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,13 +22,13 @@ func TestDemoAboveTheOldStallPointEmitsOnePerOrderAndAcksEverything(t *testing.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, withStallLimit(prismtest.Job(t), 45*time.Second), Config{Script: Script{Keys: 12000}, Fake: fake(t)})
+	res, err := runDemo(ctx, withStallLimit(demoJob(t), 45*time.Second), demoConfig{Script: pubsubdemo.Script{Keys: 12000}, Fake: []string{pstestBin(t)}})
 	require.NoError(t, err, "the job must finish (a *watchdog.Stall here is the Prism stall coming back)")
 	t.Log("\n" + res.String())
 	assertDemoHeld(t, res)
 }
 
-func assertDemoHeld(t testing.TB, res Result) {
+func assertDemoHeld(t testing.TB, res demoResult) {
 	t.Helper()
 	assert.Equal(t, res.Keys, res.Emitted, "one output message per order")
 	assert.Equal(t, res.Keys, res.OutputKeys, "every order on the output topic")
@@ -58,7 +58,7 @@ func BenchmarkSoak(b *testing.B) {
 	for range b.N {
 		rsstest.ResetPeak()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-		res, err := Run(ctx, prismtest.Job(b), Config{Script: Script{Keys: *soakOrders}, Fake: fake(b)})
+		res, err := runDemo(ctx, demoJob(b), demoConfig{Script: pubsubdemo.Script{Keys: *soakOrders}, Fake: []string{pstestBin(b)}})
 		cancel()
 		if err != nil {
 			b.Fatal(err)

@@ -1,4 +1,4 @@
-package pubsubdemo
+package main
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/pubsubdemo"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // The demo submitted with --runner=universal to a standalone Prism job
-// server process: the Job API path a Flink job server serves. LOOPBACK keeps the DoFns
-// in this process, next to the Pub/Sub fake.
+// server process: the Job API path a Flink job server serves. LOOPBACK
+// keeps the DoFns in this process; the Pub/Sub fake runs in its own.
 func TestDemoThroughUniversalRunnerOnAJobServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a job server")
@@ -23,7 +23,9 @@ func TestDemoThroughUniversalRunnerOnAJobServer(t *testing.T) {
 	endpoint := jobservertest.Start(t) // a standalone Prism job server process
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	res, err := Run(ctx, jobrun.Options{Runner: "universal", Endpoint: endpoint, EnvironmentType: "LOOPBACK"}, Config{Script: Script{Keys: 500}, Fake: fake(t)})
+	job := demoJob(t)
+	job.Runner, job.Endpoint, job.EnvironmentType = "universal", endpoint, "LOOPBACK"
+	res, err := runDemo(ctx, job, demoConfig{Script: pubsubdemo.Script{Keys: 500}, Fake: []string{pstestBin(t)}})
 	require.NoError(t, err)
 	t.Log("\n" + res.String())
 	assert.True(t, res.OK(), "one output per key, all acked, undecodables dead-lettered")
