@@ -47,7 +47,7 @@ func (k Kafka) spec() spec {
 		output: k.OutputTopic, dead: k.DeadLetterTopic, input: k.InputTopic,
 		live: "Kafka source",
 		hint: fmt.Sprintf("the job waits on Kafka (brokers %s) or on a step of yours: check that the brokers answer, and that no step blocks", k.Brokers),
-		noun: "records", write: "write", written: "written", settled: "safe"}
+		noun: "records", write: "write", written: "written", settled: "safe", settledVerb: "committed"}
 }
 
 func (k Kafka) check(bool) error {

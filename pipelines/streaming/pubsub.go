@@ -59,7 +59,7 @@ func (p PubSub) spec() spec {
 	return spec{name: "streaming", uid: "streaming-dedup", stateTTL: DefaultPubSubStateTTL,
 		output: p.OutputTopic, dead: p.DeadLetterTopic, input: p.Subscription, byID: p.ByMessageID,
 		live: "Pub/Sub source", hint: pubsubStallHint,
-		noun: "messages", write: "publish", written: "published", settled: "acked"}
+		noun: "messages", write: "publish", written: "published", settled: "acked", settledVerb: "acked"}
 }
 
 func (p PubSub) check(running bool) error {

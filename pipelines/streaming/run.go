@@ -172,7 +172,7 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 		return res, fmt.Errorf("%s: %w; the job was cancelled, and what it had not made safe is read again by the next run (%v)", sp.name, err, res.Status)
 	}
 	if err != nil {
-		return res, fmt.Errorf("%s: %w; nothing the job had not %s was settled, so the next run reads it again (last seen: %v)", sp.name, err, sp.written, res.Status)
+		return res, fmt.Errorf("%s: %w; nothing the job had not %s was %s, so the next run reads it again (last seen: %v)", sp.name, err, sp.written, sp.settledVerb, res.Status)
 	}
 	if stopped && !drained && !w.drained(res.Status) {
 		return res, fmt.Errorf("%s: not drained within %v of the stop (%v); the job was cancelled, and the next run reads again what was not safe", sp.name, cfg.DrainTimeout, res.Status)

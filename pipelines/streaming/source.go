@@ -60,8 +60,8 @@ type spec struct {
 	live     string        // the live source, for the watchdog (jobrun.Sample.Live)
 	hint     string        // what to check when the job stalls (jobrun.Options.Hint)
 	// How the source names its elements ("records"), their writing
-	// ("write", "written") and their settling ("safe").
-	noun, write, written, settled string
+	// ("write", "written") and their settling ("safe", "committed").
+	noun, write, written, settled, settledVerb string
 }
 
 // counts are a source's counters of a job.
