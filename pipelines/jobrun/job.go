@@ -35,9 +35,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/metricsx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
-	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
 // DefaultStallLimit is the stall limit of a job whose Options.StallLimit
@@ -245,7 +245,7 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 		jobopts.WorkerBinary: o.WorkerBinary,
 	}
 	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
-		vals[jobopts.Experiments] = prismsplit.WithExperiment(*jobopts.Experiments)
+		vals[jobopts.Experiments] = prismexp.WithExperiment(*jobopts.Experiments)
 	}
 	restoreFlags, restoreRunner := setFlags(vals), setRunnerOptions(o)
 	restore := func() { restoreRunner(); restoreFlags() }

@@ -31,6 +31,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
@@ -139,7 +140,7 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 		return Outputs{}, fmt.Errorf("kafka: PartitionBy: %w", err)
 	}
 	if cfg.OnTime != "" {
-		if _, err := rowspec.NewTimeColumn(rowT, cfg.OnTime); err != nil {
+		if _, err := rowcol.NewTimeColumn(rowT, cfg.OnTime); err != nil {
 			return Outputs{}, fmt.Errorf("kafka: %w", err)
 		}
 	}
@@ -163,7 +164,7 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 	rows, bad := beam.ParDo2(s, &decodeFn[T]{Columns: cfg.PartitionBy, OnTime: cfg.OnTime}, out.Records)
 	dopts := []dedup.Option{dedup.StateTTL(DefaultStateTTL), dedup.UID(cfg.UID)}
 	if cfg.OnTime != "" {
-		dopts = append(dopts, dedup.OnTime("timestamp")) // the record's, set from the row's column
+		dopts = append(dopts, rowspec.OnTime("timestamp")) // the record's, set from the row's column
 	}
 	res, err := dedup.TryKeepFirst(s, rows, append(append(dopts, cfg.Dedup...), dedup.OutputDropped())...)
 	if err != nil {
@@ -245,7 +246,7 @@ type decodeFn[T any] struct {
 	OnTime  string
 
 	enc *keycoder.Encoder
-	at  rowspec.TimeColumn
+	at  rowcol.TimeColumn
 }
 
 func (f *decodeFn[T]) Setup() error {
@@ -255,7 +256,7 @@ func (f *decodeFn[T]) Setup() error {
 	}
 	f.enc = enc
 	if f.OnTime != "" {
-		f.at, err = rowspec.NewTimeColumn(reflect.TypeFor[T](), f.OnTime)
+		f.at, err = rowcol.NewTimeColumn(reflect.TypeFor[T](), f.OnTime)
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // DefaultTable is the PostgreSQL table of the kept orders (Config.Postgres);
@@ -42,7 +43,7 @@ func writePostgres[T any](s beam.Scope, cfg Config, kept beam.PCollection) (writ
 		table = DefaultTable
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err = pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), pgsink.PartitionBy(cfg.PartitionBy...))
+	err = pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), rowspec.PartitionBy(cfg.PartitionBy...))
 	cancel()
 	if err != nil {
 		return written, refused, fmt.Errorf("kafka: %w", err)

@@ -342,15 +342,15 @@ func (w *liveWatch) explain(st *jobrun.Stall) {
 func (s LiveStatus) counters(claimed int64) map[string]int64 {
 	ns := pubsubio.Namespace + "/"
 	return map[string]int64{
-		"source/claimed":                        claimed,
-		ns + pubsubio.MetricRead:                s.Read,
-		ns + pubsubio.MetricAcked:               s.Acked,
-		ns + pubsubio.MetricAckFailed:           s.AckFailed,
-		ns + pubsubio.MetricPublished:           s.Published,
-		Namespace + "/" + MetricDeadLettered:    s.DeadLettered,
-		dedup.Namespace + "/rows_in":            s.Dedup.RowsIn,
-		dedup.Namespace + "/emitted":            s.Dedup.Emitted,
-		dedup.Namespace + "/duplicates_dropped": s.Dedup.DuplicatesDropped,
+		"source/claimed":                     claimed,
+		ns + pubsubio.MetricRead:             s.Read,
+		ns + pubsubio.MetricAcked:            s.Acked,
+		ns + pubsubio.MetricAckFailed:        s.AckFailed,
+		ns + pubsubio.MetricPublished:        s.Published,
+		Namespace + "/" + MetricDeadLettered: s.DeadLettered,
+		"beamdedup/dedup/rows_in":            s.Dedup.RowsIn,
+		"beamdedup/dedup/emitted":            s.Dedup.Emitted,
+		"beamdedup/dedup/duplicates_dropped": s.Dedup.DuplicatesDropped,
 	}
 }
 

@@ -43,6 +43,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func init() {
@@ -233,7 +234,7 @@ func BuildFor[T any](s beam.Scope, cfg Config) (Outputs, error) {
 			table = DefaultTable
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), pgsink.PartitionBy(cfg.PartitionBy...))
+		err := pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), rowspec.PartitionBy(cfg.PartitionBy...))
 		cancel()
 		if err != nil {
 			return Outputs{}, fmt.Errorf("streaming: %w", err)

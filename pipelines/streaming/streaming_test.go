@@ -12,11 +12,12 @@ import (
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -101,7 +102,7 @@ func TestPipelineDeadLettersAndAcksTheMessagesKeepFirstRefuses(t *testing.T) {
 	defer cancel()
 	_, err := Run(ctx, pipelinetest.Job(t), Config{
 		Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, IDAttribute: "kind",
-		Dedup: []dedup.Option{dedup.StateTTL(0), dedup.KindColumn("id")},
+		Dedup: []dedup.Option{dedup.StateTTL(0), rowspec.KindColumn("id")},
 		Read:  []pubsubio.Option{pubsubio.IdleStop(time.Second)},
 	})
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ func TestLibraryPackagesLinkNoRunnerTestFakeOrDockerClient(t *testing.T) {
 // testHelpers are the packages that only tests may import: what they hold
 // is for tests (a clock, counter views), and a program that imports them
 // ships it.
-var testHelpers = []string{"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"}
+var testHelpers = []string{"github.com/beamdedup/beamdedup/testing/deduptest"}
 
 // No program or library package (cmd, pipelines, transforms, coders)
 // imports a test helper, directly or not: a product option a test needs is
