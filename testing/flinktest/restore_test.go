@@ -19,6 +19,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // restoreRow is a tick of the restore test as a row: even ticks resend
@@ -87,8 +88,8 @@ func TestKeepFirst_RestoredFromASavepointEmitsEveryKeyOnceAcrossTheStop(t *testi
 	build := func(job int) *beam.Pipeline {
 		p, s := beam.NewPipelineWithRoot()
 		rows := beam.ParDo(s, toRestoreRow, flinktest.Ticks(s, begin, end, every))
-		arrival := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.UID("arrival")).Rows
-		evented := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.UID("evented")).Rows
+		arrival := dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.UID("arrival")).Rows
+		evented := dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), rowspec.OnTime("ts"), dedup.UID("evented")).Rows
 		beam.ParDo0(s.Scope("ReadRows"), &collectFn{Name: fmt.Sprintf("restore-read-%d", job)}, rows)
 		beam.ParDo0(s.Scope("ArrivalOut"), &collectFn{Name: fmt.Sprintf("restore-arrival-%d", job)}, arrival)
 		beam.ParDo0(s.Scope("EventedOut"), &collectFn{Name: fmt.Sprintf("restore-evented-%d", job)}, evented)

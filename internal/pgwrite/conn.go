@@ -1,4 +1,4 @@
-package pgsink
+package pgwrite
 
 import (
 	"context"

@@ -1,14 +1,15 @@
 // Package deduptest holds what tests and benchmarks of pipelines built on
-// beamdedup's transforms need and users do not: a test clock, and views of
-// the counters. Nothing here is part of
-// the stable API; a pipeline in production never needs it.
+// beamdedup's dedup transforms need and a pipeline in production does not:
+// a test clock, the state requests waited for one at a time, and views of
+// the counters. It is a test helper (testing/depstest keeps it out of
+// every program and library package).
 package deduptest
 
 import (
 	"time"
 
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
 // UseClock reads a dedup transform's processing time from the clock
@@ -24,6 +25,14 @@ func UseClock(name string) dedup.Option {
 // process that registered it: it works with in-process (loopback) workers.
 func RegisterClock(name string, now func(eventTime time.Time) time.Time) {
 	testhook.RegisterClock(name, now)
+}
+
+// OverlapState sets whether KeepFirst's and KeepLast's stateful step keeps
+// several state requests in flight within a bundle (on, the default) or
+// waits for each in turn (docs/state.md): decisions and requests are the
+// same either way, for tests and benchmarks that compare the two.
+func OverlapState(on bool) dedup.Option {
+	return testhook.DedupOption(func(h *testhook.Dedup) { h.WaitEach = !on }).(dedup.Option)
 }
 
 // RowCounts returns c without the cost and refresh counters, which depend

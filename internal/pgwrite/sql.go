@@ -1,4 +1,4 @@
-package pgsink
+package pgwrite
 
 import (
 	"fmt"
@@ -34,8 +34,8 @@ type plan struct {
 
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 
-func newPlan(l *layout, ti *tableInfo, c *config) *plan {
-	p := &plan{layout: l, table: ti, tombstone: c.tombstone, insertOnly: c.insertOnly(), guarded: c.ordered(), deletes: map[uint64]string{}}
+func newPlan(l *layout, ti *tableInfo, c *Config) *plan {
+	p := &plan{layout: l, table: ti, tombstone: c.Tombstone, insertOnly: c.insertOnly(), guarded: c.ordered(), deletes: map[uint64]string{}}
 	p.upsert, p.upsertCounts = p.upsertSQL()
 	return p
 }
@@ -103,7 +103,7 @@ func (p *plan) comparable(prefix, col string) string {
 }
 
 // guard is the condition under which an incoming row replaces the stored
-// one, rowspec.Later in SQL: the stored row's order is at most the
+// one, rowcol.Later in SQL: the stored row's order is at most the
 // incoming one's, comparing the SequenceBy value, then the OnTime value,
 // then the tombstone flag (false before true: a -D ranks after a live row
 // of its value, since it carries the value of the row it deletes), a tie

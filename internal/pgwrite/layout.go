@@ -1,16 +1,16 @@
-package pgsink
+package pgwrite
 
 import (
 	"fmt"
 	"reflect"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 )
 
 // layout is what the sink reads from a row type, resolved once: the
 // columns it writes, the key encoder that folds a batch per key, and the
-// kind and ordering columns, read as dedup reads them (rowspec.Columns).
+// kind and ordering columns, read as dedup reads them (rowcol.Columns).
 type layout struct {
 	t      reflect.Type
 	cols   []rowColumn // written columns, in field order (the kind column is not written)
@@ -18,8 +18,8 @@ type layout struct {
 	keyEnc *keycoder.Encoder
 	// roles are the kind, OnTime and SequenceBy columns; order is the
 	// guard's columns by name, compared in this order (SequenceBy, then
-	// OnTime), as rowspec.Order compares them.
-	roles rowspec.Columns
+	// OnTime), as rowcol.Order compares them.
+	roles rowcol.Columns
 	order []string
 }
 
@@ -30,7 +30,7 @@ type rowColumn struct {
 	ptr   bool         // a pointer: nil is NULL
 }
 
-func newLayout(t reflect.Type, c *config) (*layout, error) {
+func newLayout(t reflect.Type, c *Config) (*layout, error) {
 	if t == nil || t.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("rows must be a PCollection of a struct type, got %v", t)
 	}
@@ -39,24 +39,24 @@ func newLayout(t reflect.Type, c *config) (*layout, error) {
 		return nil, err
 	}
 	l := &layout{t: t, order: c.orderColumns()}
-	if l.keyEnc, err = keycoder.New(t, c.keys); err != nil {
-		return nil, fmt.Errorf("PartitionBy(%q): %w", c.keys, err)
+	if l.keyEnc, err = keycoder.New(t, c.Roles.Key); err != nil {
+		return nil, fmt.Errorf("PartitionBy(%q): %w", c.Roles.Key, err)
 	}
-	if l.roles, err = c.spec().Resolve(t); err != nil {
+	if l.roles, err = rowcol.Resolve(c.Roles, t); err != nil {
 		return nil, err
 	}
 	pos := map[string]int{}
 	for _, col := range all {
-		if col.Name == c.kindCol {
+		if col.Name == c.Roles.Kind {
 			continue
 		}
-		if col.Name == c.tombstone {
-			return nil, fmt.Errorf("Tombstone(%q) names a column of the row type; the sink sets the tombstone column itself, so it must be a table column only", c.tombstone)
+		if col.Name == c.Tombstone {
+			return nil, fmt.Errorf("Tombstone(%q) names a column of the row type; the sink sets the tombstone column itself, so it must be a table column only", c.Tombstone)
 		}
 		pos[col.Name] = len(l.cols)
 		l.cols = append(l.cols, rowColumn{name: col.Name, index: col.Index, typ: col.Type, ptr: col.Type.Kind() == reflect.Pointer})
 	}
-	for _, k := range c.keys {
+	for _, k := range c.Roles.Key {
 		l.keys = append(l.keys, pos[k])
 	}
 	return l, nil

@@ -1,4 +1,4 @@
-package pgsink
+package pgwrite
 
 import (
 	"context"
@@ -11,24 +11,32 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // entry is one row of a batch: the last one of its key so far.
 type entry struct {
 	row   any
 	v     reflect.Value
-	del   bool          // a -D
-	order rowspec.Order // its place in its key's order (guarded): its SequenceBy and OnTime values, a -D a retraction
+	del   bool         // a -D
+	order rowcol.Order // its place in its key's order (guarded): its SequenceBy and OnTime values, a -D a retraction
 }
 
-// result is what a flushed batch did. in = written + skipped + deleted +
-// len(dead).
-type result struct {
-	in, written, skipped, deleted, retries int64
-	dead                                   []Refused
+// Result is what a flushed batch did: In = Written + Skipped + Deleted +
+// len(Dead), with the attempts repeated (Retries).
+type Result struct {
+	In, Written, Skipped, Deleted, Retries int64
+	Dead                                   []Refused
+}
+
+// Refused is a row the table refused, or that could not be read, with its
+// dead letter: the row as it was added, so that a caller can tell which
+// of its inputs it was.
+type Refused struct {
+	Row        any
+	DeadLetter deadletter.DeadLetter
 }
 
 // stats is what one set of statements did.
@@ -44,9 +52,11 @@ func (s *stats) add(o stats) {
 	s.dead = append(s.dead, o.dead...)
 }
 
-// writer writes batches of rows of one plan through a pool. It is used by
-// one DoFn instance, so by one goroutine at a time.
-type writer struct {
+// Writer writes batches of rows of one plan through a pool: rows are
+// folded per key and written in batches of Config.BatchSize rows, one
+// transaction each, with the guard, dead letters and retries. It is used
+// by one DoFn instance (or one caller), so by one goroutine at a time.
+type Writer struct {
 	retrier
 	plan      *plan
 	pool      *pgxpool.Pool
@@ -79,22 +89,24 @@ func (b *batch) reset() {
 	b.entries, b.in, b.skipped, b.dead = b.entries[:0], 0, 0, nil
 }
 
-func newWriter(p *plan, pool *pgxpool.Pool, t target, c *config) *writer {
-	w := &writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.maxConns, uid: c.stepName(), batchSize: int64(c.batchSize), cur: newBatch()}
+func newWriter(p *plan, pool *pgxpool.Pool, t target, c *Config) *Writer {
+	w := &Writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.MaxConns, uid: c.UID, batchSize: int64(c.BatchSize), cur: newBatch()}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
 	return w
 }
 
-// close releases the pool.
-func (w *writer) close() { releasePool(w.dsn, w.maxConns) }
+// Close releases the writer's connections. Rows not flushed are dropped.
+func (w *Writer) Close() { releasePool(w.dsn, w.maxConns) }
 
-// reset drops the rows added since the last write.
-func (w *writer) reset() { w.cur.reset() }
+// Reset drops the rows added since the last write (what a failed bundle
+// left).
+func (w *Writer) Reset() { w.cur.reset() }
 
-// add folds row into the batch and reports whether the batch is full.
-func (w *writer) add(row any) bool {
+// Add folds row (a value of the writer's row type) into the batch and
+// reports whether the batch is full: then Flush or FlushAsync writes it.
+func (w *Writer) Add(row any) bool {
 	w.fold(w.cur, row)
 	return w.cur.in >= w.batchSize
 }
@@ -102,7 +114,7 @@ func (w *writer) add(row any) bool {
 // fold adds row to b, where a key keeps one row, the one that decides the
 // key's state (insert-only: the first; otherwise the last by the ordering
 // columns, or by arrival without them).
-func (w *writer) fold(b *batch, row any) {
+func (w *Writer) fold(b *batch, row any) {
 	b.in++
 	p := w.plan
 	v := reflect.ValueOf(row)
@@ -130,21 +142,21 @@ func (w *writer) fold(b *batch, row any) {
 
 // replaces reports whether e replaces old in the batch: insert-only keeps
 // the first row, unguarded the last arrival, guarded the comparator's
-// (rowspec.Later), the decision the SQL guard makes between the table's
+// (rowcol.Later), the decision the SQL guard makes between the table's
 // row and an incoming one.
-func (w *writer) replaces(old, e *entry) bool {
+func (w *Writer) replaces(old, e *entry) bool {
 	switch {
 	case w.plan.insertOnly:
 		return false
 	case !w.plan.guarded:
 		return true
 	}
-	return rowspec.Later(e.order, old.order)
+	return rowcol.Later(e.order, old.order)
 }
 
-// flush writes the batch in one transaction, retrying it on a new
+// Flush writes the batch in one transaction, retrying it on a new
 // connection after a transient fault. The batch is kept on failure.
-func (w *writer) flush(ctx context.Context) (result, error) {
+func (w *Writer) Flush(ctx context.Context) (Result, error) {
 	r, err := w.write(ctx, w.cur)
 	if err == nil {
 		w.cur.reset()
@@ -155,8 +167,8 @@ func (w *writer) flush(ctx context.Context) (result, error) {
 // write writes b in one transaction, retrying it on a new connection after
 // a transient fault. It only reads the writer's plan and pool, so it may
 // run beside fold on another batch.
-func (w *writer) write(ctx context.Context, b *batch) (result, error) {
-	r := result{in: b.in, skipped: b.skipped}
+func (w *Writer) write(ctx context.Context, b *batch) (Result, error) {
+	r := Result{In: b.in, Skipped: b.skipped}
 	if len(b.entries) > 0 {
 		var s stats
 		retries, err := w.retry(ctx, fmt.Sprintf("writing %d rows", len(b.entries)), func(ctx context.Context) error {
@@ -164,30 +176,30 @@ func (w *writer) write(ctx context.Context, b *batch) (result, error) {
 			s, err = w.attempt(ctx, b.entries)
 			return err
 		})
-		r.retries = retries
+		r.Retries = retries
 		if err != nil {
 			return r, err
 		}
-		r.written, r.deleted, r.skipped = s.written, s.deleted, r.skipped+s.skipped
-		r.dead = s.dead
+		r.Written, r.Deleted, r.Skipped = s.written, s.deleted, r.Skipped+s.skipped
+		r.Dead = s.dead
 	}
-	r.dead = append(slices.Clip(b.dead), r.dead...)
+	r.Dead = append(slices.Clip(b.dead), r.Dead...)
 	return r, nil
 }
 
-// inflight is a batch being written in the background.
-type inflight struct {
+// Inflight is a batch being written in the background (FlushAsync).
+type Inflight struct {
 	b    *batch
 	done chan struct{}
-	r    result
+	r    Result
 	err  error
 }
 
-// flushAsync starts writing the batch in the background, so that the next
+// FlushAsync starts writing the batch in the background, so that the next
 // batch is folded while the database works on this one, and returns it;
-// the caller waits for it before starting another.
-func (w *writer) flushAsync(ctx context.Context) *inflight {
-	f := &inflight{b: w.cur, done: make(chan struct{})}
+// the caller waits for it (Wait) before starting another.
+func (w *Writer) FlushAsync(ctx context.Context) *Inflight {
+	f := &Inflight{b: w.cur, done: make(chan struct{})}
 	if w.spare != nil {
 		w.cur, w.spare = w.spare, nil
 	} else {
@@ -200,8 +212,8 @@ func (w *writer) flushAsync(ctx context.Context) *inflight {
 	return f
 }
 
-// wait waits for f and keeps its batch for reuse.
-func (w *writer) wait(f *inflight) (result, error) {
+// Wait waits for f and keeps its batch for reuse.
+func (w *Writer) Wait(f *Inflight) (Result, error) {
 	<-f.done
 	f.b.reset()
 	w.spare = f.b
@@ -211,7 +223,7 @@ func (w *writer) wait(f *inflight) (result, error) {
 // attempt writes the batch on one connection: all of it in one
 // transaction, or, when the table refuses a row, again with the refused
 // rows found by halves under savepoints and dead-lettered.
-func (w *writer) attempt(ctx context.Context, es []entry) (stats, error) {
+func (w *Writer) attempt(ctx context.Context, es []entry) (stats, error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
 		return stats{}, classify(ctx, err, nil)
@@ -238,7 +250,7 @@ func isUniqueViolation(err error) bool {
 
 // run writes the batch in one transaction: with the plain INSERT (plain,
 // insert-only), or with the upsert, or row range by row range (bisect).
-func (w *writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (stats, error) {
+func (w *Writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (stats, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return stats{}, err
@@ -266,7 +278,7 @@ func (w *writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bis
 // bisect writes es under a savepoint; if the table refuses a row, it
 // rolls back to it and writes each half the same way, down to single rows,
 // which are dead-lettered with the database's message.
-func (w *writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) error {
+func (w *Writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -299,14 +311,14 @@ func (w *writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) er
 	return w.bisect(ctx, tx, es[mid:], s)
 }
 
-// testHookAfterStatement, when set by a test, runs after each statement
-// of a batch, with the connection that ran it.
-var testHookAfterStatement func(ctx context.Context, conn *pgx.Conn)
+// AfterStatement, when a test sets it, runs after each statement of a
+// batch, with the connection that ran it (to break it).
+var AfterStatement func(ctx context.Context, conn *pgx.Conn)
 
 // exec runs the statements of es: one upsert (or insert) for the live rows
 // and tombstones, one delete per NULL pattern of the hard-deleted keys.
 // plain uses the plain INSERT of an insert-only plan.
-func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
+func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
 	var s stats
 	p := w.plan
 	hardDeletes := p.roles.Kind != nil && p.tombstone == ""
@@ -340,8 +352,8 @@ func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 			s.written = tag.RowsAffected()
 		}
 		s.skipped = int64(len(live)) - s.written - s.deleted
-		if testHookAfterStatement != nil {
-			testHookAfterStatement(ctx, tx.Conn())
+		if AfterStatement != nil {
+			AfterStatement(ctx, tx.Conn())
 		}
 	}
 	if len(dels) > 0 {
@@ -365,7 +377,7 @@ func (w *writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 // arrays are the statement's arguments: one slice per written column (of
 // the field's type, so pgx encodes it as an array of the column's type),
 // then the tombstone flags.
-func (w *writer) arrays(es []entry) []any {
+func (w *Writer) arrays(es []entry) []any {
 	p := w.plan
 	args := make([]any, 0, len(p.cols)+1)
 	for ci := range p.cols {
@@ -382,7 +394,7 @@ func (w *writer) arrays(es []entry) []any {
 }
 
 // nullMask has bit i set when the i-th key column of e is NULL.
-func (w *writer) nullMask(e entry) uint64 {
+func (w *Writer) nullMask(e entry) uint64 {
 	var m uint64
 	for i, k := range w.plan.keys {
 		c := w.plan.cols[k]
@@ -395,7 +407,7 @@ func (w *writer) nullMask(e entry) uint64 {
 
 // keyArrays are the arguments of deleteSQL(mask): the non-NULL key
 // columns.
-func (w *writer) keyArrays(es []entry, mask uint64) []any {
+func (w *Writer) keyArrays(es []entry, mask uint64) []any {
 	var args []any
 	for i, k := range w.plan.keys {
 		if mask&(1<<i) == 0 {
@@ -408,7 +420,7 @@ func (w *writer) keyArrays(es []entry, mask uint64) []any {
 // column is the values of the ci-th written column of es, as a slice of
 // the field's type, so that pgx encodes it as an array of the column's
 // type.
-func (w *writer) column(ci int, es []entry) any {
+func (w *Writer) column(ci int, es []entry) any {
 	c := w.plan.cols[ci]
 	s := reflect.MakeSlice(w.sliceTypes[ci], len(es), len(es))
 	for i := range es {

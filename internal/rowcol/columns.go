@@ -1,4 +1,4 @@
-package rowspec
+package rowcol
 
 import (
 	"errors"
@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The readers of a role's column. Each is resolved once per row type (the
@@ -225,7 +226,7 @@ func (f SeqColumn) Append(dst []byte, row reflect.Value) ([]byte, string) {
 	return ordercoder.Time(dst, v.Interface().(time.Time).Truncate(time.Microsecond)), ""
 }
 
-// Columns are the kind, OnTime and SequenceBy columns of a Spec resolved
+// Columns are the kind, OnTime and SequenceBy columns of a rowspec.Spec resolved
 // against a struct row type; a role the Spec does not name is nil. (The
 // key's columns are coders/keycoder's.)
 type Columns struct {
@@ -236,9 +237,9 @@ type Columns struct {
 
 // Resolve checks s (Err) and finds its kind, OnTime and SequenceBy columns
 // in struct type t, reporting every problem at once.
-func (s Spec) Resolve(t reflect.Type) (Columns, error) {
+func Resolve(s rowspec.Spec, t reflect.Type) (Columns, error) {
 	var c Columns
-	errs := []error{s.Err()}
+	errs := []error{Err(s)}
 	if s.Kind != "" {
 		k, err := NewKindColumn(t, s.Kind)
 		c.Kind, errs = &k, append(errs, err)

@@ -1,4 +1,4 @@
-package rowspec
+package rowcol
 
 import (
 	"testing"

@@ -1,8 +1,8 @@
 // Package testhook carries the settings that only tests and benchmarks
-// set on a transform (the public helpers are in package
-// transforms/dedup/deduptest): a transform package installs its option
-// makers here at init, and keeps the processing-time clocks tests
-// register. Nothing here is part of the public API.
+// set on a transform (the helpers tests call are in package
+// testing/deduptest): a transform package installs its option makers here
+// at init, and keeps the processing-time clocks tests register. Nothing
+// here is part of the public API.
 package testhook
 
 import (
@@ -22,7 +22,23 @@ type Dedup struct {
 	// BucketBytes, when not 0, caps the bucketed merge's batches at that
 	// many bytes, so that a test's small input reaches the cap.
 	BucketBytes int
+	// WaitEach makes the stateful step wait for each state request in
+	// turn rather than keep several in flight (docs/state.md), for tests
+	// and benchmarks that compare the two: decisions and requests are the
+	// same either way.
+	WaitEach bool
 }
+
+// Pgsink is what tests may set on pgsink.Write.
+type Pgsink struct {
+	// SkipCheck turns off the table check at construction: the workers
+	// then check the table before their first bundle.
+	SkipCheck bool
+}
+
+// PgsinkOption makes a pgsink.Option (as any) that applies set; package
+// pgsink installs it at init.
+var PgsinkOption func(set func(*Pgsink)) any
 
 // DedupOption makes a dedup.Option (as any) that applies set; package
 // dedup installs it at init.

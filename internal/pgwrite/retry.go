@@ -1,4 +1,4 @@
-package pgsink
+package pgwrite
 
 import (
 	"context"
@@ -18,8 +18,8 @@ type retrier struct {
 	backoff time.Duration
 }
 
-func newRetrier(t target, c *config) retrier {
-	return retrier{target: t, retries: c.retries, backoff: c.backoff}
+func newRetrier(t target, c *Config) retrier {
+	return retrier{target: t, retries: c.Retries, backoff: c.Backoff}
 }
 
 // retry runs fn until it succeeds, fails with a fault that is not

@@ -1,4 +1,4 @@
-package rowspec
+package rowcol
 
 import (
 	"math"
@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/ordercoder"
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 type order struct {
@@ -21,21 +22,12 @@ type order struct {
 }
 
 func TestErrNamesEveryInconsistencyByItsOption(t *testing.T) {
-	assert.NoError(t, Spec{Key: []string{"order_id"}, Kind: "op", OnTime: "ts"}.Err())
-	err := Spec{Key: []string{"a", "a", ""}, Kind: "a", OnTime: "ts", SequenceBy: "ts"}.Err()
+	assert.NoError(t, Err(rowspec.Spec{Key: []string{"order_id"}, Kind: "op", OnTime: "ts"}))
+	err := Err(rowspec.Spec{Key: []string{"a", "a", ""}, Kind: "a", OnTime: "ts", SequenceBy: "ts"})
 	for _, want := range []string{`PartitionBy names column "a" twice`, `PartitionBy(["a" "a" ""]): a column name is empty`,
 		`column "a" is both PartitionBy and KindColumn`, `column "ts" is both OnTime and SequenceBy`} {
 		assert.ErrorContains(t, err, want)
 	}
-}
-
-func TestCheckListsEveryMissingColumn(t *testing.T) {
-	rt := reflect.TypeFor[order]()
-	assert.NoError(t, Spec{Key: []string{"order_id"}, Kind: "op", OnTime: "ts"}.Check(rt))
-	err := Spec{Key: []string{"id"}, Kind: "kind", OnTime: "ts"}.Check(rt)
-	assert.ErrorContains(t, err, `PartitionBy("id"): unknown column "id"`)
-	assert.ErrorContains(t, err, `KindColumn("kind"): unknown column "kind"`)
-	assert.ErrorContains(t, err, "available columns: order_id, op, ts")
 }
 
 type timed struct {
@@ -190,13 +182,13 @@ type versioned struct {
 
 func TestResolveReportsEveryProblemAtOnceAndReadReadsEveryRole(t *testing.T) {
 	rt := reflect.TypeFor[versioned]()
-	_, err := Spec{Key: []string{"id", "id"}, Kind: "ver", OnTime: "id", SequenceBy: "nope"}.Resolve(rt)
+	_, err := Resolve(rowspec.Spec{Key: []string{"id", "id"}, Kind: "ver", OnTime: "id", SequenceBy: "nope"}, rt)
 	for _, want := range []string{`PartitionBy names column "id" twice`, `KindColumn("ver"): the column has type *int64`,
 		`OnTime("id"): the column has type string`, `SequenceBy("nope"): unknown column`} {
 		assert.ErrorContains(t, err, want)
 	}
 
-	c, err := Spec{Key: []string{"id"}, Kind: "op", OnTime: "ts", SequenceBy: "ver"}.Resolve(rt)
+	c, err := Resolve(rowspec.Spec{Key: []string{"id"}, Kind: "op", OnTime: "ts", SequenceBy: "ver"}, rt)
 	require.NoError(t, err)
 	ver := int64(3)
 	at := time.Date(2026, 3, 1, 9, 0, 0, 2_000, time.UTC)
@@ -206,7 +198,7 @@ func TestResolveReportsEveryProblemAtOnceAndReadReadsEveryRole(t *testing.T) {
 	_, reason = c.Read(reflect.ValueOf(versioned{ID: "a", TS: at}), nil)
 	assert.Equal(t, `SequenceBy column "ver" is NULL`, reason)
 
-	none, err := Spec{Key: []string{"id"}}.Resolve(rt)
+	none, err := Resolve(rowspec.Spec{Key: []string{"id"}}, rt)
 	require.NoError(t, err)
 	v, reason = none.Read(reflect.ValueOf(versioned{Op: "-D"}), nil)
 	assert.Empty(t, reason)

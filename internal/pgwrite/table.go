@@ -1,4 +1,4 @@
-package pgsink
+package pgwrite
 
 import (
 	"context"
@@ -126,7 +126,7 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 
 // check reports every way the row layout does not map onto the table, in
 // one error.
-func (ti *tableInfo) check(l *layout, c *config) error {
+func (ti *tableInfo) check(l *layout, c *Config) error {
 	var problems []string
 	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
@@ -160,14 +160,14 @@ func (ti *tableInfo) check(l *layout, c *config) error {
 			}
 		}
 	}
-	if c.tombstone != "" {
-		written[c.tombstone] = true
-		tc, ok := ti.cols[c.tombstone]
+	if c.Tombstone != "" {
+		written[c.Tombstone] = true
+		tc, ok := ti.cols[c.Tombstone]
 		switch {
 		case !ok:
-			add("Tombstone(%q): the table has no such column; add it: ALTER TABLE %s ADD COLUMN %s boolean NOT NULL DEFAULT false", c.tombstone, ti.name, displayIdent(c.tombstone))
+			add("Tombstone(%q): the table has no such column; add it: ALTER TABLE %s ADD COLUMN %s boolean NOT NULL DEFAULT false", c.Tombstone, ti.name, displayIdent(c.Tombstone))
 		case tc.typname != "bool":
-			add("Tombstone(%q) is %s in the table; it must be boolean", c.tombstone, tc.typ)
+			add("Tombstone(%q) is %s in the table; it must be boolean", c.Tombstone, tc.typ)
 		}
 	}
 	var unfilled []string
@@ -200,8 +200,8 @@ func (ti *tableInfo) hint(name string) string {
 }
 
 // checkKey finds the unique index ON CONFLICT infers for the key columns.
-func (ti *tableInfo) checkKey(l *layout, c *config) string {
-	want := slices.Sorted(slices.Values(c.keys))
+func (ti *tableInfo) checkKey(l *layout, c *Config) string {
+	want := slices.Sorted(slices.Values(c.Roles.Key))
 	nullable := false
 	for _, k := range l.keys {
 		col := l.cols[k]
@@ -223,7 +223,7 @@ func (ti *tableInfo) checkKey(l *layout, c *config) string {
 			continue
 		}
 		if nullable && !u.nullsNotDistinct {
-			return fmt.Sprintf("unique index %s on the key (%s) treats NULLs as distinct, so rows with a NULL key would pile up instead of replacing each other; recreate it as UNIQUE NULLS NOT DISTINCT (PostgreSQL 15), or make the key columns NOT NULL", u.name, strings.Join(c.keys, ", "))
+			return fmt.Sprintf("unique index %s on the key (%s) treats NULLs as distinct, so rows with a NULL key would pile up instead of replacing each other; recreate it as UNIQUE NULLS NOT DISTINCT (PostgreSQL 15), or make the key columns NOT NULL", u.name, strings.Join(c.Roles.Key, ", "))
 		}
 		return ""
 	}
@@ -231,12 +231,12 @@ func (ti *tableInfo) checkKey(l *layout, c *config) string {
 	if len(others) > 0 {
 		found = strings.Join(others, "; ")
 	}
-	quoted := make([]string, len(c.keys))
-	for i, k := range c.keys {
+	quoted := make([]string, len(c.Roles.Key))
+	for i, k := range c.Roles.Key {
 		quoted[i] = displayIdent(k)
 	}
 	return fmt.Sprintf("no unique index on exactly the key (%s), which ON CONFLICT needs (unique indexes found: %s); add one: ALTER TABLE %s ADD UNIQUE NULLS NOT DISTINCT (%s)",
-		strings.Join(c.keys, ", "), found, ti.name, strings.Join(quoted, ", "))
+		strings.Join(c.Roles.Key, ", "), found, ti.name, strings.Join(quoted, ", "))
 }
 
 var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
