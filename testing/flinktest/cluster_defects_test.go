@@ -3,20 +3,15 @@ package flinktest_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -117,77 +112,4 @@ func TestBeamDefect_LoopbackWorkersOfTwoTaskManagersCollide(t *testing.T) {
 			}
 		}
 	}
-}
-
-// stateMaps counts the heap state backend's tables on the live
-// TaskManagers (the instances of CopyOnWriteStateMap after a full GC,
-// jcmd GC.class_histogram): one per registered keyed state and key group
-// of a subtask.
-func stateMaps(t *testing.T, c *flinktest.Cluster) int {
-	t.Helper()
-	n := 0
-	for _, tm := range c.TaskManagers() {
-		out, err := exec.Command("jcmd", strconv.Itoa(tm.Pid()), "GC.class_histogram").CombinedOutput()
-		require.NoError(t, err, "jcmd GC.class_histogram: %s", out)
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 4 && f[3] == "org.apache.flink.runtime.state.heap.CopyOnWriteStateMap" {
-				k, err := strconv.Atoi(f[1])
-				require.NoError(t, err)
-				n += k
-			}
-		}
-	}
-	return n
-}
-
-// Beam's Flink runner (2.62.0) keeps each resumption a splittable DoFn
-// asks for (a self-checkpoint's residual) in a keyed state of its own
-// (sdf_checkpoint:<id>:<index>), never released while the task runs, and
-// it rounds the delay the DoFn asks for down to whole seconds. So
-// periodic.Impulse, which asks to resume in the time until its next tick,
-// is resumed at once, about a thousand times a second, and registers a
-// state each time: with the heap backend a table per key group of the
-// subtask, some 70 KB at Flink's default 128 groups, which filled a
-// TaskManager's 512 MB heap within a minute (notes/beam-defects.md, 22).
-// flinktest.Ticks asks for whole seconds; its count is logged beside
-// (from under 5 to over a thousand a second in our runs: the heap
-// histogram takes in every task on the TaskManagers). Each source runs
-// alone for 3 s of ticks, at the cluster's 8 key groups; the test counts
-// the tables it added. It fails the day Beam's runner keeps the
-// residuals in one state or honours sub-second delays.
-//
-// It runs only with BEAMDEDUP_FLINK_HEAP=1: the histogram counts the
-// tables of every task on the TaskManagers, an earlier job's included,
-// and a garbage collection during the count made it negative in one run.
-func TestBeamDefect_ASplittableSourceRegistersAStateForEveryResumption(t *testing.T) {
-	if os.Getenv("BEAMDEDUP_FLINK_HEAP") != "1" {
-		t.Skip("a heap count that other jobs' tables and the collector disturb; BEAMDEDUP_FLINK_HEAP=1 runs it")
-	}
-	c := flinktest.SharedCluster(t) // started before the ticks' clock
-	const groups = 8                // the cluster's pipeline.max-parallelism
-	statesPerSecond := func(name string, source func(beam.Scope) beam.PCollection) float64 {
-		p, s := beam.NewPipelineWithRoot()
-		ticked := collect(s, source(s), false)
-		j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true}})
-		flinkJob(t, j)
-		await(t, time.Minute, name+"'s first tick", func() bool { return len(rowsOf(ticked)) > 0 })
-		before, began := stateMaps(t, c), time.Now()
-		n0 := len(rowsOf(ticked))
-		await(t, time.Minute, "3 s of "+name+"'s ticks", func() bool { return len(rowsOf(ticked)) >= n0+30 })
-		added, took := stateMaps(t, c)-before, time.Since(began)
-		require.NoError(t, j.Cancel())
-		j.Wait()
-		perSecond := float64(added) / groups / took.Seconds()
-		t.Logf("%s: %d tables in %v: %.0f states a second", name, added, took.Round(time.Millisecond), perSecond)
-		return perSecond
-	}
-	ticks := statesPerSecond("flinktest.Ticks", func(s beam.Scope) beam.PCollection {
-		return flinktest.Ticks(s, time.Now(), time.Now().Add(time.Hour), 100*time.Millisecond)
-	})
-	impulse := statesPerSecond("periodic.Impulse", func(s beam.Scope) beam.PCollection {
-		return periodic.Impulse(s, time.Now(), time.Now().Add(time.Hour), 100*time.Millisecond, false)
-	})
-	t.Logf("flinktest.Ticks: %.0f states a second, periodic.Impulse: %.0f", ticks, impulse)
-	assert.Greater(t, impulse, 50.0, "periodic.Impulse: a state for each of its many resumptions a second")
 }
