@@ -77,7 +77,7 @@ func taggedRows() []any {
 // left out: the Go worker reading it takes the next field's bytes and the
 // next elements' for the missing one. Behind a GroupByKey the job fails;
 // behind a Reshuffle rows vanish and the job succeeds: 2,000 rows in, 2
-// reach KeepFirst. An empty slice is fine. testing/flinktest's job server
+// reach KeepFirst. An empty slice is fine. The project's job server
 // declares those fields nullable (GoOptionsJobServer), and every row
 // arrives (TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives); this test
 // asks it to keep the schemas as sent, as Beam's job server does, and

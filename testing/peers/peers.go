@@ -10,7 +10,7 @@
 //
 // Each JVM program prints one line per result, "name key=value ...",
 // which Run parses. The Maven projects' classpaths are resolved once per
-// machine (flinktest.Project).
+// machine (internal/maven).
 package peers
 
 import (
@@ -18,13 +18,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/internal/maven"
 )
 
 //go:embed flinksql/pom.xml
@@ -33,16 +32,8 @@ var flinkSQLPom []byte
 //go:embed all:flinksql/src
 var flinkSQLSrc embed.FS
 
-func sub(f embed.FS, dir string) fs.FS {
-	s, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
-var FlinkSQL = &flinktest.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: sub(flinkSQLSrc, "flinksql/src/main/java")}
+var FlinkSQL = &maven.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: maven.Sub(flinkSQLSrc, "flinksql/src/main/java")}
 
 //go:embed beamjava/pom.xml
 var beamJavaPom []byte
@@ -57,8 +48,8 @@ var beamJavaSrc embed.FS
 // its direct runner; BeamJavaFlink the same program with Beam 2.62.0 and
 // Flink's classic runner.
 var (
-	BeamJava      = &flinktest.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
-	BeamJavaFlink = &flinktest.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJava      = &maven.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJavaFlink = &maven.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
 )
 
 // BeamJavaMain is the Beam Java peer's class.
@@ -72,7 +63,7 @@ type Fields map[string]string
 
 // Run runs main of p's classpath with args and returns its result lines
 // by name.
-func Run(ctx context.Context, p *flinktest.Project, main string, args ...string) (map[string]Fields, error) {
+func Run(ctx context.Context, p *maven.Project, main string, args ...string) (map[string]Fields, error) {
 	cp, err := p.Classpath()
 	if err != nil {
 		return nil, err

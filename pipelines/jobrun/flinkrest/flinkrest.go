@@ -223,6 +223,12 @@ type Checkpoint struct {
 	ID           int64  `json:"id"`
 	ExternalPath string `json:"external_path"`
 	IsSavepoint  bool   `json:"is_savepoint"`
+	// TriggerTimestamp is when it was triggered, in Unix milliseconds.
+	TriggerTimestamp int64 `json:"trigger_timestamp"`
+	// Status is COMPLETED, FAILED or IN_PROGRESS (in a history).
+	Status string `json:"status"`
+	// FailureMessage says why a failed one failed.
+	FailureMessage string `json:"failure_message"`
 }
 
 // Checkpoints is what a job's checkpoints are.
@@ -235,7 +241,11 @@ type Checkpoints struct {
 	Latest struct {
 		Completed *Checkpoint `json:"completed"`
 		Restored  *Checkpoint `json:"restored"`
+		Failed    *Checkpoint `json:"failed"`
 	} `json:"latest"`
+	// History is the latest checkpoints, newest first (Flink keeps
+	// web.checkpoints.history of them, 10 by default).
+	History []Checkpoint `json:"history"`
 }
 
 // Checkpoints returns a job's checkpoint statistics.

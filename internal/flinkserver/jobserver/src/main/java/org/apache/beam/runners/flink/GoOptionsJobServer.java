@@ -1,5 +1,7 @@
 package org.apache.beam.runners.flink;
 
+import static org.apache.beam.sdk.util.construction.resources.PipelineResources.detectClassPathResourcesToStage;
+
 import java.io.IOException;
 import java.lang.reflect.Method;
 import java.net.InetAddress;
@@ -16,6 +18,7 @@ import org.apache.beam.model.pipeline.v1.RunnerApi;
 import org.apache.beam.model.pipeline.v1.SchemaApi;
 import org.apache.beam.runners.jobsubmission.JobInvocation;
 import org.apache.beam.runners.jobsubmission.JobServerDriver;
+import org.apache.beam.runners.jobsubmission.PortablePipelineRunner;
 import org.apache.beam.sdk.fn.server.GrpcContextHeaderAccessorProvider;
 import org.apache.beam.sdk.fn.server.ServerFactory;
 import org.apache.beam.sdk.options.PipelineOptions;
@@ -35,7 +38,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Beam's Flink job server (FlinkJobServerDriver, same arguments) with five changes.
+ * Beam's Flink job server (FlinkJobServerDriver, same arguments) with these changes.
  *
  * <p>The Go SDK's portable runner sends only parallelism, experiments and the application name
  * as pipeline options a Java runner reads; every other flag of the Go program travels inside
@@ -44,8 +47,21 @@ import org.slf4j.LoggerFactory;
  * the properties of FlinkPipelineOptions and {@code --streaming}) into the options the runner
  * reads, unless the job set that option itself; an empty value counts as unset.
  *
- * <p>A Go job gets {@code --finish_bundle_before_checkpointing=true} unless it sets it itself
- * (goDefaults): without it a splittable source may never start once checkpoints are on.
+ * <p>A Go job gets {@code --finish_bundle_before_checkpointing=true} and, when the JVM's system
+ * property {@value #CHECKPOINTING_INTERVAL} gives one (milliseconds), that checkpoint interval,
+ * unless it sets them itself (goDefaults): without the first a splittable source may never start
+ * once checkpoints are on.
+ *
+ * <p>A job in streaming mode runs on GoPipelineRunner: its splittable sources on the job server's
+ * own operator (io.github.beamdedup.flink), which keeps their resumptions in one state, and its
+ * impulses end once those sources have, so that a job whose sources end ends, checkpoints on or
+ * off. The Go option {@code stock_flink_runner=true} runs a job on Beam's runner as released.
+ *
+ * <p>This project's classes come first on the job server's (and the session cluster's) classpath,
+ * and three replace Beam's of the same name: BundleCheckpointHandlers (a resumption's delay kept
+ * to the millisecond), ImpulseSourceFunction (an impulse that ends with the job's splittable
+ * sources) and ProcessManager (a PROCESS worker stopped with its boot loader, and when its
+ * TaskManager dies).
  *
  * <p>With {@code -Dbeamdedup.stage=none} it stages no jar with a job: for a cluster whose
  * processes have the runner on their classpath (testing/flinktest's cluster), instead of
@@ -77,6 +93,9 @@ public class GoOptionsJobServer extends JobServerDriver {
   /** Options a job may not choose for the server: where and with which files it submits. */
   private static final List<String> SERVER_SIDE =
       List.of("flinkMaster", "flinkConfDir", "filesToStage");
+
+  /** The system property of the default checkpoint interval of a Go job, in milliseconds. */
+  static final String CHECKPOINTING_INTERVAL = "beamdedup.checkpointing_interval";
 
   public static void main(String[] args) throws Exception {
     PipelineOptions options = PipelineOptionsFactory.create();
@@ -184,19 +203,29 @@ public class GoOptionsJobServer extends JobServerDriver {
 
   /**
    * The options with the defaults a Go job needs for its state to survive a stop or a crash, each
-   * where the job did not set the option itself.
+   * where the job did not set the option itself, and the names and values given.
+   *
+   * <p>{@code checkpointingInterval}: the job server's default (its system property {@value
+   * #CHECKPOINTING_INTERVAL}, in milliseconds; unset or 0: none), for a job in streaming mode
+   * (Flink ignores it in batch mode). A job that sets its own, -1 for none, keeps it.
    *
    * <p>{@code finishBundleBeforeCheckpointing}: without it a snapshot that comes before the
    * impulse stage's first bundle ends buffers that bundle's one output (a splittable source's
    * restriction) while the stage's final watermark goes out directly, and the source never
    * starts (notes/beam-defects.md). It changes nothing for a job without checkpoints.
    */
-  static Struct goDefaults(Struct options, Map<String, String> defaulted) {
+  static Struct goDefaults(Struct options, long checkpointingInterval, Map<String, String> defaulted) {
     Struct.Builder out = options.toBuilder();
     String finish = PREFIX + "finish_bundle_before_checkpointing" + SUFFIX;
     if (!options.getFieldsMap().containsKey(finish)) {
       out.putFields(finish, Value.newBuilder().setStringValue("true").build());
       defaulted.put("finishBundleBeforeCheckpointing", "true");
+    }
+    String interval = PREFIX + "checkpointing_interval" + SUFFIX;
+    if (checkpointingInterval > 0 && !options.getFieldsMap().containsKey(interval)) {
+      String v = Long.toString(checkpointingInterval);
+      out.putFields(interval, Value.newBuilder().setStringValue(v).build());
+      defaulted.put("checkpointingInterval", v);
     }
     return out.build();
   }
@@ -318,7 +347,8 @@ public class GoOptionsJobServer extends JobServerDriver {
       Struct withGo = lift(options, lifted);
       Map<String, String> defaulted = new TreeMap<>();
       if (isGo(options)) {
-        withGo = goDefaults(withGo, defaulted);
+        withGo =
+            goDefaults(withGo, Long.getLong(CHECKPOINTING_INTERVAL, 0L), defaulted);
       }
       if (isGo(options) && !"true".equals(goOption(options, "keep_go_schemas"))) {
         List<String> made = new ArrayList<>();
@@ -333,16 +363,22 @@ public class GoOptionsJobServer extends JobServerDriver {
       if (!defaulted.isEmpty()) {
         LOG.info("Flink options a Go job gets by default (set them to override): {}", defaulted);
       }
-      if (stage) {
-        return super.invokeWithExecutor(pipeline, withGo, retrievalToken, executorService);
-      }
       String invocationId =
           String.format("%s_%s", flinkOptions.getJobName(), UUID.randomUUID().toString());
       if (FlinkPipelineOptions.AUTO.equals(flinkOptions.getFlinkMaster())) {
         flinkOptions.setFlinkMaster(config.getFlinkMaster());
       }
-      FlinkPipelineRunner runner =
-          new FlinkPipelineRunner(flinkOptions, config.getFlinkConfDir(), new ArrayList<>());
+      List<String> files =
+          stage
+              ? detectClassPathResourcesToStage(
+                  GoOptionsJobServer.class.getClassLoader(), flinkOptions)
+              : new ArrayList<>();
+      boolean stock = "true".equals(goOption(options, "stock_flink_runner"));
+      if (stock) {
+        LOG.info("Beam's Flink runner as released (stock_flink_runner=true)");
+      }
+      PortablePipelineRunner runner =
+          new GoPipelineRunner(flinkOptions, config.getFlinkConfDir(), files, stock);
       flinkOptions.setRunner(null);
       return createJobInvocation(
           invocationId, retrievalToken, executorService, pipeline, flinkOptions, runner);
