@@ -142,8 +142,8 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		await(t, time.Minute, "rows out of the restored job", func() bool { return emitted() > before })
 		assert.GreaterOrEqual(t, f.restored, f.lastCheck, "restored from the last checkpoint completed before the kill, or a later one")
 		require.False(t, f.triggered.IsZero(), "checkpoint %d in the history", f.restored)
-		t.Logf("%v into the ticks, %s killed; restored from checkpoint %d (the last completed before the kill: %d), every task running %v after the kill, rows out %v after it",
-			f.killed.Sub(begin).Round(time.Second), f.what, f.restored, f.lastCheck, f.running.Sub(f.killed).Round(100*time.Millisecond), time.Since(f.killed).Round(100*time.Millisecond))
+		t.Logf("%v into the ticks, %s killed; restored from checkpoint %d (the last completed before the kill: %d), every task running %v after the kill, rows out %v after it (load %s)",
+			f.killed.Sub(begin).Round(time.Second), f.what, f.restored, f.lastCheck, f.running.Sub(f.killed).Round(100*time.Millisecond), time.Since(f.killed).Round(100*time.Millisecond), load())
 		failovers = append(failovers, f)
 	}
 	// source is the TaskManager running the subtask that reads the ticks.

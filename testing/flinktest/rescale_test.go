@@ -112,9 +112,11 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 			refused(t, build(job), o, lastID)
 			o.Flink.AllowNonRestoredState = true
 		}
+		submitted := time.Now()
 		j := start(t, build(job), o)
 		id := flinkJob(t, j)
 		lastID = id
+		t.Logf("job %d at parallelism %d running %v after its submission (load %s)", job, par, time.Since(submitted).Round(100*time.Millisecond), load())
 		fj, err := rest(t).Job(ctx, id)
 		require.NoError(t, err)
 		for _, v := range fj.Vertices {
@@ -143,8 +145,10 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 					return len(sts) == par && !slices.ContainsFunc(sts, func(st subtask) bool { return st.Metrics.ReadRecords == 0 })
 				})
 			}
+			stopAt := time.Now()
 			path, err = j.StopWithSavepoint(ctx, "", time.Minute)
 			require.NoError(t, err)
+			t.Logf("job %d stopped with a savepoint in %v (load %s)", job, time.Since(stopAt).Round(100*time.Millisecond), load())
 		} else {
 			await(t, 3*time.Minute, "every tick read and every key out of each step", func() bool {
 				var read int

@@ -199,8 +199,8 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	}
 	slices.Sort(all)
 	assert.Equal(t, seq(total), all, "every tick read once, by one of the jobs")
-	t.Logf("the first job read ticks 0-%d of %d; stop with a savepoint %v, first tick read after the restore %v after the stop",
-		last1, total, stopTook.Round(100*time.Millisecond), restoreTook.Round(100*time.Millisecond))
+	t.Logf("the first job read ticks 0-%d of %d; stop with a savepoint %v, first tick read after the restore %v after the stop (load %s)",
+		last1, total, stopTook.Round(100*time.Millisecond), restoreTook.Round(100*time.Millisecond), load())
 
 	// readAt is when a tick was read.
 	readAt := map[int64]time.Time{}

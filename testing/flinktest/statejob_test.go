@@ -364,3 +364,13 @@ func killWorkersOf(c *flinktest.Cluster) int {
 	}
 	return n
 }
+
+// load is the machine's load average over the last minute, for the logs
+// of what a test measured.
+func load() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
