@@ -82,10 +82,10 @@ func pstestBinary() (string, error) {
 }
 
 // pstestBin is pstestBinary for a test.
-func pstestBin(t *testing.T) string {
-	t.Helper()
+func pstestBin(tb testing.TB) string {
+	tb.Helper()
 	bin, err := pstestBinary()
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return bin
 }
 
@@ -236,6 +236,7 @@ type outputCount struct {
 	mu     sync.Mutex
 	per    map[string]int
 	total  int
+	empty  int // pulls that brought nothing (an empty answer, or none in time)
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -255,8 +256,11 @@ func (c pubsubClients) consume(t *testing.T, sub string, into *outputCount) {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
 			resp, err := c.subs.Pull(pctx, &pubsubpb.PullRequest{Subscription: sub, MaxMessages: 1000})
 			pcancel()
-			if err != nil {
-				continue // a timeout, or the test ending
+			if err != nil || len(resp.GetReceivedMessages()) == 0 {
+				into.mu.Lock()
+				into.empty++ // a timeout, an empty answer, or the test ending
+				into.mu.Unlock()
+				continue
 			}
 			var ids []string
 			into.mu.Lock()
@@ -275,6 +279,22 @@ func (c pubsubClients) consume(t *testing.T, sub string, into *outputCount) {
 		}
 	}()
 	t.Cleanup(into.stop)
+}
+
+// caughtUp waits until the consumer has pulled everything the
+// subscription holds now: two pulls that brought nothing, one of them
+// sent after this call. Call it once what publishes to the topic has
+// ended.
+func (o *outputCount) caughtUp(t *testing.T) {
+	t.Helper()
+	o.mu.Lock()
+	from := o.empty
+	o.mu.Unlock()
+	waitFor(t, time.Minute, "the consumer to pull everything the output holds", func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.empty >= from+2
+	})
 }
 
 func (o *outputCount) stop() {
@@ -391,7 +411,8 @@ func (p progress) inFlight() bool {
 func finish(t *testing.T, p *runjobProcess, out *outputCount, n int) int {
 	t.Helper()
 	waitFor(t, 3*time.Minute, "every order on the output topic after the restart", func() bool { return out.distinct() >= n })
-	time.Sleep(2 * time.Second) // doubles that are still on their way
+	// The drain publishes whatever the run read before it exits: doubles
+	// still on their way included (checkOutput counts them).
 	p.cmd.Process.Signal(os.Interrupt)
 	code := p.wait(t, 2*time.Minute)
 	require.Equal(t, 0, code, "the restarted run drains and exits 0\nstdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
@@ -428,12 +449,13 @@ func restartAndCheck(t *testing.T, args []string, out *outputCount, n int) (seco
 	return second, reread, checkOutput(t, out, n, reread)
 }
 
-// checkOutput asserts that no order is lost and that the doubles are at
+// checkOutput asserts, once the consumer has pulled everything the
+// exited run published, that no order is lost and that the doubles are at
 // most what was unacked at the kill (which the restarted run read again),
 // and returns the numbers for the log.
 func checkOutput(t *testing.T, out *outputCount, n, rereadAfterKill int) (doubled int) {
 	t.Helper()
-	time.Sleep(time.Second)
+	out.caughtUp(t)
 	out.stop()
 	lost, doubles := out.verdict(n)
 	assert.Empty(t, lost, "orders never output: %d of %d", len(lost), n)
@@ -577,7 +599,7 @@ func TestCrash_OutputTopicDeletedMidRunFailsTheJobAndARerunLosesNothing(t *testi
 	_, err = c.pub.CreateTopic(context.Background(), &pubsubpb.Topic{Name: n.out})
 	require.NoError(t, err)
 	c.subscribe(t, n.outSub+"-2", n.out)
-	time.Sleep(time.Second) // what the old subscription still had
+	out.caughtUp(t) // what the old subscription still had
 	out.stop()
 	c.consume(t, n.outSub+"-2", out)
 	_, reread, doubled := restartAndCheck(t, args, out, orderCount)

@@ -6,8 +6,6 @@ import (
 	"strings"
 )
 
-// The modes of --pipeline=streaming: the demo (an in-process Pub/Sub
-// fake) and a run against a subscription.
 const (
 	streamingDemo = "streaming"
 	streamingLive = "streaming with --subscription"
@@ -47,6 +45,7 @@ var appliesTo = map[string][]string{
 	"output_topic":      {streamingLive, "kafka"},
 	"dead_letter_topic": {streamingLive, "kafka"},
 	"readers":           {streamingLive},
+	"pubsub_fake":       {streamingDemo},
 	"ack_deadline":      {streamingLive},
 	"drain_timeout":     {streamingLive, "kafka"},
 	"progress":          {streamingLive, "kafka"},
@@ -86,7 +85,7 @@ func flagsApply(o *options) error {
 		}
 		msg := fmt.Sprintf("--%s does not apply to %s; it applies to %s", f, describeMode(m), strings.Join(to, ", "))
 		if m == streamingDemo {
-			msg += " (the demo publishes its own stream to an in-process Pub/Sub fake; give --subscription, --output_topic and --dead_letter_topic to read a real one)"
+			msg += " (the demo publishes its own stream to a Pub/Sub fake it starts; give --subscription, --output_topic and --dead_letter_topic to read a real one)"
 		}
 		return fmt.Errorf("%s", msg)
 	}

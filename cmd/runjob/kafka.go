@@ -12,8 +12,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -49,7 +48,7 @@ func addKafkaFlags(fs *flag.FlagSet, k *kafkaOptions) {
 	fs.BoolVar(&k.produce, "produce", false, "kafka: first write --count generated orders (--seed; every order priced under 100 twice, as seed 001) and 3 undecodable values to --input_topic, creating missing topics (2 partitions)")
 	fs.DurationVar(&k.idleStop, "idle_stop", 0, "kafka: end the run once every partition was read to its end and nothing came for this long (0: run until stopped)")
 	fs.DurationVar(&k.watch, "watch_partitions", 0, "kafka: list the input topic's partitions again this often and read those added while running (0: listed once, at the start)")
-	fs.IntVar(&k.inFlight, "max_in_flight", kafkaio.DefaultMaxInFlight, "kafka: read at most this many records of a partition ahead of its first record that is not yet safe, which bounds what a crash makes the next run read again (0: no bound)")
+	fs.IntVar(&k.inFlight, "max_in_flight", 20000, "kafka: read at most this many records of a partition ahead of its first record that is not yet safe, which bounds what a crash makes the next run read again (0: no bound)")
 }
 
 // checkKafka rejects an incomplete or inconsistent set of Kafka flags, and
@@ -89,7 +88,7 @@ var kafkaRun = pipelineRun{
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if o.postgres != "" {
-			if err := streaming.CreateTable(ctx, o.postgres, kafka.DefaultTable); err != nil {
+			if err := streaming.CreateTable(ctx, o.postgres, streaming.DefaultTable); err != nil {
 				return err
 			}
 		}
@@ -108,7 +107,8 @@ var kafkaRun = pipelineRun{
 		return nil
 	},
 	build: func(s beam.Scope, o *options) error {
-		_, err := kafka.Build(s, kafkaConfig(o, nil).Config)
+		src, cfg := kafkaConfig(o, nil)
+		_, err := streaming.Build(s, src, cfg.Config)
 		return err
 	},
 	run: func(ctx context.Context, o *options, job jobrun.Options, stderr io.Writer) (report, error) {
@@ -127,7 +127,8 @@ var kafkaRun = pipelineRun{
 			case <-finished:
 			}
 		}()
-		res, err := kafka.Run(ctx, job, kafkaConfig(o, stderr))
+		src, cfg := kafkaConfig(o, stderr)
+		res, err := streaming.Run(ctx, job, src, cfg)
 		close(finished)
 		if err != nil {
 			return nil, err
@@ -135,12 +136,12 @@ var kafkaRun = pipelineRun{
 		return func(stdout, stderr io.Writer, _ time.Duration) int {
 			c := res.Dedup
 			fmt.Fprintf(stdout, "pipeline            kafka on %s\n", runnerNote(o.runner))
-			fmt.Fprintf(stdout, "input               %s on %s (%d partitions), group %s", k.inputTopic, k.brokers, res.Partitions, k.group)
+			fmt.Fprintf(stdout, "input               %s on %s (%d partitions), group %s", k.inputTopic, k.brokers, res.Readers, k.group)
 			if k.produce {
 				fmt.Fprintf(stdout, "; %d records written for %d orders (--produce)", k.produced, o.distinctRows)
 			}
 			fmt.Fprintln(stdout)
-			fmt.Fprintf(stdout, "records read        %d, %d safe\n", res.Read, res.Safe+res.Unheld)
+			fmt.Fprintf(stdout, "records read        %d, %d safe\n", res.Read, res.Settled)
 			fmt.Fprintf(stdout, "rows in             %d\n", c.RowsIn)
 			fmt.Fprintf(stdout, "emitted             %d\n", c.Emitted)
 			fmt.Fprintf(stdout, "duplicates dropped  %d\n", c.DuplicatesDropped)
@@ -151,7 +152,7 @@ var kafkaRun = pipelineRun{
 			fmt.Fprintf(stdout, "written             %d (%s and %s)\n", res.Written, l.outputTopic, l.deadLetterTopic)
 			if o.postgres != "" {
 				fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
-					res.PostgresWritten, res.PostgresRefused, kafka.DefaultTable)
+					res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
 			}
 			fmt.Fprintf(stdout, "committed           %s\n", committedLine(res.Committed, res.End))
 			fmt.Fprintf(stdout, "every record        %d = %d emitted + %d duplicates dropped + %d late + %d dead-lettered\n",
@@ -186,17 +187,19 @@ func committedLine(committed, end map[int32]int64) string {
 
 // kafkaConfig is the pipeline of a run; progress lines go to progress when
 // it is not nil.
-func kafkaConfig(o *options, progress io.Writer) kafka.RunConfig {
+func kafkaConfig(o *options, progress io.Writer) (streaming.Kafka, streaming.RunConfig) {
 	k, l := &o.kafka, &o.live
-	cfg := kafka.RunConfig{
-		Config: kafka.Config{
-			Brokers: k.brokers, InputTopic: k.inputTopic, OutputTopic: l.outputTopic, DeadLetterTopic: l.deadLetterTopic,
-			Group:       k.group,
+	src := streaming.Kafka{
+		Brokers: k.brokers, InputTopic: k.inputTopic, OutputTopic: l.outputTopic, DeadLetterTopic: l.deadLetterTopic,
+		Group: k.group,
+		Read:  []kafkaio.Option{kafkaio.MaxInFlight(k.inFlight)},
+	}
+	cfg := streaming.RunConfig{
+		Config: streaming.Config{
 			PartitionBy: partitionBy(o),
 			OnTime:      o.onTime,
 			Dedup:       dedupOptions(withoutColumns(o)),
 			Postgres:    o.postgres,
-			Read:        []kafkaio.Option{kafkaio.MaxInFlight(k.inFlight)},
 		},
 		IdleStop:      k.idleStop,
 		DrainTimeout:  l.drainTimeout,
@@ -208,12 +211,12 @@ func kafkaConfig(o *options, progress io.Writer) kafka.RunConfig {
 		cfg.Dedup = append(cfg.Dedup, dedup.CleanupTimers(false))
 	}
 	if k.watch > 0 {
-		cfg.Read = append(cfg.Read, kafkaio.WatchPartitions(k.watch))
+		src.Read = append(src.Read, kafkaio.WatchPartitions(k.watch))
 	}
 	if progress != nil {
-		cfg.Progress = func(s kafka.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }
+		cfg.Progress = func(s streaming.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }
 	}
-	return cfg
+	return src, cfg
 }
 
 // withoutColumns is o without the flags that name columns: the Kafka
@@ -230,12 +233,12 @@ func withoutColumns(o *options) *options {
 // are missing.
 func produceOrders(ctx context.Context, o *options) error {
 	k, l := &o.kafka, &o.live
-	if err := kafka.CreateTopics(ctx, k.brokers, 2, k.inputTopic, l.outputTopic, l.deadLetterTopic); err != nil {
+	if err := streaming.CreateTopics(ctx, k.brokers, 2, k.inputTopic, l.outputTopic, l.deadLetterTopic); err != nil {
 		return err
 	}
 	rows := orders.Generate(o.count, o.seed)
 	undecodable := []string{"not json", `{"order_id": ""}`, `{"price": 3}`}
-	if err := kafka.ProduceOrders(ctx, k.brokers, k.inputTopic, rows, undecodable...); err != nil {
+	if err := streaming.ProduceOrders(ctx, k.brokers, k.inputTopic, rows, undecodable...); err != nil {
 		return err
 	}
 	k.produced = len(rows) + len(undecodable)

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 )
 
@@ -57,7 +57,7 @@ func (n kafkaNames) produceOrders(t *testing.T, from, to int) []string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	require.NoError(t, kafka.ProduceOrders(ctx, n.brokers, n.in, mine))
+	require.NoError(t, streaming.ProduceOrders(ctx, n.brokers, n.in, mine))
 	return ids
 }
 

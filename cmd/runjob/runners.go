@@ -13,8 +13,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/runners"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 )
 
 // jobOptions are the job's options from the command line: the runner,
@@ -44,7 +44,7 @@ func jobOptions(o *options) (job jobrun.Options, warning string, err error) {
 		return job, "", err
 	}
 	if err := localprism.Exposed(); err != nil {
-		warning = fmt.Sprintf("%v (docs/runners.md, \"Who can reach the job server\")", err)
+		warning = fmt.Sprintf("%v (docs/workers.md, \"Who can reach the job server\")", err)
 	}
 	return job, warning, nil
 }
@@ -94,7 +94,7 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 			// Beam's default, DOCKER, needs a Docker engine beside the job
 			// server; a job server started for development has none.
 			flag.CommandLine.Set("environment_type", "LOOPBACK")
-			notice = fmt.Sprintf("--runner=%s: no --environment_type given: LOOPBACK (the SDK workers in this process; EXTERNAL with a worker pool, see docs/runners.md)", name)
+			notice = fmt.Sprintf("--runner=%s: no --environment_type given: LOOPBACK (the SDK workers in this process; EXTERNAL with a worker pool, see docs/workers.md)", name)
 		}
 		return name, notice, probeWorkerPool(ctx)
 	case "dataflow", "dataflowrunner":
@@ -111,7 +111,7 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 func jobServerHint(runner string) string {
 	switch runner {
 	case "flink":
-		return " (start Beam's Flink job server: go run ./testing/flinktest/cmd/jobserver prints its endpoint; see docs/runners.md)"
+		return " (start Beam's Flink job server: go run ./testing/flinktest/cmd/jobserver prints its endpoint; see docs/flink.md)"
 	case "spark":
 		return " (start Beam's Spark job server: go run ./testing/flinktest/cmd/jobserver --runner=spark prints its endpoint; see docs/runners.md)"
 	}
@@ -142,12 +142,12 @@ func probeWorkerPool(ctx context.Context) error {
 	}
 	addr := *jobopts.EnvironmentConfig
 	if addr == "" {
-		return fmt.Errorf("--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool (see docs/runners.md)")
+		return fmt.Errorf("--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool (see docs/workers.md)")
 	}
 	d := net.Dialer{Timeout: probeTimeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--environment_type=EXTERNAL: no worker pool at --environment_config=%s (%v); start one first (see docs/runners.md): a job server cannot start the SDK workers without it, and Prism v2.77.0 crashes", addr, err)
+		return fmt.Errorf("--environment_type=EXTERNAL: no worker pool at --environment_config=%s (%v); start one first (see docs/workers.md): a job server cannot start the SDK workers without it, and Prism v2.77.0 crashes", addr, err)
 	}
 	return c.Close()
 }

@@ -13,14 +13,15 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/pubsubadmin"
+	"github.com/beamdedup/beamdedup/internal/pubsubdemo"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
-	"github.com/beamdedup/beamdedup/pipelines/streaming/demo"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
 // liveOptions are the flags of --pipeline=streaming against a real
-// subscription (or an emulator) instead of the demo's in-process fake.
+// subscription (or an emulator) instead of the demo's fake.
 type liveOptions struct {
 	subscription    string
 	outputTopic     string
@@ -29,6 +30,7 @@ type liveOptions struct {
 	ackDeadline     time.Duration
 	drainTimeout    time.Duration
 	progress        time.Duration
+	fake            string // the demo's Pub/Sub fake, a built pstestserver
 }
 
 func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
@@ -36,9 +38,10 @@ func addLiveFlags(fs *flag.FlagSet, l *liveOptions) {
 	fs.StringVar(&l.outputTopic, "output_topic", "", "streaming: publish one message per key to this topic, projects/P/topics/T; kafka: write one record per key to this topic (default "+defaultOutputTopic+")")
 	fs.StringVar(&l.deadLetterTopic, "dead_letter_topic", "", "streaming: publish undecodable messages here, with the reason in attribute dlq_reason, projects/P/topics/T; kafka: write undecodable records here, with the reason in header dlq_reason (default "+defaultDeadLetterTopic+")")
 	fs.IntVar(&l.readers, "readers", 1, "streaming: concurrent readers of the subscription")
-	fs.DurationVar(&l.ackDeadline, "ack_deadline", pubsubio.DefaultAckDeadline, "streaming: lease kept on each message pulled, renewed until the message is acked once its row is out (1s to 600s)")
+	fs.DurationVar(&l.ackDeadline, "ack_deadline", time.Minute, "streaming: lease kept on each message pulled, renewed until the message is acked once its row is out (1s to 600s)")
 	fs.DurationVar(&l.drainTimeout, "drain_timeout", streaming.DefaultDrainTimeout, "streaming, kafka: after Ctrl-C, how long to wait for what was read to be published and acked (committed) before giving up")
 	fs.DurationVar(&l.progress, "progress", streaming.DefaultProgressEvery, "streaming, kafka: print the job's counters this often")
+	fs.StringVar(&l.fake, "pubsub_fake", "", "streaming demo: the Pub/Sub fake to start, a built testing/pubsubtest/cmd/pstestserver (default: go run it from this module's source)")
 }
 
 // checkStreaming rejects an incomplete or malformed set of Pub/Sub names
@@ -86,22 +89,28 @@ func checkPubsubName(flag, name, kind string) error {
 	if name == "" {
 		return fmt.Errorf("--%s is empty; want projects/PROJECT/%s/NAME", flag, kind)
 	}
-	check := pubsubio.CheckSubscriptionName
-	if kind == "topics" {
-		check = pubsubio.CheckTopicName
-	}
-	if err := check(name); err != nil {
+	if err := pubsubadmin.CheckName(name, kind); err != nil {
 		return fmt.Errorf("--%s=%v", flag, err)
 	}
 	return nil
 }
 
-// demoRun runs the Pub/Sub streaming demo (pipelines/streaming/demo): an
-// in-process Pub/Sub fake with duplicates, retries and lost acks.
+// demoRun runs the Pub/Sub streaming demo (demo.go): the pipeline against
+// a Pub/Sub fake in a process of its own, playing a stream with
+// duplicates, retries and lost acks.
 var demoRun = pipelineRun{
 	describe: func(o *options) string { return "streaming demo on " + o.runner },
 	run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
-		res, err := demo.Run(ctx, job, demo.Config{Keys: o.count, Seed: o.seed, StateTTL: o.stateTTL})
+		cfg := demoConfig{Script: pubsubdemo.Script{Keys: o.count, Seed: o.seed}, StateTTL: o.stateTTL}
+		if o.runner == "flink" || o.runner == "spark" {
+			// The kept rows come out only once the source has ended there
+			// (docs/streaming.md): a lost ack is not read again in the run.
+			cfg.LostAckEvery = -1
+		}
+		if o.live.fake != "" {
+			cfg.Fake = []string{o.live.fake}
+		}
+		res, err := runDemo(ctx, job, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -136,13 +145,14 @@ var liveRun = pipelineRun{
 		return nil
 	},
 	build: func(s beam.Scope, o *options) error {
-		_, err := streaming.Build(s, liveConfig(o, nil).Config)
+		src, cfg := liveConfig(o, nil)
+		_, err := streaming.Build(s, src, cfg.Config)
 		return err
 	},
 	run: func(ctx context.Context, o *options, job jobrun.Options, stderr io.Writer) (report, error) {
 		l := &o.live
 		stderr = &lockedWriter{w: stderr} // progress and the stop notice come from two goroutines
-		target := pubsubio.Target("")
+		target := pubsubadmin.Target("")
 		fmt.Fprintf(stderr, "runjob: reading %s on %s until stopped; Ctrl-C stops it (what was read is published and acked first; a second Ctrl-C kills)\n", l.subscription, target)
 		finished := make(chan struct{})
 		go func() {
@@ -152,7 +162,8 @@ var liveRun = pipelineRun{
 			case <-finished:
 			}
 		}()
-		res, err := streaming.RunLive(ctx, job, liveConfig(o, stderr))
+		src, cfg := liveConfig(o, stderr)
+		res, err := streaming.Run(ctx, job, src, cfg)
 		close(finished)
 		if err != nil {
 			return nil, err
@@ -161,12 +172,12 @@ var liveRun = pipelineRun{
 			c := res.Dedup
 			fmt.Fprintf(stdout, "pipeline            streaming on %s\n", runnerNote(o.runner))
 			fmt.Fprintf(stdout, "subscription        %s on %s\n", l.subscription, target)
-			fmt.Fprintf(stdout, "messages read       %d (redeliveries included), %d acked\n", res.Read, res.Acked)
+			fmt.Fprintf(stdout, "messages read       %d (redeliveries included), %d acked\n", res.Read, res.Settled)
 			fmt.Fprintf(stdout, "rows in             %d\n", c.RowsIn)
 			fmt.Fprintf(stdout, "emitted             %d\n", c.Emitted)
 			fmt.Fprintf(stdout, "duplicates dropped  %d\n", c.DuplicatesDropped)
 			fmt.Fprintf(stdout, "dead-lettered       %d\n", res.DeadLettered)
-			fmt.Fprintf(stdout, "published           %d (%s and %s)\n", res.Published, l.outputTopic, l.deadLetterTopic)
+			fmt.Fprintf(stdout, "published           %d (%s and %s)\n", res.Written, l.outputTopic, l.deadLetterTopic)
 			if o.postgres != "" {
 				fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
 					res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
@@ -181,27 +192,29 @@ var liveRun = pipelineRun{
 // lines go to progress when it is not nil. The emulator of
 // PUBSUB_EMULATOR_HOST, when set, is named in the pipeline, so that SDK
 // workers in other processes (a worker pool) use it too.
-func liveConfig(o *options, progress io.Writer) streaming.LiveConfig {
+func liveConfig(o *options, progress io.Writer) (streaming.PubSub, streaming.RunConfig) {
 	l := &o.live
-	cfg := streaming.LiveConfig{
+	src := streaming.PubSub{
+		Subscription:    l.subscription,
+		OutputTopic:     l.outputTopic,
+		DeadLetterTopic: l.deadLetterTopic,
+		Endpoint:        os.Getenv("PUBSUB_EMULATOR_HOST"),
+		Readers:         l.readers,
+		Read:            []pubsubio.Option{pubsubio.AckDeadline(l.ackDeadline)},
+	}
+	cfg := streaming.RunConfig{
 		Config: streaming.Config{
-			Subscription:    l.subscription,
-			OutputTopic:     l.outputTopic,
-			DeadLetterTopic: l.deadLetterTopic,
-			Endpoint:        os.Getenv("PUBSUB_EMULATOR_HOST"),
-			Read:            []pubsubio.Option{pubsubio.AckDeadline(l.ackDeadline)},
-			PartitionBy:     partitionBy(o),
-			Dedup:           dedupOptions(withoutPartitionBy(o)), // after the pipeline's default StateTTL (10m)
-			Postgres:        o.postgres,
+			PartitionBy: partitionBy(o),
+			Dedup:       dedupOptions(withoutPartitionBy(o)), // after the pipeline's default StateTTL (10m)
+			Postgres:    o.postgres,
 		},
-		Readers:       l.readers,
 		DrainTimeout:  l.drainTimeout,
 		ProgressEvery: l.progress,
 	}
 	if progress != nil {
-		cfg.Progress = func(s streaming.LiveStatus) { fmt.Fprintf(progress, "runjob: %v\n", s) }
+		cfg.Progress = func(s streaming.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }
 	}
-	return cfg
+	return src, cfg
 }
 
 // partitionBy is --partition_by's columns (the pipeline's default,

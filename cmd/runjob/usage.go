@@ -24,7 +24,7 @@ Examples:
   # any Beam job server (a standalone Prism, Flink's, Spark's)
   go run ./cmd/runjob --runner=universal --endpoint=localhost:8073 --environment_type=LOOPBACK
   go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --environment_type=LOOPBACK --event_time_ttl=2h --state_ttl=0
-  # the workers in a worker pool, started from the staged runjob binary (docs/runners.md)
+  # the workers in a worker pool, started from the staged runjob binary (docs/workers.md)
   go build -o runjob ./cmd/runjob && ./runjob --runner=universal --endpoint=localhost:8073 \
       --environment_type=EXTERNAL --environment_config=localhost:50000 --worker_binary=./runjob
   # Dataflow: translate offline, or submit

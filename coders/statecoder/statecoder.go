@@ -89,7 +89,7 @@ type State struct {
 	Rearms    uint8
 	// Micros are the microseconds past CandTime's millisecond (0 to 999)
 	// of the candidate's, or the stored row's, OnTime value: rows compare
-	// to the microsecond (rowspec.Order), while CandTime, a Beam timestamp,
+	// to the microsecond (rowcol.Order), while CandTime, a Beam timestamp,
 	// is whole milliseconds.
 	Micros uint16
 	// Cand is the pending candidate row (KeepFirst) or the stored last row

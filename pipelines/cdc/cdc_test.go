@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/cdc"
-	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
+	"github.com/beamdedup/beamdedup/testing/pipelinetest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )

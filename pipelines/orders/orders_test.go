@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/pipelinetest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -114,7 +115,7 @@ func TestBuildReportsConfigurationErrors(t *testing.T) {
 	}{
 		{"no input", orders.Config{}, "Input is required"},
 		{"missing input", orders.Config{Input: "does-not-exist.jsonl"}, `input: no file matches "does-not-exist.jsonl"`},
-		{"unknown column", orders.Config{Input: in, Dedup: []dedup.Option{dedup.PartitionBy("customer")}}, "customer"},
+		{"unknown column", orders.Config{Input: in, Dedup: []dedup.Option{rowspec.PartitionBy("customer")}}, "customer"},
 		{"negative TTL", orders.Config{Input: in, Dedup: []dedup.Option{dedup.StateTTL(-time.Second)}}, "StateTTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

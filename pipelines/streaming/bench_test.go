@@ -15,9 +15,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
@@ -93,7 +93,7 @@ func benchSetup(b *testing.B) (*pubsubtest.Server, string) {
 func runBench(b *testing.B, p *beam.Pipeline) beam.PipelineResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pr, err := jobrun.Run(ctx, p, pipelinetest.Job(b))
+	pr, err := jobrun.Run(ctx, p, prismtest.Job(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,12 +135,12 @@ func BenchmarkReadDedup(b *testing.B) {
 	var rate float64
 	for i := range b.N {
 		st := runCounted(b, i, func(s beam.Scope, sub string, msgs beam.PCollection) beam.PCollection {
-			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order]{Subscription: sub, Columns: []string{"order_id"}}, msgs)
-			kept, _, _, err := keepFirst(s, rows, []dedup.Option{dedup.UID("bench")})
+			rows, _ := beam.ParDo2(s, &decodeFn[orders.Order, pubsubio.Message]{Input: sub, Namespace: "beamdedup/bench", Columns: []string{"order_id"}}, msgs)
+			res, err := dedup.TryKeepFirst(s, rows, dedup.UID("bench"))
 			if err != nil {
 				b.Fatal(err)
 			}
-			return beam.DropKey(s, kept)
+			return beam.DropKey(s, res.Rows)
 		})
 		if got := st.n.Load(); got != int64(*benchN) {
 			b.Fatalf("kept %d of %d orders", got, *benchN)
@@ -161,7 +161,8 @@ func BenchmarkReadDedupPublish(b *testing.B) {
 		srv, sub := benchSetup(b)
 		publishOrders(srv, "in", *benchN, 0)
 		p, s := beam.NewPipelineWithRoot()
-		if _, err := Build(s, Config{Subscription: sub, OutputTopic: srv.TopicName("out"), Endpoint: srv.Addr, Dedup: []dedup.Option{dedup.StateTTL(0)}, Read: benchRead}); err != nil {
+		if _, err := Build(s, PubSub{Subscription: sub, OutputTopic: srv.TopicName("out"), Endpoint: srv.Addr, Read: benchRead},
+			Config{Dedup: []dedup.Option{dedup.StateTTL(0)}}); err != nil {
 			b.Fatal(err)
 		}
 		runBench(b, p)
@@ -178,8 +179,9 @@ func BenchmarkReadDedupPublish(b *testing.B) {
 		// Latency at a steady rate.
 		srv2, sub2 := benchSetup(b)
 		p2, s2 := beam.NewPipelineWithRoot()
-		if _, err := Build(s2, Config{Subscription: sub2, OutputTopic: srv2.TopicName("out"), Endpoint: srv2.Addr, Dedup: []dedup.Option{dedup.StateTTL(0)},
-			Read: []pubsubio.Option{pubsubio.IdleStop(2 * time.Second), pubsubio.MaxBundleDuration(200 * time.Millisecond)}}); err != nil {
+		if _, err := Build(s2, PubSub{Subscription: sub2, OutputTopic: srv2.TopicName("out"), Endpoint: srv2.Addr,
+			Read: []pubsubio.Option{pubsubio.IdleStop(2 * time.Second), pubsubio.MaxBundleDuration(200 * time.Millisecond)}},
+			Config{Dedup: []dedup.Option{dedup.StateTTL(0)}}); err != nil {
 			b.Fatal(err)
 		}
 		go publishOrders(srv2, "in", 2500, 5*time.Second)

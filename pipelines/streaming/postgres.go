@@ -3,27 +3,22 @@ package streaming
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/pgkept"
-	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 )
 
 // DefaultTable is the PostgreSQL table of the kept orders (Config.Postgres).
 const DefaultTable = "orders"
 
-// Counters of the PostgreSQL step, under Namespace.
+// Counters of the PostgreSQL step, under the pipeline's namespace.
 const (
-	MetricPostgresWritten = "postgres_written" // rows written (or already there)
-	MetricPostgresRefused = "postgres_refused" // rows the table refused, dead-lettered
-)
-
-var (
-	pgWritten = beam.NewCounter(Namespace, MetricPostgresWritten)
-	pgRefused = beam.NewCounter(Namespace, MetricPostgresRefused)
+	postgresWritten = "postgres_written" // rows written (or already there)
+	postgresRefused = "postgres_refused" // rows the table refused, dead-lettered
 )
 
 // CreateTable creates table for orders.Order rows keyed by order_id, the
@@ -45,76 +40,77 @@ func CreateTable(ctx context.Context, dsn, table string) error {
 	return nil
 }
 
-func registerPostgres[T any]() {
-	register.DoFn5x1[context.Context, []byte, pubsubio.Message, func([]byte, pubsubio.Message), func(pubsubio.Message), error](&postgresFn[T]{})
-}
-
-// postgresFn writes the rows of the kept messages into a table
+// postgresFn writes the rows of the kept elements into a table
 // (pipelines/internal/pgkept: insert-only, keyed by the PartitionBy
-// columns: a row that is there already is left alone, so a message
-// delivered again after a restart changes nothing) and passes each message
-// on once its row is committed: to written, or to refused, as a dead
-// letter with the table's reason. It emits at the end of the bundle, after
-// the last batch committed, so that the publish and the ack that follow it
-// in the stage never run for a row that is not in the table.
-type postgresFn[T any] struct {
-	DSN     string
-	Table   string
-	Columns []string
-	// Subscription names the input in dead letters.
-	Subscription string
+// columns: a row that is there already is left alone, so an element read
+// again after a restart changes nothing) and passes each element on once
+// its row is committed: to written, or to refused, as a dead letter with
+// the table's reason. It emits at the end of the bundle, after the last
+// batch committed, so that the write and the settling that follow it in
+// the stage never run for a row that is not in the table.
+type postgresFn[T any, E any] struct {
+	DSN       string
+	Table     string
+	Columns   []string
+	Input     string // what is read, named in dead letters
+	Namespace string // of the counters
 
-	w    *pgkept.Writer[T]
-	all  []pubsubio.Message // the bundle's messages
-	keys [][]byte           // their keys
+	el       elements[E]
+	w        *pgkept.Writer[T]
+	all      []E      // the bundle's elements
+	keys     [][]byte // their keys
+	cWritten beam.Counter
+	cRefused beam.Counter
 }
 
-func (f *postgresFn[T]) Setup(ctx context.Context) error {
+func (f *postgresFn[T, E]) Setup(ctx context.Context) error {
+	f.el = elementsOf[E]()
+	f.cWritten, f.cRefused = beam.NewCounter(f.Namespace, postgresWritten), beam.NewCounter(f.Namespace, postgresRefused)
 	var err error
 	f.w, err = pgkept.New[T](ctx, f.DSN, f.Table, f.Columns)
 	return err
 }
 
-func (f *postgresFn[T]) StartBundle(context.Context, func([]byte, pubsubio.Message), func(pubsubio.Message)) {
+func (f *postgresFn[T, E]) StartBundle(context.Context, func([]byte, E), func(E)) {
 	f.all, f.keys = f.all[:0], f.keys[:0]
 	f.w.Start()
 }
 
-func (f *postgresFn[T]) ProcessElement(ctx context.Context, key []byte, m pubsubio.Message, _ func([]byte, pubsubio.Message), _ func(pubsubio.Message)) error {
-	row, err := decode[T](m.Data) // decodeFn accepted it
-	if err != nil {
-		return fmt.Errorf("streaming: a kept message does not decode: %v", err)
+func (f *postgresFn[T, E]) ProcessElement(ctx context.Context, key []byte, e E, _ func([]byte, E), _ func(E)) error {
+	row, reason := jsonl.ParseRow(reflect.TypeFor[T](), string(f.el.payload(e))) // decodeFn accepted it
+	if reason != "" {
+		return fmt.Errorf("a kept element does not decode: %s", reason)
 	}
-	f.all, f.keys = append(f.all, m), append(f.keys, key)
-	c, err := f.w.Add(ctx, row)
-	count(ctx, c)
+	f.all, f.keys = append(f.all, e), append(f.keys, key)
+	c, err := f.w.Add(ctx, row.(T))
+	f.count(ctx, c)
 	return err
 }
 
-// FinishBundle writes the rest and passes every message of the bundle on.
-func (f *postgresFn[T]) FinishBundle(ctx context.Context, written func([]byte, pubsubio.Message), refused func(pubsubio.Message)) error {
+// FinishBundle writes the rest and passes every element of the bundle on.
+func (f *postgresFn[T, E]) FinishBundle(ctx context.Context, written func([]byte, E), refused func(E)) error {
 	c, err := f.w.Flush(ctx)
-	count(ctx, c)
+	f.count(ctx, c)
 	if err != nil {
 		return err
 	}
-	for i, m := range f.all {
+	for i, e := range f.all {
 		if reason, ok := f.w.Refused(f.keys[i]); ok {
-			refused(deadLetter(m, fmt.Errorf("refused by PostgreSQL table %s: %s", f.Table, reason), f.Subscription))
+			refused(f.el.deadLetter(e, fmt.Sprintf("refused by PostgreSQL table %s: %s", f.Table, reason), f.Input))
 			continue
 		}
-		written(f.keys[i], m)
+		written(f.keys[i], e)
 	}
 	return nil
 }
 
-func (f *postgresFn[T]) Teardown() {
+func (f *postgresFn[T, E]) Teardown() {
 	if f.w != nil {
 		f.w.Close()
 	}
 }
 
-func count(ctx context.Context, c pgkept.Counts) {
-	pgWritten.Inc(ctx, c.Written)
-	pgRefused.Inc(ctx, c.Refused)
+func (f *postgresFn[T, E]) count(ctx context.Context, c pgkept.Counts) {
+	f.cWritten.Inc(ctx, c.Written)
+	f.cRefused.Inc(ctx, c.Refused)
 }

@@ -10,13 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/internal/pipelinetest"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
-	"github.com/beamdedup/beamdedup/transforms/pubsubio"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -49,11 +48,8 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			counters, err := Run(ctx, pipelinetest.Job(t), Config{
-				Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
-				ByMessageID: tt.byMessageID, Dedup: []dedup.Option{dedup.StateTTL(0)},
-				Read: []pubsubio.Option{pubsubio.IdleStop(time.Second)},
-			})
+			res, err := Run(ctx, prismtest.Job(t), PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr,
+				ByMessageID: tt.byMessageID}, RunConfig{Config: Config{Dedup: []dedup.Option{dedup.StateTTL(0)}}, IdleStop: time.Second})
 			require.NoError(t, err)
 
 			assert.Len(t, srv.MessagesOn("out"), tt.wantOut)
@@ -61,7 +57,7 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			require.Len(t, dead, 2)
 			reasons := map[string]string{}
 			for _, m := range dead {
-				reasons[string(m.Data)] = m.Attributes[AttrReason]
+				reasons[string(m.Data)] = m.Attributes[DLQReason]
 				assert.Equal(t, sub, m.Attributes[AttrSubscription])
 				assert.NotEmpty(t, m.Attributes[AttrMessageID])
 			}
@@ -69,16 +65,16 @@ func TestPipelineDeadLettersUndecodableMessagesWithTheReason(t *testing.T) {
 			assert.Contains(t, reasons[`{"quantity": 1}`], "missing order_id")
 			assert.Empty(t, srv.Unacked("in"), "dead letters acked once published")
 			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: int64(tt.wantOut), DuplicatesDropped: int64(3 - tt.wantOut)},
-				deduptest.RowCounts(counters))
+				deduptest.RowCounts(res.Dedup))
 		})
 	}
 }
 
 func TestBuildRejectsMissingNames(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	_, err := Build(s, Config{OutputTopic: "projects/p/topics/t"})
+	_, err := Build(s, PubSub{OutputTopic: "projects/p/topics/t"}, Config{})
 	require.Error(t, err)
-	_, err = BuildFor[orders.Order](s, Config{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"})
+	_, err = BuildFor[orders.Order](s, PubSub{Subscription: "projects/p/subscriptions/s", OutputTopic: "projects/p/topics/t"}, Config{})
 	require.ErrorContains(t, err, "PartitionBy")
 }
 
@@ -99,18 +95,15 @@ func TestPipelineDeadLettersAndAcksTheMessagesKeepFirstRefuses(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_, err := Run(ctx, pipelinetest.Job(t), Config{
-		Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, IDAttribute: "kind",
-		Dedup: []dedup.Option{dedup.StateTTL(0), dedup.KindColumn("id")},
-		Read:  []pubsubio.Option{pubsubio.IdleStop(time.Second)},
-	})
+	_, err := Run(ctx, prismtest.Job(t), PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, IDAttribute: "kind"},
+		RunConfig{Config: Config{Dedup: []dedup.Option{dedup.StateTTL(0), rowspec.KindColumn("id")}}, IdleStop: time.Second})
 	require.NoError(t, err)
 
 	assert.Len(t, srv.MessagesOn("out"), 1)
 	dead := srv.MessagesOn("dlq")
 	require.Len(t, dead, 1)
 	assert.Equal(t, string(o2), string(dead[0].Data), "the refused message's own data")
-	assert.Contains(t, dead[0].Attributes[AttrReason], "kind")
+	assert.Contains(t, dead[0].Attributes[DLQReason], "kind")
 	assert.NotEmpty(t, dead[0].Attributes[AttrMessageID])
 	assert.Empty(t, srv.Unacked("in"), "the refused message acked once its dead letter is out")
 }

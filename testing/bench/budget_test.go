@@ -10,9 +10,10 @@ import (
 
 	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // budgetInput is the fixed input of the state-access budget: 2,000 rows
@@ -75,7 +76,7 @@ func TestStateBudget(t *testing.T) {
 			assert.Equal(t, c.Emitted, c.StateWrites, "refreshes within TTL/100 must not write")
 			assertTwoRequestsPerNewKey(t, c)
 		}},
-		{"eventtime", []dedup.Option{dedup.OnTime("ts")}, func(t *testing.T, c dedup.Counters) {
+		{"eventtime", []dedup.Option{rowspec.OnTime("ts")}, func(t *testing.T, c dedup.Counters) {
 			// On bounded input every candidate is emitted: candidates == emitted.
 			candidates := c.Emitted
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row; firings read nothing")
@@ -85,7 +86,7 @@ func TestStateBudget(t *testing.T) {
 			assert.LessOrEqual(t, c.TimerSets, candidates+2*c.CandidatesReplaced, "timers set only for a new or replaced candidate")
 			assertVersionWrites(t, c.Cost)
 		}},
-		{"changelog", []dedup.Option{dedup.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
+		{"changelog", []dedup.Option{rowspec.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted; retractions never write")
 			assertTwoRequestsPerNewKey(t, c)
@@ -156,7 +157,7 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (beam.PipelineResult, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.AsStream()}, opts...)
+	opts = append([]dedup.Option{rowspec.PartitionBy("key"), dedup.AsStream()}, opts...)
 	// The Reshuffle keeps the step out of the sink's stage: fused with it,
 	// a stage with no output and no timer makes Prism busy-wait, which
 	// stalled a KeepLast run for minutes on a loaded machine
@@ -213,13 +214,13 @@ func TestStateBudget_KeepLast(t *testing.T) {
 		// written.
 		insertOnly bool
 	}{
-		{name: "watermarkless", opts: []dedup.Option{dedup.KindColumn("op")}, keepLastRules: true, insertOnly: true},
-		{name: "stateTTL_refresh", opts: []dedup.Option{dedup.KindColumn("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true, insertOnly: true},
-		{name: "eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, keepLastRules: true, insertOnly: true},
-		{name: "sequenceBy", opts: []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq")}, insertOnly: true},
-		{name: "upsert", opts: []dedup.Option{dedup.Upsert()}, keepLastRules: true, upsert: true},
-		{name: "changelog", opts: []dedup.Option{dedup.KindColumn("op")}},
-		{name: "changelog_eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, ordered: true},
+		{name: "watermarkless", opts: []dedup.Option{rowspec.KindColumn("op")}, keepLastRules: true, insertOnly: true},
+		{name: "stateTTL_refresh", opts: []dedup.Option{rowspec.KindColumn("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true, insertOnly: true},
+		{name: "eventtime", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts")}, keepLastRules: true, insertOnly: true},
+		{name: "sequenceBy", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.SequenceBy("seq")}, insertOnly: true},
+		{name: "upsert", opts: []dedup.Option{rowspec.Upsert()}, keepLastRules: true, upsert: true},
+		{name: "changelog", opts: []dedup.Option{rowspec.KindColumn("op")}},
+		{name: "changelog_eventtime", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts")}, ordered: true},
 	} {
 		for _, miniBatch := range []bool{true, false} {
 			name := tc.name

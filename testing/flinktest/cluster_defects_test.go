@@ -15,11 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Beam's Flink job server (2.62.0) cancels a job on a remote cluster by
@@ -29,7 +30,7 @@ import (
 func TestBeamDefect_TheJobAPIsCancelLeavesTheFlinkJobRunning(t *testing.T) {
 	flinktest.SharedCluster(t) // started before the ticks' clock
 	p, s := beam.NewPipelineWithRoot()
-	dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 	j := start(t, p, jobrun.Options{})
 	id := flinkJob(t, j)
 	ctx := context.Background()
@@ -90,7 +91,7 @@ func TestBeamDefect_LoopbackWorkersOfTwoTaskManagersCollide(t *testing.T) {
 	_, err := c.Replenish(2)
 	require.NoError(t, err)
 	p, s := beam.NewPipelineWithRoot()
-	dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 	j := start(t, p, jobrun.Options{Parallelism: 4, StallLimit: -1})
 	ctx := context.Background()
 	var failures []string

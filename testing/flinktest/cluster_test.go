@@ -17,10 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // tick is a row of a test's stream: a periodic impulse's tick, keyed.
@@ -69,7 +70,7 @@ func TestCluster_ListenersWhileAJobRuns(t *testing.T) {
 		before[proc.Name] = ls
 	}
 	p, s := beam.NewPipelineWithRoot()
-	dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 	j := start(t, p, jobrun.Options{})
 	flinkJob(t, j)
 	during := map[string][]netip.AddrPort{}
@@ -126,7 +127,7 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 	c := flinktest.SharedCluster(t) // started before the ticks' clock
 	build := func() *beam.Pipeline {
 		p, s := beam.NewPipelineWithRoot()
-		dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+		dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 		return p
 	}
 	o := process(t, jobrun.Options{Parallelism: 2, Flink: flinkopts.Options{
@@ -246,7 +247,7 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 				freezeAt = 20
 			}
 			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt}, rows)
-			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
+			kept := dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
 			out := collect(s, kept, false)
 			all := collect(s, rows, false)
 			began := time.Now()

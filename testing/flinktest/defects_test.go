@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // withNilSlice is a schema row whose slice may be nil.
@@ -116,7 +117,7 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsOrVanishesOnFlinkAnEmptyOneDoesNot
 			sent = append(sent, taggedAsSent(r.(tagged)))
 		}
 		rows := beam.Reshuffle(s, beam.Create(s, sent...))
-		dedup.KeepFirst(s, rows, dedup.PartitionBy("id"))
+		dedup.KeepFirst(s, rows, rowspec.PartitionBy("id"))
 		var pr beam.PipelineResult
 		asSent(func() { pr = runOn(t, onFlink, p, 2*time.Minute) })
 		c := dedup.ReadCounters(pr)
@@ -134,7 +135,7 @@ func TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			rows := beam.Reshuffle(s, beam.Create(s, taggedRows()...))
 			all := collect(s, rows, false)
-			out := collect(s, dedup.KeepFirst(s, rows, dedup.PartitionBy("id")).Rows, false)
+			out := collect(s, dedup.KeepFirst(s, rows, rowspec.PartitionBy("id")).Rows, false)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			assert.Equal(t, int64(2000), c.RowsIn)
 			assert.Equal(t, int64(1500), c.Emitted)
@@ -161,7 +162,7 @@ func TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives(t *testing.T) {
 // under one made from the application name, as Java's JobNameFactory does:
 // lowercased, each character outside [a-z0-9] a 0, then the user, the time
 // and a hex suffix. A client that follows its job by the submitted name
-// never finds it (pipelines/jobrun matches either). This test fails when
+// never finds it (internal/jobrun matches either). This test fails when
 // the job server keeps the name.
 func TestBeamDefect_TheFlinkJobServerRenamesASubmittedJob(t *testing.T) {
 	srv := flinktest.SharedCluster(t)

@@ -16,12 +16,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // streamKey is the key of tick n of the failover and rescale streams:
@@ -97,9 +98,9 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 	p, s := beam.NewPipelineWithRoot()
 	rows := beam.ParDo(s, toStreamTick, flinktest.Ticks(s, begin, begin.Add(time.Duration(total)*every), every))
 	beam.ParDo0(s.Scope("ReadLog"), &pgLogFn{DSN: dsn, Table: "read"}, rows)
-	kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.UID("failover")).Rows
+	kept := dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.UID("failover")).Rows
 	beam.ParDo0(s.Scope("EmittedLog"), &pgLogFn{DSN: dsn, Table: "emitted"}, kept)
-	pgsink.Write(s, kept, pgsink.DSN(dsn), pgsink.Table("kept"), pgsink.PartitionBy("key"), pgsink.UID("kept"))
+	pgsink.Write(s, kept, pgsink.DSN(dsn), pgsink.Table("kept"), rowspec.PartitionBy("key"), pgsink.UID("kept"))
 
 	o := process(t, jobrun.Options{StallLimit: -1, Parallelism: 2, Flink: flinkopts.Options{
 		Streaming: true, CheckpointingInterval: 2 * time.Second, MaxParallelism: 8}})

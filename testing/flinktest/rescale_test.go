@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // toRescaleRow is tick n of the rescale stream as a row with an event
@@ -72,8 +73,8 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 		rows := beam.ParDo(s, toRescaleRow, flinktest.Ticks(s, begin, begin.Add(time.Duration(total)*every), every))
 		beam.ParDo0(s.Scope("ReadLog"), &pgLogFn{DSN: dsn, Table: "read", Job: job}, rows)
 		out := map[string]beam.PCollection{
-			"arrival": dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.UID("arrival")).Rows,
-			"evented": dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.UID("evented")).Rows,
+			"arrival": dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.UID("arrival")).Rows,
+			"evented": dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), rowspec.OnTime("ts"), dedup.UID("evented")).Rows,
 		}
 		for _, step := range steps {
 			beam.ParDo0(s.Scope(step+"Log"), &pgLogFn{DSN: dsn, Table: step, Job: job}, out[step])

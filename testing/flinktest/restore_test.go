@@ -17,10 +17,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // restoreRow is a tick of the restore test as a row: even ticks resend
@@ -98,13 +99,13 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 		}
 		beam.ParDo0(s.Scope("ReadRows"), &wallCollectFn{Name: name(job, "read")}, rows)
 		out := map[string]beam.PCollection{
-			"arrival": dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.UID("arrival")).Rows,
-			"evented": dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.UID("evented")).Rows,
-			"ttl": dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.StateTTL(restoreTTL),
+			"arrival": dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.UID("arrival")).Rows,
+			"evented": dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), rowspec.OnTime("ts"), dedup.UID("evented")).Rows,
+			"ttl": dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.StateTTL(restoreTTL),
 				dedup.ResetTTLOnDuplicate(false), dedup.UID("ttl")).Rows,
-			"last": dedup.KeepLast(s, rows, dedup.PartitionBy("key"), dedup.KindColumn("op"), dedup.UID("last")).Rows,
+			"last": dedup.KeepLast(s, rows, rowspec.PartitionBy("key"), rowspec.KindColumn("op"), dedup.UID("last")).Rows,
 			"windowed": dedup.WindowFirst(s, beam.WindowInto(s, window.NewFixedWindows(restoreWindow), rows),
-				dedup.PartitionBy("key"), dedup.UID("windowed")).Rows,
+				rowspec.PartitionBy("key"), dedup.UID("windowed")).Rows,
 		}
 		for _, step := range steps {
 			beam.ParDo0(s.Scope(step+"Out"), &wallCollectFn{Name: name(job, step)}, out[step])

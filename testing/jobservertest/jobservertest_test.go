@@ -41,15 +41,15 @@ func TestProcessWrapperStripsTheQuotesPrismPutsAroundTheWorkerID(t *testing.T) {
 	}
 }
 
-// docs/runners.md shows the wrapper users copy; it must be the tested one.
-func TestRunnersDocShowsTheTestedProcessWrapper(t *testing.T) {
+// docs/workers.md shows the wrapper users copy; it must be the tested one.
+func TestWorkersDocShowsTheTestedProcessWrapper(t *testing.T) {
 	script, err := os.ReadFile(ProcessWrapper())
 	require.NoError(t, err)
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "runners.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "workers.md"))
 	require.NoError(t, err)
 	for _, line := range strings.Split(string(script), "\n") {
 		if line != "" && !strings.HasPrefix(line, "#") {
-			assert.True(t, strings.Contains(string(doc), line), "docs/runners.md does not show the wrapper's line %q", line)
+			assert.True(t, strings.Contains(string(doc), line), "docs/workers.md does not show the wrapper's line %q", line)
 		}
 	}
 }

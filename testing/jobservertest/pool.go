@@ -157,7 +157,7 @@ func RemoveBootCopies(t testing.TB, workerBinaries ...string) {
 
 // ProcessWrapper returns the path of prism-process-boot.sh, the PROCESS
 // command that works around Prism's quoted worker id: it strips the quotes
-// and runs the boot loader named by BEAM_BOOT (docs/runners.md).
+// and runs the boot loader named by BEAM_BOOT (docs/workers.md).
 func ProcessWrapper() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "prism-process-boot.sh")

@@ -14,9 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
@@ -188,17 +188,17 @@ func FlinkSQLKafka(ctx context.Context, brokers, in, out, group string, records,
 	return t, err
 }
 
-// OursKafka runs seed 001's pipeline (pipelines/kafka, runjob
+// OursKafka runs seed 001's pipeline (pipelines/streaming over Kafka, runjob
 // --pipeline=kafka) from topic in into out (dead letters into dead) on the
 // job job (with the source's options read), until every partition was read to its end and idle for
 // idleStop.
 func OursKafka(ctx context.Context, job jobrun.Options, brokers, in, out, dead, group string, records int, idleStop time.Duration, read ...kafkaio.Option) (KafkaTiming, error) {
 	start := time.Now()
-	res, err := kafka.Run(ctx, job, kafka.RunConfig{
-		Config: kafka.Config{Brokers: brokers, InputTopic: in, OutputTopic: out, DeadLetterTopic: dead, Group: group, Read: read,
-			// As runjob with --idle_stop: Prism keeps a job with pending
-			// processing-time cleanup timers alive until they fire.
-			Dedup: []dedup.Option{dedup.CleanupTimers(false)}},
+	src := streaming.Kafka{Brokers: brokers, InputTopic: in, OutputTopic: out, DeadLetterTopic: dead, Group: group, Read: read}
+	res, err := streaming.Run(ctx, job, src, streaming.RunConfig{
+		// As runjob with --idle_stop: Prism keeps a job with pending
+		// processing-time cleanup timers alive until they fire.
+		Config:   streaming.Config{Dedup: []dedup.Option{dedup.CleanupTimers(false)}},
 		IdleStop: idleStop,
 	})
 	if err != nil {

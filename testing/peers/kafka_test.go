@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
@@ -31,7 +31,7 @@ func TestOursOnKafkaWritesEveryOrderOnceTimedToItsLastOutputRecord(t *testing.T)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	in := b.NewTopic(t, 2)
-	require.NoError(t, kafka.ProduceOrders(ctx, b.Addr, in, rows))
+	require.NoError(t, streaming.ProduceOrders(ctx, b.Addr, in, rows))
 	out, dead := in+"-out", in+"-dead"
 	require.NoError(t, peers.CreateOutputTopics(ctx, b.Addr, out, dead))
 

@@ -19,10 +19,10 @@ import (
 	xkafka "github.com/apache/beam/sdks/v2/go/pkg/beam/io/xlang/kafkaio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -117,7 +117,7 @@ func (x *Xlang) Logs() string {
 // XlangKafka runs seed 001 with Beam Go's xlang kafkaio: Java's
 // KafkaIO.Read of topic in (from the earliest offsets, group group) → the
 // value decoded as an order and keyed by order_id (Go) → KeepFirst, as in
-// pipelines/kafka → Java's KafkaIO.Write into topic out. The read is
+// pipelines/streaming over Kafka → Java's KafkaIO.Write into topic out. The read is
 // unbounded, so the job is cancelled once out holds every order, or after
 // noOutput with no output record at all, or after limit: a run that does
 // not finish returns what it wrote and an error saying so.
@@ -126,11 +126,11 @@ func XlangKafka(ctx context.Context, x *Xlang, job jobrun.Options, side, brokers
 	raw := xkafka.Read(s, x.Expansion, brokers, []string{in},
 		xkafka.ConsumerConfigs(map[string]string{"auto.offset.reset": "earliest", "group.id": group}))
 	keyed := beam.ParDo(s, &xlangKeyFn{}, raw)
-	res, err := dedup.TryKeepFirst(s, keyed, dedup.StateTTL(kafka.DefaultStateTTL), dedup.CleanupTimers(false), dedup.UID("xlang-dedup"))
+	res, err := dedup.TryKeepFirst(s, keyed, dedup.StateTTL(streaming.DefaultKafkaStateTTL), dedup.CleanupTimers(false), dedup.UID("xlang-dedup"))
 	if err != nil {
 		return KafkaTiming{}, err
 	}
-	// As pipelines/kafka: KeepFirst's stage not last in its fused chain.
+	// As pipelines/streaming: KeepFirst's stage not last in its fused chain.
 	xkafka.Write(s, x.Expansion, brokers, out, beam.Reshuffle(s, res.Rows))
 
 	job.StallLimit = -1 // the deadlines below watch it
@@ -174,7 +174,7 @@ func XlangKafka(ctx context.Context, x *Xlang, job jobrun.Options, side, brokers
 }
 
 // xlangKeyFn decodes a record's value as an order (the rule of the JSON
-// Lines files, as pipelines/kafka) and keys it by order_id; what does not
+// Lines files, as pipelines/streaming) and keys it by order_id; what does not
 // decode is dropped (the benchmark's input has none).
 type xlangKeyFn struct{}
 

@@ -1,9 +1,9 @@
 // Package prismtest runs the tests' pipelines: Main, the TestMain of a
 // package whose tests run pipelines, and Run, a pipeline run as a job with
-// a timeout on the test runner (pipelines/jobrun: the watchdog, the Prism
+// a timeout on the test runner (internal/jobrun: the watchdog, the Prism
 // split experiment, cancellation in the runner). The test runner is
 // ptest's -runner, prism by default: Prism's job server in this process,
-// reachable from this machine only (pipelines/jobrun/localprism), with the
+// reachable from this machine only (internal/jobrun/localprism), with the
 // SDK workers in process (LOOPBACK).
 package prismtest
 
@@ -21,8 +21,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 )
 
 // Main is the TestMain of a package whose tests run pipelines: it parses

@@ -36,11 +36,12 @@ type Result struct {
 	// Dropped are, with OutputDropped, the input rows the transform
 	// dropped, of the input's type; without it, the zero PCollection.
 	Dropped beam.PCollection
-	// Spec is the roles of Rows' columns as a sink needs them
-	// (pgsink.Spec): the key columns (none for a KV input, keyed by K);
+	// Spec is the roles of Rows' columns as a sink or a count needs
+	// them, an option of theirs as it is (pgsink.Write(s, res.Rows,
+	// res.Spec, ...)): the key columns (none for a KV input, keyed by K);
 	// for KeepLast also its kind and ordering columns, and whether its
-	// rows are upserts (Upsert). KeepFirst's and window dedup's rows are
-	// insert-only: a sink only inserts them.
+	// rows are upserts (rowspec.Upsert). KeepFirst's and window dedup's
+	// rows are insert-only: a sink only inserts them.
 	Spec rowspec.Spec
 }
 

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Every mode of the stateful step, the timed ones too (their reads waited
@@ -21,9 +23,9 @@ import (
 func TestOverlap_EveryModeDecidesAsWaitingForEachRequest(t *testing.T) {
 	const m = time.Minute
 	modes := append(restoreCases(),
-		restoreCase{name: "KeepFirst, watermarkless, EventTimeTTL (event-time cleanup)", opts: []Option{PartitionBy("id"), EventTimeTTL(m), OutputDropped()}},
-		restoreCase{name: "KeepLast, no TTL, upsert", last: true, opts: []Option{PartitionBy("id"), Upsert(), OutputDropped()}},
-		restoreCase{name: "KeepLast, no TTL, changelog", last: true, opts: []Option{PartitionBy("id"), KindColumn("op"), OutputDropped()},
+		restoreCase{name: "KeepFirst, watermarkless, EventTimeTTL (event-time cleanup)", opts: []Option{rowspec.PartitionBy("id"), EventTimeTTL(m), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, upsert", last: true, opts: []Option{rowspec.PartitionBy("id"), rowspec.Upsert(), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, changelog", last: true, opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), OutputDropped()},
 			events: []restoreEvent{rows(rr("+I", "a", "", 0))}},
 	)
 	fns := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The plan, from options and input: which expansion, which rules, which
@@ -44,7 +45,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, layout: marks, family: core.EventTimeFamily, cleanup: true}},
 		{"KeepFirst with StateTTL, no cleanup timers", keepFirst, []Option{StateTTL(time.Hour), CleanupTimers(false)}, stream,
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
-		{"KeepFirst in event time: versions, event-time finalization", keepFirst, []Option{OnTime("ts")}, stream,
+		{"KeepFirst in event time: versions, event-time finalization", keepFirst, []Option{rowspec.OnTime("ts")}, stream,
 			want{expansion: statefulExpansion, layout: versions, family: core.EventTimeFamily, preFilter: true, eventTime: true, cleanup: true}},
 		{"KeepFirst without mini-batch", keepFirst, []Option{MiniBatch(false)}, stream,
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
@@ -58,19 +59,19 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
 		{"KeepFirst on a file with EventTimeTTL: stateful", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
 			want{expansion: statefulExpansion, layout: marks}},
-		{"KeepFirst on a file by SequenceBy: merge, bucketed", keepFirst, []Option{SequenceBy("seq")}, file,
+		{"KeepFirst on a file by SequenceBy: merge, bucketed", keepFirst, []Option{rowspec.SequenceBy("seq")}, file,
 			want{expansion: mergeExpansion, localMerge: true, bucketed: true}},
-		{"KeepLast on a stream: versions, fold", keepLast, []Option{Upsert()}, stream,
+		{"KeepLast on a stream: versions, fold", keepLast, []Option{rowspec.Upsert()}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
-		{"KeepLast on windowed stream: no fold", keepLast, []Option{Upsert()}, input{},
+		{"KeepLast on windowed stream: no fold", keepLast, []Option{rowspec.Upsert()}, input{},
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
-		{"KeepLast with StateTTL", keepLast, []Option{Upsert(), StateTTL(time.Hour)}, stream,
+		{"KeepLast with StateTTL", keepLast, []Option{rowspec.Upsert(), StateTTL(time.Hour)}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, family: core.ProcessingTimeFamily, fold: true, cleanup: true}},
-		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{Upsert(), OnTime("ts")}, stream,
+		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{rowspec.Upsert(), rowspec.OnTime("ts")}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
-		{"KeepLast on a file: merge, last, bucketed", keepLast, []Option{Upsert()}, file,
+		{"KeepLast on a file: merge, last, bucketed", keepLast, []Option{rowspec.Upsert()}, file,
 			want{expansion: mergeExpansion, last: true, dir: core.KeepLast, localMerge: true, bucketed: true}},
-		{"KeepLast of KVs: no fold", keepLast, []Option{Upsert()}, input{globalWindows: true, perKey: true},
+		{"KeepLast of KVs: no fold", keepLast, []Option{rowspec.Upsert()}, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
 		{"KeepFirst of KVs: no pre-filter", keepFirst, nil, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
@@ -104,7 +105,7 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 		{"forced stateful", []Option{forceStateful()}, input{bounded: true, globalWindows: true}, "only supported by KeepFirst's bounded expansion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newConfig(append(tc.opts, SequenceBy("seq")), keepFirst)
+			c := newConfig(append(tc.opts, rowspec.SequenceBy("seq")), keepFirst)
 			_, err := newPlan(&c, tc.in)
 			assert.ErrorContains(t, err, tc.want)
 		})

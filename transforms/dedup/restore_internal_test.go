@@ -27,9 +27,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/testing/statetest"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The restore test: what a Flink savepoint restore or a Dataflow update
@@ -130,7 +131,7 @@ func restoreCases() []restoreCase {
 	const m = time.Minute
 	return []restoreCase{{
 		name: "KeepFirst, watermarkless, no TTL",
-		opts: []Option{PartitionBy("id"), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "a1", 0)),
 			rows(rr("", "b", "b1", m), rr("", "a", "a2", m)),
@@ -143,7 +144,7 @@ func restoreCases() []restoreCase {
 		},
 	}, {
 		name: "KeepFirst, watermarkless, StateTTL (processing-time cleanup)",
-		opts: []Option{PartitionBy("id"), StateTTL(m), useClock(restoreClockName), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), StateTTL(m), useClock(restoreClockName), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "a1", 0)),
 			rows(rr("", "b", "b1", 0), rr("", "a", "a2", 0)),
@@ -162,7 +163,7 @@ func restoreCases() []restoreCase {
 		},
 	}, {
 		name: "KeepFirst, event time, EventTimeTTL",
-		opts: []Option{PartitionBy("id"), OnTime("ts"), EventTimeTTL(10 * m), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.OnTime("ts"), EventTimeTTL(10 * m), OutputDropped()},
 		events: []restoreEvent{
 			wmAt(-m),
 			rows(rr("", "a", "later", 5*m)),
@@ -185,7 +186,7 @@ func restoreCases() []restoreCase {
 	}, {
 		name: "KeepLast, ordered, StateTTL and RetractOnExpiry (processing-time cleanup)",
 		last: true,
-		opts: []Option{PartitionBy("id"), KindColumn("op"), OnTime("ts"), StateTTL(m), RetractOnExpiry(true), useClock(restoreClockName), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), StateTTL(m), RetractOnExpiry(true), useClock(restoreClockName), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "created", 0)),
 			rows(rr("", "a", "paid", time.Second), rr("", "b", "x", 0)),
@@ -203,7 +204,7 @@ func restoreCases() []restoreCase {
 	}, {
 		name: "KeepLast, changelog, EventTimeTTL and RetractOnExpiry (event-time cleanup)",
 		last: true,
-		opts: []Option{PartitionBy("id"), KindColumn("op"), OnTime("ts"), EventTimeTTL(10 * m), RetractOnExpiry(true), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), EventTimeTTL(10 * m), RetractOnExpiry(true), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("+I", "a", "created", 0)),
 			rows(rr("-D", "a", "created", m)),
@@ -229,7 +230,7 @@ type rowEmit = func(beam.EventTime, beam.T, beam.V)
 
 // useClock is deduptest.UseClock, which this package's internal tests
 // cannot import.
-func useClock(name string) Option { return func(c *config) { c.hooks.Clock = name } }
+func useClock(name string) Option { return own("useClock", func(c *config) { c.hooks.Clock = name }) }
 
 // TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun
 // cuts every case's stream at every boundary between its events, with the

@@ -62,19 +62,26 @@ func (fn *commitFn) ProcessElement(_ context.Context, r Record) {
 	fn.marks = append(fn.marks, position{r.Topic, r.Partition, r.Offset})
 }
 
-// FinishBundle marks the bundle's records safe in their runs.
+// FinishBundle marks the bundle's records safe in their runs, and
+// commits at once what is safe of the partitions whose reader ended, so
+// that the job does not end before their last offsets are committed.
 func (fn *commitFn) FinishBundle(ctx context.Context) {
 	var safe, unheld int64
 	var last *run
+	marked := map[*run]bool{}
 	for _, m := range fn.marks {
 		if last == nil || last.topic != m.topic {
 			last = lookupRun(fn.Group, m.topic)
 		}
-		if last != nil && last.markSafe(m.partition, m.offset, m.offset+1) {
+		if last.markSafe(m.partition, m.offset, m.offset+1) {
 			safe++
+			marked[last] = true
 		} else {
 			unheld++
 		}
+	}
+	for r := range marked {
+		r.flushEnded(ctx)
 	}
 	cSafe.Inc(ctx, safe)
 	cUnheld.Inc(ctx, unheld)

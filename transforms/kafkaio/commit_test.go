@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 )
@@ -63,7 +64,7 @@ func TestCommitCommitsAPartitionOnlyUpToItsFirstRecordThatIsNotSafe(t *testing.T
 	require.NoError(t, err)
 
 	waitCommitted(t, b, group, topic, map[int32]int64{0: 7, 1: end[1]})
-	cs := ReadCounters(pr)
+	cs := readCounters(pr)
 	assert.Equal(t, int64(100), cs.Read)
 	assert.Equal(t, 100-(end[0]-7), cs.Safe)
 	assert.Zero(t, cs.Unheld, "every record marked in its reader's process")
@@ -81,13 +82,11 @@ func TestASecondRunReadsWhatTheFirstDidNotMakeSafe(t *testing.T) {
 	runOnce := func(name string, drop map[int32]int64) []Record {
 		c := newCollection(name)
 		c.drop = drop
-		st := NewStopper()
 		p, s := beam.NewPipelineWithRoot()
-		recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), StopWith(st))
+		recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet))
 		Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 		_, err := runPipeline(t, p, 2*time.Minute)
 		require.NoError(t, err)
-		require.NoError(t, st.Close(), "the last commits")
 		return c.records()
 	}
 	runOnce(t.Name()+"/1", map[int32]int64{0: 5, 1: 9})
@@ -102,17 +101,54 @@ func TestASecondRunReadsWhatTheFirstDidNotMakeSafe(t *testing.T) {
 	}
 }
 
-func TestStopperEndsEveryReaderAndItsCloseCommitsWhatIsSafe(t *testing.T) {
+// endOffsets are the offsets after the last of written, by partition.
+func endOffsets(written []*kgo.Record) map[int32]int64 {
+	end := map[int32]int64{}
+	for _, w := range written {
+		end[w.Partition] = max(end[w.Partition], w.Offset+1)
+	}
+	return end
+}
+
+// committedNow are the group's committed offsets of topic, read once.
+func committedNow(t *testing.T, b *kafkatest.Broker, group, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := b.Committed(ctx, group, topic)
+	require.NoError(t, err)
+	return got
+}
+
+// A job that ends by itself (IdleStop) has committed, by the time it
+// ends, every offset it read to the end of each partition: nothing waits
+// for a commit interval (an hour here) or a Control's Close.
+func TestAnIdleStopEndCommitsEveryPartitionToItsEndBeforeTheJobEnds(t *testing.T) {
+	b := kafkatest.Shared(t)
+	topic := b.NewTopic(t, 2)
+	written := produce(t, b, topic, 0, 60, base)
+	const group = "idle-end"
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), CommitInterval(time.Hour))
+	newCollection(t.Name())
+	Commit(s, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
+	_, err := runPipeline(t, p, 2*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, endOffsets(written), committedNow(t, b, group, topic), "committed at the end of each partition when the job ended")
+}
+
+// A stop request ends every reader; what they read is committed once
+// safe, before the job ends, with no Close and an hour's commit interval.
+func TestAStopRequestEndsEveryReaderAndWhatTheyReadIsCommittedBeforeTheJobEnds(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 2)
 	written := produce(t, b, topic, 0, 40, base)
 	const group = "stopper"
 	name := t.Name()
 	c := newCollection(name)
-	st := NewStopper()
-	// A long interval: only Close's flush commits the last marks.
+	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), StopWith(st), CommitInterval(time.Hour))
+	recs := Read(s, b.Addr, topic, Group(group), controlled, CommitInterval(time.Hour))
 	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 	go func() {
 		for len(c.records()) < 40 {
@@ -122,14 +158,9 @@ func TestStopperEndsEveryReaderAndItsCloseCommitsWhatIsSafe(t *testing.T) {
 	}()
 	_, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, 2, st.Ended(), "both partitions' readers ended")
-	assert.Equal(t, int64(40), st.Claimed())
-	require.NoError(t, st.Close())
-	end := map[int32]int64{}
-	for _, w := range written {
-		end[w.Partition] = max(end[w.Partition], w.Offset+1)
-	}
-	waitCommitted(t, b, group, topic, end)
+	assert.Equal(t, 2, st.Progress().Ended, "both partitions' readers ended")
+	assert.Equal(t, int64(40), st.Progress().Claimed)
+	assert.Equal(t, endOffsets(written), committedNow(t, b, group, topic))
 }
 
 func TestTryCommitRejectsBadArgumentsNamingEach(t *testing.T) {

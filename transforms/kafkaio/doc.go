@@ -46,12 +46,34 @@
 //
 // Prism has no drain. IdleStop ends each partition's reader once it has
 // read to the end and nothing came for a while, which ends the pipeline
-// once the rest is done; StopWith ends the readers on request. On Flink
-// stop with a savepoint or cancel.
+// once the rest is done; by the time it ends, what it read is committed
+// for the group to the end of each partition (where Commit runs in the
+// reader's process, as above). On Flink stop with a savepoint or cancel.
 //
 // # Counters
 //
-// Under Namespace; ReadCounters sums them. Every record Read emits ends in
-// Commit once the pipeline has made it safe: records_read = records_safe +
-// records_unheld once nothing is in flight.
+// Every record Read emits ends in Commit once the pipeline has made it
+// safe: records_read = records_safe + records_unheld once nothing is in
+// flight. Under the namespace beamdedup/kafkaio:
+//
+//	records_read     records Read emitted
+//	records_written  records Write wrote and Kafka confirmed
+//	records_safe     records Commit marked safe, in the process of their reader
+//	records_unheld   records Commit saw where their reader does not run (not committed from there)
+//
+// # Files
+//
+//	read.go     Read: the partitions listed once (listFn) and where each starts
+//	watch.go    WatchPartitions: the partitions listed again while the job runs (watchFn)
+//	reader.go   a partition's reader, the splittable DoFn (readFn), its bundle loop
+//	poll.go     the reader's bundle, a concern a step: end, hold back, poll and retry, claim and emit
+//	tracker.go  the restriction tracker: the partition's offset range
+//	clients.go  the process's admin clients and the partitions' pooled consumers
+//	run.go      a Read's commit bookkeeping in a worker process: safe marks, commits, MaxInFlight
+//	ledger.go   a partition's safe offsets
+//	commit.go   Commit: marks records safe in their reader's run
+//	write.go    Write: the idempotent producer
+//	record.go   Record, to and from franz-go's
+//	options.go  the options
+//	control.go  the option that attaches the samples' control (internal/unbounded)
 package kafkaio

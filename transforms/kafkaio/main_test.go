@@ -12,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/iocounters"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
@@ -31,6 +33,17 @@ func init() {
 // quiet is the IdleStop of the tests' jobs: their records are all
 // written before the job starts.
 const quiet = 500 * time.Millisecond
+
+// readCounters are the package's counters of a job.
+func readCounters(pr beam.PipelineResult) iocounters.Kafka { return iocounters.ReadKafka(pr) }
+
+// newControl returns a Control of the readers of a Read (closed at the
+// end of the test) and the option that attaches it.
+func newControl(t *testing.T) (*unbounded.Control, Option) {
+	ctl := unbounded.NewControl()
+	t.Cleanup(func() { ctl.Close() })
+	return ctl, unbounded.ControlOption[Option](ctl)
+}
 
 // runPipeline runs p as a job on the test runner with a deadline.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {

@@ -6,45 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
-
-// Defaults of the options.
-const (
-	DefaultMaxBundleDuration = time.Second
-	DefaultMaxBundleRecords  = 10000
-	DefaultWatermarkLag      = 2 * time.Second
-	DefaultCommitInterval    = 250 * time.Millisecond
-	DefaultMaxInFlight       = 20000
-	DefaultWriteTimeout      = 30 * time.Second
-)
-
-// Start says where Read starts in each partition.
-type Start int
-
-const (
-	// FromCommitted starts at the group's committed offset, and where the
-	// group has none at the earliest offset (nothing is skipped). The
-	// default with Group.
-	FromCommitted Start = iota
-	// FromEarliest starts at the first offset the partition still holds.
-	// The default without Group.
-	FromEarliest
-	// FromLatest starts at the end: only records written after the start.
-	FromLatest
-)
-
-func (s Start) String() string {
-	switch s {
-	case FromCommitted:
-		return "FromCommitted"
-	case FromEarliest:
-		return "FromEarliest"
-	case FromLatest:
-		return "FromLatest"
-	}
-	return fmt.Sprintf("Start(%d)", int(s))
-}
 
 // Option configures Read, Write and Commit. Each option's doc says which
 // take it; the others refuse it. A nil option or a value out of range is
@@ -52,29 +15,35 @@ func (s Start) String() string {
 // once (Read, Write and Commit panic with them).
 type Option func(*config)
 
-// config is what the options set; optcheck records the names given and
-// the mistakes.
+// start says where Read starts in each partition; its values are those
+// listFn and watchFn carry.
+type start int
+
+const (
+	fromCommitted start = iota // the group's committed offset, else the earliest
+	fromEarliest
+	fromLatest
+)
+
+// config is what the options set: the reading settings both sources
+// share and the option bookkeeping (unbounded.Config), and Kafka's own.
 type config struct {
+	unbounded.Config
+
 	group          string
-	start          Start
-	startSet       bool
+	start          start
+	startSet       string // the option that set start, if one did
 	startAt        time.Time
-	maxBundle      time.Duration
-	maxRecords     int
-	idleStop       time.Duration
-	watermarkLag   time.Duration
 	commitInterval time.Duration
 	maxInFlight    int
 	watch          time.Duration
 	writeTimeout   time.Duration
-	stopID         string
-
-	optcheck.Record
 }
 
 // The options each transform takes.
 var (
-	readOptions   = []string{"Group", "StartFrom", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop", "WatermarkLag", "CommitInterval", "MaxInFlight", "WatchPartitions", "StopWith"}
+	readOptions = []string{"Group", "FromEarliest", "FromLatest", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop",
+		"WatermarkLag", "CommitInterval", "MaxInFlight", "WatchPartitions", unbounded.ControlOptionName}
 	writeOptions  = []string{"WriteTimeout"}
 	commitOptions = []string{}
 )
@@ -83,35 +52,24 @@ var (
 // the options named in allowed; more are errors of its own arguments.
 func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
 	c := config{
-		maxBundle:      DefaultMaxBundleDuration,
-		maxRecords:     DefaultMaxBundleRecords,
-		watermarkLag:   DefaultWatermarkLag,
-		commitInterval: DefaultCommitInterval,
-		maxInFlight:    DefaultMaxInFlight,
-		writeTimeout:   DefaultWriteTimeout,
+		Config:         unbounded.Config{MaxBundle: time.Second, MaxElements: 10000, WatermarkLag: 2 * time.Second},
+		commitInterval: 250 * time.Millisecond,
+		maxInFlight:    20000,
+		writeTimeout:   30 * time.Second,
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.NilOption(i, len(opts))
-			continue
-		}
-		o(&c)
+	unbounded.Apply(&c, &c.Record, opts)
+	if c.startSet == "" && c.startAt.IsZero() && c.group == "" {
+		c.start = fromEarliest
 	}
-	if !c.startSet && c.startAt.IsZero() && c.group == "" {
-		c.start = FromEarliest
-	}
-	if c.startSet && c.start == FromCommitted && c.group == "" {
-		c.Errorf("StartFrom(FromCommitted) needs Group")
-	}
-	if c.startSet && !c.startAt.IsZero() {
-		c.Errorf("StartFrom and StartAt are both given; want one")
+	if c.startSet != "" && !c.startAt.IsZero() {
+		c.Errorf("%s and StartAt are both given; want one", c.startSet)
 	}
 	return c, c.Check(transform, allowed, more...)
 }
 
 // Group names the consumer group whose committed offsets Read starts from
-// (StartFrom) and for which Commit commits what is safe. Without it Read
-// commits nothing and starts at the earliest offsets. Read.
+// and for which Commit commits what is safe. Without it Read commits
+// nothing and starts at the earliest offsets. Read.
 func Group(name string) Option {
 	return func(c *config) {
 		c.Set("Group")
@@ -122,15 +80,23 @@ func Group(name string) Option {
 	}
 }
 
-// StartFrom says where Read starts in each partition (default
-// FromCommitted with a Group, else FromEarliest). Read.
-func StartFrom(s Start) Option {
+// FromEarliest starts Read at the first offset each partition still
+// holds, whatever the group committed (the default without Group; with
+// Group Read starts at the group's committed offsets, and at the earliest
+// where it has none). Read.
+func FromEarliest() Option { return startFrom("FromEarliest", fromEarliest) }
+
+// FromLatest starts Read at the end of each partition: only records
+// written after the start. Read.
+func FromLatest() Option { return startFrom("FromLatest", fromLatest) }
+
+func startFrom(option string, s start) Option {
 	return func(c *config) {
-		c.Set("StartFrom")
-		if s < FromCommitted || s > FromLatest {
-			c.Errorf("StartFrom(%v): want FromCommitted, FromEarliest or FromLatest", s)
+		c.Set(option)
+		if c.startSet != "" && c.startSet != option {
+			c.Errorf("%s and %s are both given; want one", c.startSet, option)
 		}
-		c.start, c.startSet = s, true
+		c.start, c.startSet = s, option
 	}
 }
 
@@ -149,58 +115,32 @@ func StartAt(t time.Time) Option {
 // MaxBundleDuration bounds how long one bundle of a partition's reader
 // reads before it checkpoints (default 1s). Output behind a shuffle comes
 // out when the bundle commits, so this bounds latency. Read.
-func MaxBundleDuration(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("MaxBundleDuration")
-		if d <= 0 {
-			c.Errorf("MaxBundleDuration(%v): want a positive duration", d)
-		}
-		c.maxBundle = d
-	}
-}
+func MaxBundleDuration(d time.Duration) Option { return func(c *config) { c.SetMaxBundle(d) } }
 
 // MaxBundleRecords bounds how many records one bundle of a partition's
-// reader emits (default 10000). Read.
+// reader emits (default 10,000). Read.
 func MaxBundleRecords(n int) Option {
-	return func(c *config) {
-		c.Set("MaxBundleRecords")
-		if n <= 0 {
-			c.Errorf("MaxBundleRecords(%d): want a positive number", n)
-		}
-		c.maxRecords = n
-	}
+	return func(c *config) { c.SetMaxElements("MaxBundleRecords", n) }
 }
 
 // IdleStop makes each partition's reader finish once it has read to the
 // partition's end and no record came for d, which ends the pipeline once
-// every reader has and the rest of the job is done. 0 (the default) reads
-// forever. A broker that does not answer is not idle. Read.
-func IdleStop(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("IdleStop")
-		if d < 0 {
-			c.Errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
-		}
-		c.idleStop = d
-	}
-}
+// every reader has and the rest of the job is done; what it read is then
+// committed for the group, to the end of each partition, once safe. 0
+// (the default) reads forever. A broker that does not answer is not idle.
+// Read.
+func IdleStop(d time.Duration) Option { return func(c *config) { c.SetIdleStop(d) } }
 
 // WatermarkLag is how far a partition's watermark stays behind the latest
 // record timestamp it read, and, once the reader has reached the
 // partition's end, behind the wall clock (default 2s): a record up to this
 // much older than the newest before it is still on time. Read.
-func WatermarkLag(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("WatermarkLag")
-		if d < 0 {
-			c.Errorf("WatermarkLag(%v): want 0 or a positive duration", d)
-		}
-		c.watermarkLag = d
-	}
-}
+func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWatermarkLag(d) } }
 
 // CommitInterval is how often, at most, the offsets that became safe are
-// committed for the group (default 250ms). Read.
+// committed for the group while the partitions' readers run (default
+// 250ms); once a reader has ended, what becomes safe of its partition is
+// committed at once. Read.
 func CommitInterval(d time.Duration) Option {
 	return func(c *config) {
 		c.Set("CommitInterval")
@@ -237,9 +177,9 @@ func MaxInFlight(n int) Option {
 // while the job runs and read each partition added since (default: listed
 // once, when the job starts; a partition added later is read by the next
 // run). An added partition starts at the group's committed offset, if it
-// has one, else at its first offset, whatever StartFrom says: its records
-// were all written after the job started. With IdleStop the watch ends
-// once every partition's reader in this process has ended and no
+// has one, else at its first offset, whatever the start options say: its
+// records were all written after the job started. With IdleStop the watch
+// ends once every partition's reader in this process has ended and no
 // partition was added for the IdleStop duration. Read.
 func WatchPartitions(d time.Duration) Option {
 	return func(c *config) {

@@ -2,27 +2,14 @@ package kafkaio
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"math"
-	"net"
 	"reflect"
-	"syscall"
-	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/rtrackers/offsetrange"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
 )
 
 func init() {
@@ -56,12 +43,7 @@ func TryRead(s beam.Scope, brokers, topic string, opts ...Option) (beam.PCollect
 		return beam.PCollection{}, err
 	}
 	s = s.Scope("kafkaio.Read")
-	runID := cfg.stopID
-	if runID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		runID = "read-" + hex.EncodeToString(b[:])
-	}
+	reading := cfg.Reading()
 	var startAtMs int64
 	if !cfg.startAt.IsZero() {
 		startAtMs = cfg.startAt.UnixMilli()
@@ -69,14 +51,11 @@ func TryRead(s beam.Scope, brokers, topic string, opts ...Option) (beam.PCollect
 	var list any = &listFn{Brokers: brokers, Topic: topic, Group: cfg.group, Start: int(cfg.start), StartAtMs: startAtMs}
 	if cfg.watch > 0 {
 		list = &watchFn{Brokers: brokers, Topic: topic, Group: cfg.group, Start: int(cfg.start), StartAtMs: startAtMs,
-			IntervalMs: cfg.watch.Milliseconds(), IdleStopMs: cfg.idleStop.Milliseconds(), LagMs: cfg.watermarkLag.Milliseconds(),
-			RunID: runID, StopID: cfg.stopID}
+			IntervalMs: cfg.watch.Milliseconds(), Reading: reading}
 	}
 	parts := beam.ParDo(s, list, beam.Impulse(s))
 	return beam.ParDo(s, &readFn{
-		Brokers: brokers, Topic: topic, Group: cfg.group, RunID: runID, StopID: cfg.stopID,
-		MaxBundleMs: cfg.maxBundle.Milliseconds(), MaxBundleRecords: cfg.maxRecords,
-		IdleStopMs: cfg.idleStop.Milliseconds(), WatermarkLagMs: cfg.watermarkLag.Milliseconds(),
+		Brokers: brokers, Topic: topic, Group: cfg.group, Reading: reading,
 		CommitIntervalMs: cfg.commitInterval.Milliseconds(), MaxInFlight: cfg.maxInFlight, Watched: cfg.watch > 0,
 	}, parts), nil
 }
@@ -94,7 +73,7 @@ type listFn struct {
 	Brokers   string
 	Topic     string
 	Group     string
-	Start     int   // a Start
+	Start     int   // a start
 	StartAtMs int64 // StartAt, when not 0
 
 	adm *kadm.Client
@@ -107,7 +86,7 @@ func (fn *listFn) Setup() error {
 }
 
 func (fn *listFn) ProcessElement(ctx context.Context, _ []byte, emit func(partition)) error {
-	starts, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, Start(fn.Start), fn.StartAtMs)
+	starts, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, start(fn.Start), fn.StartAtMs)
 	if err != nil {
 		return err
 	}
@@ -118,7 +97,7 @@ func (fn *listFn) ProcessElement(ctx context.Context, _ []byte, emit func(partit
 }
 
 // startOffsets is where each partition of topic starts.
-func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group string, start Start, atMs int64) (map[int32]int64, error) {
+func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group string, from start, atMs int64) (map[int32]int64, error) {
 	where := fmt.Sprintf("topic %s on %s", topic, brokers)
 	list := func(f func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[int32]int64, error) {
 		l, err := f(ctx, topic)
@@ -145,10 +124,10 @@ func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group s
 			return adm.ListOffsetsAfterMilli(ctx, atMs, t...)
 		})
 	}
-	switch start {
-	case FromLatest:
+	switch from {
+	case fromLatest:
 		return list(adm.ListEndOffsets)
-	case FromEarliest:
+	case fromEarliest:
 		return list(adm.ListStartOffsets)
 	}
 	earliest, err := list(adm.ListStartOffsets)
@@ -181,258 +160,4 @@ func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group s
 		earliest[p] = max(o.At, first)
 	}
 	return earliest, nil
-}
-
-// readFn is the splittable DoFn of a partition's reader. Fields are
-// exported so the runner can serialize the DoFn.
-type readFn struct {
-	Brokers          string
-	Topic            string
-	Group            string
-	RunID            string // names this Read's run (ledger.go)
-	StopID           string // names the Stopper in the submitting process
-	MaxBundleMs      int64
-	MaxBundleRecords int
-	IdleStopMs       int64
-	WatermarkLagMs   int64
-	CommitIntervalMs int64
-	MaxInFlight      int  // with Group: records read ahead of the safe offset, at most (0: no bound)
-	Watched          bool // its partitions come from a watch (WatchPartitions), told when it ends
-
-	adm               *kadm.Client
-	stopMissingWarned bool
-}
-
-func (fn *readFn) Setup() error {
-	var err error
-	fn.adm, err = adminFor(fn.Brokers)
-	return err
-}
-
-func (fn *readFn) CreateInitialRestriction(p partition) offsetrange.Restriction {
-	return offsetrange.Restriction{Start: p.Start, End: math.MaxInt64}
-}
-
-func (fn *readFn) SplitRestriction(_ partition, r offsetrange.Restriction) []offsetrange.Restriction {
-	return []offsetrange.Restriction{r}
-}
-
-func (fn *readFn) RestrictionSize(_ partition, _ offsetrange.Restriction) float64 { return 1 }
-
-func (fn *readFn) CreateTracker(r offsetrange.Restriction) *sdf.LockRTracker {
-	return sdf.NewLockRTracker(newTracker(r))
-}
-
-func (fn *readFn) InitialWatermarkEstimatorState(et beam.EventTime, _ offsetrange.Restriction, _ partition) int64 {
-	return int64(et)
-}
-
-func (fn *readFn) CreateWatermarkEstimator(ms int64) *unbounded.Watermark {
-	return unbounded.NewWatermark(ms)
-}
-
-func (fn *readFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { return w.State() }
-
-// pollBatch bounds the records one poll returns.
-const pollBatch = 1000
-
-// inFlightPause is how long a reader held at MaxInFlight waits before its
-// next bundle looks again.
-const inFlightPause = 50 * time.Millisecond
-
-// ProcessElement runs one bundle of a partition's reader: poll and emit
-// until the bundle's time or record budget is spent, then checkpoint.
-func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, p partition,
-	emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
-	tr := rt.Rt.(*tracker)
-	start := rt.GetRestriction().(offsetrange.Restriction).Start
-	r, err := runFor(fn)
-	if err != nil {
-		return nil, err
-	}
-	if r != nil {
-		r.started(p.Partition, start)
-	}
-	pr, err := acquireReader(fn.Brokers, fn.Topic, p.Partition, start)
-	if err != nil {
-		return nil, fmt.Errorf("kafkaio: a reader of topic %s partition %d on %s: %w", fn.Topic, p.Partition, fn.Brokers, err)
-	}
-	keep := true
-	defer func() {
-		if keep {
-			releaseReader(pr)
-		} else {
-			discardReader(pr)
-		}
-	}()
-	stp := fn.stopper(ctx)
-	read := 0
-	defer func() { cRead.Inc(ctx, int64(read)) }()
-	stop := func() (sdf.ProcessContinuation, error) {
-		// What was emitted commits with this bundle; the partition is done.
-		finish(rt)
-		if stp != nil {
-			stp.ended.Add(1)
-		}
-		if fn.Watched {
-			watchOf(fn.RunID).readerEnded()
-		}
-		keep = false
-		return sdf.StopProcessing(), nil
-	}
-	lag := time.Duration(fn.WatermarkLagMs) * time.Millisecond
-	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
-	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
-	for read < fn.MaxBundleRecords && time.Now().Before(deadline) {
-		if stp != nil && stp.Requested() {
-			return stop()
-		}
-		want := min(pollBatch, fn.MaxBundleRecords-read)
-		if r != nil && fn.MaxInFlight > 0 {
-			room := r.room(ctx, p.Partition, pr.next, fn.MaxInFlight)
-			if room <= 0 {
-				// Held: end the bundle, so that the runner passes on what
-				// it emitted and those records can become safe.
-				return sdf.ResumeProcessingIn(inFlightPause), nil
-			}
-			want = min(want, room)
-		}
-		pctx, cancel := context.WithDeadline(ctx, deadline)
-		fetches := pr.cl.PollRecords(pctx, want)
-		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err := fetchError(fetches); err != nil {
-			// A broker restarting, a leader moving: kgo retries. Past
-			// failTimeout the job fails, naming the topic and the
-			// brokers, rather than wait silently.
-			if pr.failing.IsZero() {
-				pr.failing = time.Now()
-			}
-			if !retriable(err) || time.Since(pr.failing) >= failTimeout {
-				keep = false
-				return nil, fmt.Errorf("kafkaio: reading topic %s partition %d on %s failed (for %v): %w; a rerun reads on from the group's committed offsets",
-					fn.Topic, p.Partition, fn.Brokers, time.Since(pr.failing).Round(time.Second), err)
-			}
-			continue
-		}
-		pr.failing = time.Time{}
-		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if fp.HighWatermark > 0 {
-				pr.hwm.Store(fp.HighWatermark)
-			}
-		})
-		recs := fetches.Records()
-		if len(recs) == 0 {
-			if fn.caughtUp(ctx, pr) {
-				we.UpdateWatermark(time.Now().Add(-lag))
-				if idleStop > 0 && time.Since(pr.lastData) >= idleStop {
-					return stop()
-				}
-			}
-			continue
-		}
-		pr.lastData = time.Now()
-		var newest time.Time
-		for _, kr := range recs {
-			if kr.Offset < pr.next {
-				continue // fetched before a reset; not this range's
-			}
-			if !rt.TryClaim(kr.Offset) {
-				// The range ends here (a split): what follows is another
-				// reader's, and this client is past it.
-				keep = false
-				if rt.IsDone() {
-					return sdf.StopProcessing(), nil
-				}
-				return nil, fmt.Errorf("kafkaio: claiming offset %d of topic %s partition %d: %v", kr.Offset, fn.Topic, p.Partition, rt.GetError())
-			}
-			if r != nil && kr.Offset > pr.next {
-				r.markSafe(p.Partition, pr.next, kr.Offset) // passed over: no record there for us
-			}
-			pr.next = kr.Offset + 1
-			if kr.Timestamp.After(newest) {
-				newest = kr.Timestamp
-			}
-			read++
-			if stp != nil {
-				stp.claimed.Add(1) // before emit, which may block in fused steps
-			}
-			emit(mtime.FromTime(kr.Timestamp), fromKgo(kr))
-		}
-		if wm := newest.Add(-lag); !newest.IsZero() {
-			we.UpdateWatermark(wm)
-		}
-		tr.end.Store(max(pr.hwm.Load(), pr.next))
-		if fn.caughtUp(ctx, pr) {
-			we.UpdateWatermark(time.Now().Add(-lag))
-		}
-	}
-	return sdf.ResumeProcessingIn(0), nil
-}
-
-// caughtUp reports whether the reader has read to the partition's end, as
-// last seen; with no fetch to say, it lists the end offset, at most once a
-// second. A broker that does not answer is not caught up.
-func (fn *readFn) caughtUp(ctx context.Context, pr *partReader) bool {
-	if hwm := pr.hwm.Load(); hwm >= 0 && pr.next >= hwm {
-		return true
-	}
-	if time.Since(pr.lastCheck) < time.Second {
-		return false
-	}
-	pr.lastCheck = time.Now()
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	l, err := fn.adm.ListEndOffsets(lctx, fn.Topic)
-	if err != nil {
-		return false
-	}
-	if o, ok := l.Lookup(fn.Topic, pr.partition); ok && o.Err == nil {
-		pr.hwm.Store(o.Offset)
-		return pr.next >= o.Offset
-	}
-	return false
-}
-
-// retry calls f until it returns nil or an error Kafka does not call
-// retriable (a group coordinator that is still loading, say), at most for
-// 30s or ctx's deadline.
-func retry(ctx context.Context, f func() error) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// failTimeout is how long a reader's fetches may fail with errors Kafka
-// calls retriable (a restarting broker, a topic deleted under it) before
-// the reader fails its bundle.
-const failTimeout = 30 * time.Second
-
-// retriable reports whether a fetch may succeed if tried again: a network
-// error, or a Kafka error marked retriable.
-func retriable(err error) bool {
-	var ne net.Error
-	return kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-// fetchError is the first error of a poll that is not its own deadline.
-func fetchError(fs kgo.Fetches) error {
-	for _, e := range fs.Errors() {
-		if errors.Is(e.Err, context.DeadlineExceeded) || errors.Is(e.Err, context.Canceled) {
-			continue
-		}
-		return e.Err
-	}
-	return nil
 }

@@ -43,7 +43,7 @@ func TestReadEmitsEveryRecordOfEveryPartitionWithWhereItWasRead(t *testing.T) {
 		parts[r.Partition] = true
 	}
 	assert.Len(t, parts, 2, "both partitions read")
-	assert.Equal(t, int64(200), ReadCounters(pr).Read)
+	assert.Equal(t, int64(200), readCounters(pr).Read)
 }
 
 // Where Read starts, by option: the group's committed offsets (and the
@@ -59,9 +59,9 @@ func TestReadStartsWhereItIsTold(t *testing.T) {
 	}{
 		{"committed, else earliest", func(g string) []Option { return []Option{Group(g)} },
 			func(_ int, p int32, o int64) bool { return p != 0 || o >= 3 }},
-		{"earliest", func(g string) []Option { return []Option{Group(g), StartFrom(FromEarliest)} },
+		{"earliest", func(g string) []Option { return []Option{Group(g), FromEarliest()} },
 			func(int, int32, int64) bool { return true }},
-		{"latest", func(g string) []Option { return []Option{Group(g), StartFrom(FromLatest)} },
+		{"latest", func(g string) []Option { return []Option{Group(g), FromLatest()} },
 			func(int, int32, int64) bool { return false }},
 		{"a time", func(string) []Option { return []Option{StartAt(base.Add(15 * time.Second))} },
 			func(i int, _ int32, _ int64) bool { return i >= 15 }},
@@ -107,8 +107,8 @@ func TestTryReadRejectsBadConfigurationNamingEveryMistake(t *testing.T) {
 		{"no brokers", "", "t", nil, []string{"kafkaio.Read: no brokers; want host:port"}},
 		{"a broker without a port", "localhost", "t", nil, []string{`broker "localhost" is not host:port`}},
 		{"a bad topic", "h:1", "a topic", nil, []string{`topic "a topic" is not a valid Kafka topic name`}},
-		{"committed without a group", "h:1", "t", []Option{StartFrom(FromCommitted)}, []string{"StartFrom(FromCommitted) needs Group"}},
-		{"two starts", "h:1", "t", []Option{StartFrom(FromLatest), StartAt(base)}, []string{"StartFrom and StartAt are both given"}},
+		{"two starts", "h:1", "t", []Option{FromLatest(), StartAt(base)}, []string{"FromLatest and StartAt are both given"}},
+		{"earliest and latest", "h:1", "t", []Option{FromEarliest(), FromLatest()}, []string{"FromEarliest and FromLatest are both given"}},
 		{"a Write option", "h:1", "t", []Option{WriteTimeout(time.Second)}, []string{"WriteTimeout does not apply to kafkaio.Read"}},
 		{"several at once", "", "", []Option{IdleStop(-time.Second), nil, Group(""), MaxInFlight(-1)},
 			[]string{"no brokers", "no topic", "IdleStop(-1s)", "option 2 of 4 is nil", `Group("")`, "MaxInFlight(-1)"}},

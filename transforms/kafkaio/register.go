@@ -7,8 +7,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
 )
 
 // The DoFns are registered through package dofn, each method once (as

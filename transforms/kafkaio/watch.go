@@ -14,7 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // watchFn is the partition watch of WatchPartitions, in place of listFn:
@@ -34,13 +34,12 @@ type watchFn struct {
 	Start      int
 	StartAtMs  int64
 	IntervalMs int64
-	IdleStopMs int64
-	LagMs      int64
-	RunID      string
-	StopID     string
+	// Reading is the Read's: its idle stop, watermark lag, control and
+	// run.
+	Reading unbounded.Reading
 
-	adm               *kadm.Client
-	stopMissingWarned bool
+	adm           *kadm.Client
+	controlWarned bool
 }
 
 func (fn *watchFn) Setup() error {
@@ -77,18 +76,19 @@ func (fn *watchFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { retur
 func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, _ []byte,
 	emit func(beam.EventTime, partition)) (sdf.ProcessContinuation, error) {
 	next := rt.GetRestriction().(offsetrange.Restriction).Start
-	w := watchOf(fn.RunID)
+	w := watchOf(fn.Reading.RunID)
 	// Stopped on request, or with IdleStop once every reader it handed
 	// out in this process has ended and no partition came for IdleStop.
-	stp := stopperOf(ctx, fn.StopID, fn.Topic, &fn.stopMissingWarned)
-	if (stp != nil && stp.Requested()) || (fn.IdleStopMs > 0 && next > 0 && w.idle(next, time.Duration(fn.IdleStopMs)*time.Millisecond)) {
+	ctl := unbounded.LookupControl(ctx, fn.Reading.Control, "topic "+fn.Topic, &fn.controlWarned)
+	idle := fn.Reading.IdleStopAfter()
+	if ctl.Requested() || (idle > 0 && next > 0 && w.idle(next, idle)) {
 		finish(rt)
 		return sdf.StopProcessing(), nil
 	}
 	var starts map[int32]int64
 	var err error
 	if next == 0 {
-		starts, err = startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, Start(fn.Start), fn.StartAtMs)
+		starts, err = startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, start(fn.Start), fn.StartAtMs)
 	} else {
 		starts, err = fn.newPartitions(ctx, next)
 	}
@@ -116,7 +116,7 @@ func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, 
 		// watermark starts there and follows its records.
 		emit(beam.EventTime(mtime.MinTimestamp), partition{Topic: fn.Topic, Partition: p, Start: starts[p]})
 	}
-	we.UpdateWatermark(time.Now().Add(-time.Duration(fn.LagMs) * time.Millisecond))
+	we.UpdateWatermark(time.Now().Add(-fn.Reading.Lag()))
 	return sdf.ResumeProcessingIn(fn.interval()), nil
 }
 
@@ -125,11 +125,11 @@ func (fn *watchFn) interval() time.Duration { return time.Duration(fn.IntervalMs
 // newPartitions are where the partitions numbered from next on start: at
 // the group's committed offset, else at their first.
 func (fn *watchFn) newPartitions(ctx context.Context, next int64) (map[int32]int64, error) {
-	start := FromEarliest
+	from := fromEarliest
 	if fn.Group != "" {
-		start = FromCommitted
+		from = fromCommitted
 	}
-	all, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, start, 0)
+	all, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, from, 0)
 	if err != nil {
 		return nil, err
 	}

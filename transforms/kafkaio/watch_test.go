@@ -23,10 +23,9 @@ func TestWatchPartitionsReadsAPartitionAddedWhileTheJobRuns(t *testing.T) {
 	const group = "watch"
 	name := t.Name()
 	c := newCollection(name)
-	st := NewStopper()
-	defer st.Close()
+	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), WatchPartitions(200*time.Millisecond), StopWith(st), CommitInterval(100*time.Millisecond))
+	recs := Read(s, b.Addr, topic, Group(group), WatchPartitions(200*time.Millisecond), controlled, CommitInterval(100*time.Millisecond))
 	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 
 	seen := func(partition int32) int {
@@ -70,6 +69,5 @@ func TestWatchPartitionsReadsAPartitionAddedWhileTheJobRuns(t *testing.T) {
 	require.NoError(t, <-added)
 	assert.Equal(t, 10, seen(2), "the added partition's records, each once")
 	assert.Len(t, c.records(), 30)
-	require.NoError(t, st.Close())
 	waitCommitted(t, b, group, topic, map[int32]int64{0: int64(seen(0)), 1: int64(seen(1)), 2: 10})
 }

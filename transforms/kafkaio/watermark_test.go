@@ -51,10 +51,9 @@ func TestAnIdlePartitionDoesNotHoldBackTheWatermark(t *testing.T) {
 			Timestamp: base.Add(time.Duration(i) * time.Second)}).FirstErr())
 	}
 	windowsFired.Store(0)
-	st := NewStopper()
-	defer st.Close()
+	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
-	recs := beam.WindowInto(s, window.NewFixedWindows(time.Minute), Read(s, b.Addr, topic, StopWith(st)))
+	recs := beam.WindowInto(s, window.NewFixedWindows(time.Minute), Read(s, b.Addr, topic, controlled))
 	beam.ParDo0(s, countWindow, beam.GroupByKey(s, beam.ParDo(s, keyOne, recs)))
 	done := make(chan error, 1)
 	go func() {

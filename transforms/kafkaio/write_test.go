@@ -75,7 +75,7 @@ func TestWriteWritesEveryRecordByKeyAndEmitsWhatKafkaConfirmed(t *testing.T) {
 		offsets[r.Offset] = true
 	}
 	assert.Len(t, offsets, 300, "every record handed back once confirmed")
-	assert.Equal(t, int64(300), ReadCounters(pr).Written)
+	assert.Equal(t, int64(300), readCounters(pr).Written)
 }
 
 func TestWriteToAMissingTopicFailsTheBundleNamingWhatWasNotWritten(t *testing.T) {

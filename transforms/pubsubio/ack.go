@@ -11,6 +11,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/beamdedup/beamdedup/internal/pubsubadmin"
 )
 
 func init() {
@@ -41,7 +43,7 @@ func TryAck(s beam.Scope, subscription string, col beam.PCollection, opts ...Opt
 	if got := col.Type().Type(); got != messageT {
 		typeErr = fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
 	}
-	c, err := newConfig("pubsubio.Ack", ackOptions, opts, checkName(subscription, "subscriptions"), typeErr)
+	c, err := newConfig("pubsubio.Ack", ackOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions), typeErr)
 	if err != nil {
 		return err
 	}
@@ -60,7 +62,7 @@ type ackFn struct {
 
 func (fn *ackFn) Setup(ctx context.Context) error {
 	var err error
-	fn.sub, err = subscriberClient(ctx, fn.Endpoint)
+	fn.sub, err = pubsubadmin.Subscriber(ctx, fn.Endpoint)
 	return err
 }
 
@@ -115,7 +117,7 @@ func (fn *ackFn) flush(ctx context.Context) {
 			log.Warnf(ctx, "pubsubio: ack of %d messages on %s refused (leases lapsed?), they will be redelivered: %v", n, fn.Subscription, err)
 		default:
 			failed += n
-			log.Warnf(ctx, "pubsubio: ack of %d messages on %s on %s failed, they will be redelivered: %v", n, fn.Subscription, Target(fn.Endpoint), err)
+			log.Warnf(ctx, "pubsubio: ack of %d messages on %s on %s failed, they will be redelivered: %v", n, fn.Subscription, pubsubadmin.Target(fn.Endpoint), err)
 		}
 		ids = ids[n:]
 	}

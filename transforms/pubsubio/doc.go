@@ -50,8 +50,8 @@
 //
 // Prism has no drain. [IdleStop] makes the source finish after a period with
 // no messages, which ends the pipeline once the rest is done; use it for
-// demos and tests. [StopWith] ends the readers on request. On Flink stop
-// with a savepoint or cancel; on Dataflow use ReadNative and drain.
+// demos and tests. On Flink stop with a savepoint or cancel; on Dataflow
+// use ReadNative and drain.
 //
 // # Local Pub/Sub
 //
@@ -61,7 +61,16 @@
 //
 // # Counters
 //
-// Under [Namespace]; [ReadCounters] sums them. Every delivery Read emits
-// ends in one ack attempt: messages_read = messages_acked + acks_failed
-// once nothing is in flight.
+// Every delivery Read emits ends in one ack attempt: messages_read =
+// messages_acked + acks_failed once nothing is in flight. Under the
+// namespace beamdedup/pubsubio:
+//
+//	messages_read          deliveries Read emitted
+//	redeliveries_absorbed  deliveries of a message in flight, not emitted again
+//	messages_nacked        pulled, not claimed, handed back
+//	lease_extensions       ModifyAckDeadline requests
+//	messages_published     published by Write
+//	messages_acked         acked by Ack
+//	acks_failed            refused by Pub/Sub after retries; redelivered
+//	acked_unheld           acked with the id they carried: not held in the acking process
 package pubsubio

@@ -8,6 +8,8 @@ import (
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // A run is one Read of one job as this process sees it: the messages its
@@ -68,15 +70,23 @@ func (r *run) leaseIdle() time.Duration { return max(2*time.Minute, 3*r.deadline
 func (r *run) holdLimit() time.Duration { return max(10*time.Minute, 10*r.deadline) }
 
 // runFor returns the run of fn in this process, creating it on first use.
-func runFor(fn *readFn) *run {
+// Closing the Read's Control ends the run and hands back at once the
+// messages it still holds (the job failed or was cancelled with them in
+// flight), for the next run.
+func runFor(ctx context.Context, fn *readFn) *run {
 	runsMu.Lock()
 	defer runsMu.Unlock()
-	if r, ok := runs[fn.RunID]; ok {
+	id := fn.Reading.RunID
+	if r, ok := runs[id]; ok {
 		return r
 	}
-	r := &run{id: fn.RunID, subscription: fn.Subscription, sub: fn.sub, deadline: fn.ackDeadline(),
+	r := &run{id: id, subscription: fn.Subscription, sub: fn.sub, deadline: fn.ackDeadline(),
 		lease: !fn.DisableLease, held: map[string]holding{}, active: time.Now()}
-	runs[fn.RunID] = r
+	runs[id] = r
+	unbounded.LookupControl(ctx, fn.Reading.Control, fn.Subscription, &fn.controlWarned).OnClose(func(ctx context.Context) error {
+		closeRun(ctx, id, true)
+		return nil
+	})
 	return r
 }
 

@@ -11,7 +11,9 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
+	"github.com/beamdedup/beamdedup/internal/iocounters"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
@@ -34,8 +36,19 @@ func init() {
 	register.DoFn1x1[Message, error](&failFn{})
 }
 
+// readCounters are the package's counters of a job.
+func readCounters(pr beam.PipelineResult) iocounters.Pubsub { return iocounters.ReadPubsub(pr) }
+
+// newControl returns a Control of the readers of a Read (closed at the
+// end of the test) and the option that attaches it.
+func newControl(t *testing.T) (*unbounded.Control, Option) {
+	ctl := unbounded.NewControl()
+	t.Cleanup(func() { ctl.Close() })
+	return ctl, unbounded.ControlOption[Option](ctl)
+}
+
 // runPipeline runs p as a job on the test runner with a deadline
-// (pipelines/jobrun), so a source that never stops fails the test
+// (internal/jobrun), so a source that never stops fails the test
 // instead of hanging CI, and returns the run's error.
 func runPipeline(t *testing.T, p *beam.Pipeline, timeout time.Duration) (beam.PipelineResult, error) {
 	t.Helper()

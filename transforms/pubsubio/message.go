@@ -61,7 +61,7 @@ func fromReceived(rm *pubsubpb.ReceivedMessage, idAttr string) Message {
 // nonNil and nonNilMap keep a Message's slice and map fields non-nil:
 // the Go SDK writes a nil one as a null field of a schema row whose field
 // is not nullable, which a Java runner (Flink) cannot decode where it
-// decodes rows between steps (docs/runners.md).
+// decodes rows between steps (docs/flink.md).
 func nonNil(b []byte) []byte {
 	if b == nil {
 		return []byte{}

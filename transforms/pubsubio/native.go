@@ -8,6 +8,8 @@ import (
 	beampubsubio "github.com/apache/beam/sdks/v2/go/pkg/beam/io/pubsubio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	pb "google.golang.org/genproto/googleapis/pubsub/v1"
+
+	"github.com/beamdedup/beamdedup/internal/pubsubadmin"
 )
 
 func init() {
@@ -24,11 +26,11 @@ var messageT = reflect.TypeOf(Message{})
 // same PCollection<Message> as Read's, without AckIDs: Ack passes its
 // messages over.
 func ReadNative(s beam.Scope, subscription string, opts ...Option) (beam.PCollection, error) {
-	cfg, err := newConfig("pubsubio.ReadNative", nativeReadOptions, opts, checkName(subscription, "subscriptions"))
+	cfg, err := newConfig("pubsubio.ReadNative", nativeReadOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions))
 	if err != nil {
 		return beam.PCollection{}, err
 	}
-	project, short, _ := splitName(subscription, "subscriptions")
+	project, short, _ := pubsubadmin.SplitName(subscription, pubsubadmin.Subscriptions)
 	s = s.Scope("pubsubio.ReadNative")
 	raw := beampubsubio.Read(s, project, beampubsubio.ReadOptions{
 		Subscription:       short,
@@ -42,9 +44,9 @@ func ReadNative(s beam.Scope, subscription string, opts ...Option) (beam.PCollec
 // WriteNative publishes a PCollection<Message> with Beam's io/pubsubio
 // (Dataflow only).
 func WriteNative(s beam.Scope, topic string, col beam.PCollection) error {
-	project, short, ok := splitName(topic, "topics")
+	project, short, ok := pubsubadmin.SplitName(topic, pubsubadmin.Topics)
 	if !ok {
-		return fmt.Errorf("pubsubio.WriteNative: %w", checkName(topic, "topics"))
+		return fmt.Errorf("pubsubio.WriteNative: %w", pubsubadmin.CheckName(topic, pubsubadmin.Topics))
 	}
 	if got := col.Type().Type(); got != messageT {
 		return fmt.Errorf("pubsubio.WriteNative: needs a PCollection<pubsubio.Message>, got %v", got)

@@ -1,21 +1,9 @@
 package pubsubio
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/optcheck"
-)
-
-// Defaults of the options.
-const (
-	DefaultAckDeadline       = 60 * time.Second
-	DefaultMaxBundleDuration = time.Second
-	DefaultMaxBundleMessages = 5000
-	DefaultPullBatch         = 1000
-	DefaultWatermarkLag      = 2 * time.Second
-	DefaultPublishBatch      = 500
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 // Option configures Read, Write and Ack (and ReadNative). Each option's
@@ -25,33 +13,26 @@ const (
 // with them).
 type Option func(*config)
 
-// config is what the options set. An option records its name and its
-// errors (optcheck), so that a transform can refuse the ones that are not
-// its own.
+// config is what the options set: the reading settings both sources
+// share and the option bookkeeping (unbounded.Config), and Pub/Sub's own.
 type config struct {
+	unbounded.Config
+
 	endpoint           string
 	idAttribute        string
 	timestampAttribute string
 	ackDeadline        time.Duration
-	maxBundleDuration  time.Duration
-	maxBundleMessages  int
-	pullBatch          int
-	idleStop           time.Duration
 	readers            int
-	watermarkLag       time.Duration
-	stopID             string // see StopWith
 	disableLease       bool
 	publishBatch       int
-
-	optcheck.Record
 }
 
 // The options each transform takes.
 var (
 	readOptions = []string{"Endpoint", "IDAttribute", "TimestampAttribute", "AckDeadline", "MaxBundleDuration",
-		"MaxBundleMessages", "PullBatch", "IdleStop", "Readers", "WatermarkLag", "StopWith", "withoutLease"}
+		"MaxBundleMessages", "IdleStop", "Readers", "WatermarkLag", unbounded.ControlOptionName, "withoutLease"}
 	nativeReadOptions = []string{"IDAttribute", "TimestampAttribute"}
-	writeOptions      = []string{"Endpoint", "PublishBatch"}
+	writeOptions      = []string{"Endpoint", "publishBatch"}
 	ackOptions        = []string{"Endpoint"}
 )
 
@@ -60,21 +41,12 @@ var (
 // transform's own arguments, reported with the options'.
 func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
 	c := config{
-		ackDeadline:       DefaultAckDeadline,
-		maxBundleDuration: DefaultMaxBundleDuration,
-		maxBundleMessages: DefaultMaxBundleMessages,
-		pullBatch:         DefaultPullBatch,
-		readers:           1,
-		watermarkLag:      DefaultWatermarkLag,
-		publishBatch:      DefaultPublishBatch,
+		Config:       unbounded.Config{MaxBundle: time.Second, MaxElements: 5000, WatermarkLag: 2 * time.Second},
+		ackDeadline:  60 * time.Second,
+		readers:      1,
+		publishBatch: 500,
 	}
-	for i, o := range opts {
-		if o == nil {
-			c.NilOption(i, len(opts))
-			continue
-		}
-		o(&c)
-	}
+	unbounded.Apply(&c, &c.Record, opts)
 	return c, c.Check(transform, allowed, more...)
 }
 
@@ -133,52 +105,19 @@ func AckDeadline(d time.Duration) Option {
 // MaxBundleDuration bounds how long one bundle of the source pulls before it
 // checkpoints (default 1s). Output behind a shuffle appears after the bundle
 // commits, so this bounds latency. Read.
-func MaxBundleDuration(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("MaxBundleDuration")
-		if d <= 0 {
-			c.Errorf("MaxBundleDuration(%v): want a positive duration", d)
-		}
-		c.maxBundleDuration = d
-	}
-}
+func MaxBundleDuration(d time.Duration) Option { return func(c *config) { c.SetMaxBundle(d) } }
 
 // MaxBundleMessages bounds how many messages one bundle of the source
 // emits (default 5000). Read.
 func MaxBundleMessages(n int) Option {
-	return func(c *config) {
-		c.Set("MaxBundleMessages")
-		if n <= 0 {
-			c.Errorf("MaxBundleMessages(%d): want a positive number", n)
-		}
-		c.maxBundleMessages = n
-	}
-}
-
-// PullBatch is the MaxMessages of each Pull request (default 1000). Read.
-func PullBatch(n int) Option {
-	return func(c *config) {
-		c.Set("PullBatch")
-		if n <= 0 {
-			c.Errorf("PullBatch(%d): want a positive number", n)
-		}
-		c.pullBatch = n
-	}
+	return func(c *config) { c.SetMaxElements("MaxBundleMessages", n) }
 }
 
 // IdleStop makes each reader finish after d without any message, which
 // ends the pipeline once all readers have stopped and the rest of the job
 // is done. 0 (the default) reads forever. Only polls the server answered
 // (empty) count as idle: a Pull that times out does not. Read.
-func IdleStop(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("IdleStop")
-		if d < 0 {
-			c.Errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
-		}
-		c.idleStop = d
-	}
-}
+func IdleStop(d time.Duration) Option { return func(c *config) { c.SetIdleStop(d) } }
 
 // Readers sets how many readers pull from the subscription concurrently
 // (default 1). Pub/Sub spreads messages over all pullers of a subscription;
@@ -197,23 +136,16 @@ func Readers(n int) Option {
 // WatermarkLag is how far behind wall-clock time the watermark stays while
 // the subscription is idle (default 2s): messages published less than this
 // before an idle poll are still on time. Read.
-func WatermarkLag(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("WatermarkLag")
-		if d < 0 {
-			c.Errorf("WatermarkLag(%v): want 0 or a positive duration", d)
-		}
-		c.watermarkLag = d
-	}
-}
+func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWatermarkLag(d) } }
 
-// PublishBatch sets how many messages one Publish request carries (default
-// 500; Pub/Sub allows up to 1000 and 10 MB). Write.
-func PublishBatch(n int) Option {
+// publishBatch sets how many messages one Publish request carries (500;
+// Pub/Sub allows up to 1000 and 10 MB): tests only, to publish a bundle
+// in several requests.
+func publishBatch(n int) Option {
 	return func(c *config) {
-		c.Set("PublishBatch")
+		c.Set("publishBatch")
 		if n <= 0 || n > 1000 {
-			c.Errorf("PublishBatch(%d): want 1 to 1000", n)
+			c.Errorf("publishBatch(%d): want 1 to 1000", n)
 		}
 		c.publishBatch = n
 	}
@@ -226,43 +158,4 @@ func withoutLease() Option {
 		c.Set("withoutLease")
 		c.disableLease = true
 	}
-}
-
-// checkName requires a fully qualified name projects/P/<kind>/N and says
-// so when name is of the other kind.
-func checkName(name, kind string) error {
-	if _, _, ok := splitName(name, kind); ok {
-		return nil
-	}
-	other := map[string]string{"subscriptions": "topics", "topics": "subscriptions"}[kind]
-	hint := ""
-	if _, _, ok := splitName(name, other); ok {
-		hint = " (that names a " + strings.TrimSuffix(other, "s") + ")"
-	}
-	singular := strings.TrimSuffix(kind, "s")
-	return fmt.Errorf("%q is not a full %s name%s; want projects/PROJECT/%s/NAME", name, singular, hint, kind)
-}
-
-// CheckSubscriptionName returns an error unless name has the form
-// projects/PROJECT/subscriptions/NAME, for a program that takes names from
-// its user and wants to refuse a bad one before it builds a job.
-func CheckSubscriptionName(name string) error { return checkName(name, "subscriptions") }
-
-// CheckTopicName is CheckSubscriptionName for projects/PROJECT/topics/NAME.
-func CheckTopicName(name string) error { return checkName(name, "topics") }
-
-func splitName(name, kind string) (project, short string, ok bool) {
-	rest, ok := strings.CutPrefix(name, "projects/")
-	if !ok {
-		return "", "", false
-	}
-	project, rest, ok = strings.Cut(rest, "/")
-	if !ok || project == "" {
-		return "", "", false
-	}
-	short, ok = strings.CutPrefix(rest, kind+"/")
-	if !ok || short == "" || strings.Contains(short, "/") {
-		return "", "", false
-	}
-	return project, short, true
 }

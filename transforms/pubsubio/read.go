@@ -2,8 +2,6 @@ package pubsubio
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -19,7 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/beamdedup/beamdedup/transforms/internal/unbounded"
+	"github.com/beamdedup/beamdedup/internal/pubsubadmin"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
 func init() {
@@ -49,7 +48,7 @@ func Read(s beam.Scope, subscription string, opts ...Option) beam.PCollection {
 
 // TryRead is Read returning construction errors.
 func TryRead(s beam.Scope, subscription string, opts ...Option) (beam.PCollection, error) {
-	cfg, err := newConfig("pubsubio.Read", readOptions, opts, checkName(subscription, "subscriptions"))
+	cfg, err := newConfig("pubsubio.Read", readOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions))
 	if err != nil {
 		return beam.PCollection{}, err
 	}
@@ -58,7 +57,10 @@ func TryRead(s beam.Scope, subscription string, opts ...Option) (beam.PCollectio
 	for i := range readers {
 		readers[i] = i
 	}
-	return beam.ParDo(s, newReadFn(subscription, cfg), beam.CreateList(s, readers)), nil
+	fn := &readFn{Subscription: subscription, Endpoint: cfg.endpoint, IDAttribute: cfg.idAttribute,
+		TimestampAttribute: cfg.timestampAttribute, AckDeadlineMs: cfg.ackDeadline.Milliseconds(),
+		Reading: cfg.Reading(), DisableLease: cfg.disableLease}
+	return beam.ParDo(s, fn, beam.CreateList(s, readers)), nil
 }
 
 // readFn is the splittable DoFn of one reader; its element is the reader's
@@ -69,49 +71,19 @@ type readFn struct {
 	IDAttribute        string
 	TimestampAttribute string
 	AckDeadlineMs      int64
-	MaxBundleMs        int64
-	MaxBundleMessages  int
-	PullBatch          int
-	IdleStopMs         int64
-	WatermarkLagMs     int64
-	DisableLease       bool
-	// RunID names the run of this Read (lease.go): the Stopper's id with
-	// StopWith, else one made at construction.
-	RunID string
-	// StopID names the Stopper in the submitting process (StopWith).
-	StopID string
+	// Reading is the bundle budget, idle stop, watermark lag and control
+	// both sources share, and the run of this Read in a worker process
+	// (lease.go).
+	Reading      unbounded.Reading
+	DisableLease bool
 
-	sub               *pubsub.SubscriptionAdminClient
-	stopMissingWarned bool
-}
-
-func newReadFn(subscription string, c config) *readFn {
-	runID := c.stopID
-	if runID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		runID = "read-" + hex.EncodeToString(b[:])
-	}
-	return &readFn{
-		Subscription:       subscription,
-		Endpoint:           c.endpoint,
-		IDAttribute:        c.idAttribute,
-		TimestampAttribute: c.timestampAttribute,
-		AckDeadlineMs:      c.ackDeadline.Milliseconds(),
-		MaxBundleMs:        c.maxBundleDuration.Milliseconds(),
-		MaxBundleMessages:  c.maxBundleMessages,
-		PullBatch:          c.pullBatch,
-		IdleStopMs:         c.idleStop.Milliseconds(),
-		WatermarkLagMs:     c.watermarkLag.Milliseconds(),
-		DisableLease:       c.disableLease,
-		RunID:              runID,
-		StopID:             c.stopID,
-	}
+	sub           *pubsub.SubscriptionAdminClient
+	controlWarned bool
 }
 
 func (fn *readFn) Setup(ctx context.Context) error {
 	var err error
-	fn.sub, err = subscriberClient(ctx, fn.Endpoint)
+	fn.sub, err = pubsubadmin.Subscriber(ctx, fn.Endpoint)
 	return err
 }
 
@@ -141,51 +113,36 @@ func (fn *readFn) ackDeadline() time.Duration {
 	return time.Duration(fn.AckDeadlineMs) * time.Millisecond
 }
 
+// pullBatch bounds the messages one Pull asks for.
+const pullBatch = 1000
+
 // ProcessElement runs one bundle of a reader: pull and emit until the
 // bundle's time or message budget is spent, then checkpoint. Every message
 // emitted is held (lease.go) until Ack releases it.
 func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, _ int,
 	emit func(beam.EventTime, Message)) (sdf.ProcessContinuation, error) {
 	tr := rt.Rt.(*tracker)
-	r := runFor(fn)
-	stp := fn.stopper(ctx)
-	read, absorbed := 0, 0
+	r := runFor(ctx, fn)
+	b := fn.Reading.Start(ctx, we, fn.Subscription, &fn.controlWarned)
+	absorbed := 0
 	defer func() {
-		cRead.Inc(ctx, int64(read))
+		cRead.Inc(ctx, int64(b.Emitted()))
 		cAbsorbed.Inc(ctx, int64(absorbed))
 		cLeaseExtensions.Inc(ctx, r.extensions.Swap(0))
 	}()
 	stop := func() (sdf.ProcessContinuation, error) {
 		// What was emitted commits with this bundle; nothing was acked.
 		tr.stop()
-		if stp != nil {
-			stp.ended.Add(1)
-		}
+		b.Ended()
 		return sdf.StopProcessing(), nil
 	}
-	if stp != nil && stp.requested.Load() {
-		return stop()
-	}
-
-	lag := time.Duration(fn.WatermarkLagMs) * time.Millisecond
-	idleStop := time.Duration(fn.IdleStopMs) * time.Millisecond
-	deadline := time.Now().Add(time.Duration(fn.MaxBundleMs) * time.Millisecond)
-	claimed := 0
-	for claimed < fn.MaxBundleMessages && time.Now().Before(deadline) {
-		if stp != nil && stp.requested.Load() {
+	for b.More() {
+		if b.StopRequested() {
 			return stop()
 		}
-		if stp != nil {
-			stp.pullSince.Store(time.Now().UnixNano())
-		}
-		msgs, err := fn.pull(ctx, deadline, min(fn.PullBatch, fn.MaxBundleMessages-claimed))
-		if stp != nil {
-			stp.pullSince.Store(0)
-			stp.unanswered.Store(errors.Is(err, errNoAnswer))
-			if err == nil {
-				stp.answered.Add(1)
-			}
-		}
+		b.Control().Polling()
+		msgs, err := fn.pull(ctx, b.Deadline(), min(pullBatch, b.Left()))
+		b.Control().Polled(!errors.Is(err, errNoAnswer))
 		if errors.Is(err, errNoAnswer) {
 			// Not evidence of an empty subscription (a loaded server or
 			// fake can be that slow with a backlog): no IdleStop on it.
@@ -195,71 +152,80 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 			return nil, err
 		}
 		if len(msgs) == 0 {
-			if claimed == 0 {
-				if idleStop > 0 && time.Since(tr.lastActivityTime()) >= idleStop {
+			if b.Spent() == 0 {
+				if b.Idle(tr.lastActivityTime()) {
 					return stop()
 				}
 				// Idle and nothing in flight from this bundle: let event time move on.
-				we.UpdateWatermark(time.Now().Add(-lag))
+				b.CaughtUp()
 			}
 			continue
 		}
-		// Lease the whole batch now: the subscription's own deadline may be
-		// shorter than the time emit takes to come back from fused steps.
-		if !fn.DisableLease {
-			warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, ackIDs(msgs), fn.ackDeadline()))
-			r.extensions.Add(1)
-		}
-		// Claim and hold the whole batch before emitting any of it: emit
-		// may block in fused steps, and the lease covers only what is held.
-		fresh := make([]bool, len(msgs))
-		split := false
-		for i, rm := range msgs {
-			if !rt.TryClaim(rm.GetAckId()) {
-				// A runner split took over the restriction: hand the rest
-				// back at once, emit what was claimed, and end.
-				unclaimed := ackIDs(msgs[i:])
-				warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, unclaimed, 0))
-				cNacked.Inc(ctx, int64(len(unclaimed)))
-				msgs, split = msgs[:i], true
-				break
-			}
-			claimed++
-			fresh[i] = r.hold(ctx, rm.GetMessage().GetMessageId(), rm.GetAckId())
-			if !fresh[i] {
-				absorbed++ // its first delivery is in flight in this run
-			}
-		}
-		var oldest time.Time
-		emitted := 0
-		for i, rm := range msgs {
-			if !fresh[i] {
-				continue
-			}
-			m := fromReceived(rm, fn.IDAttribute)
-			ts := eventTime(m, fn.TimestampAttribute)
-			if emitted == 0 || ts.Before(oldest) {
-				oldest = ts
-			}
-			emitted++
-			if stp != nil {
-				stp.claimed.Add(1) // before emit, which may block in fused steps
-			}
-			read++
-			emit(mtime.FromTime(ts), m)
-		}
+		n, split := fn.take(ctx, b, r, rt, msgs, emit)
+		absorbed += n
 		if split {
 			return sdf.StopProcessing(), nil
 		}
-		// Heuristic watermark: Pub/Sub has no order, so follow the oldest
-		// timestamp of the latest batch, never ahead of wall time minus lag.
-		if wm := time.Now().Add(-lag); emitted > 0 && oldest.Before(wm) {
-			we.UpdateWatermark(oldest)
-		} else {
-			we.UpdateWatermark(wm)
-		}
 	}
 	return sdf.ResumeProcessingIn(0), nil
+}
+
+// take leases, claims and holds a batch of pulled messages, emits those
+// that are not redeliveries of a message in flight (it returns how many it
+// absorbed), and moves the watermark. It reports split when a runner split
+// took over the restriction: the rest of the batch is handed back.
+func (fn *readFn) take(ctx context.Context, b *unbounded.Bundle, r *run, rt *sdf.LockRTracker, msgs []*pubsubpb.ReceivedMessage,
+	emit func(beam.EventTime, Message)) (absorbed int, split bool) {
+	// Lease the whole batch now: the subscription's own deadline may be
+	// shorter than the time emit takes to come back from fused steps.
+	if !fn.DisableLease {
+		warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, ackIDs(msgs), fn.ackDeadline()))
+		r.extensions.Add(1)
+	}
+	// Claim and hold the whole batch before emitting any of it: emit
+	// may block in fused steps, and the lease covers only what is held.
+	fresh := make([]bool, len(msgs))
+	for i, rm := range msgs {
+		if !rt.TryClaim(rm.GetAckId()) {
+			// Hand the rest back at once, emit what was claimed, and end.
+			unclaimed := ackIDs(msgs[i:])
+			warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, unclaimed, 0))
+			cNacked.Inc(ctx, int64(len(unclaimed)))
+			msgs, split = msgs[:i], true
+			break
+		}
+		fresh[i] = r.hold(ctx, rm.GetMessage().GetMessageId(), rm.GetAckId())
+		if !fresh[i] {
+			absorbed++ // its first delivery is in flight in this run
+			b.Spend(1)
+		}
+	}
+	var oldest time.Time
+	emitted := 0
+	for i, rm := range msgs {
+		if !fresh[i] {
+			continue
+		}
+		m := fromReceived(rm, fn.IDAttribute)
+		ts := eventTime(m, fn.TimestampAttribute)
+		if emitted == 0 || ts.Before(oldest) {
+			oldest = ts
+		}
+		emitted++
+		b.Claim(1)
+		emit(mtime.FromTime(ts), m)
+	}
+	if split {
+		return absorbed, true
+	}
+	// Heuristic watermark: Pub/Sub has no order, so follow the oldest
+	// timestamp of the latest batch, never ahead of wall time minus lag.
+	if wm := time.Now().Add(-fn.Reading.Lag()); emitted > 0 && oldest.Before(wm) {
+		b.Watermark(oldest)
+	} else {
+		b.CaughtUp()
+	}
+	return absorbed, false
 }
 
 // pull returns at most n messages. It gives the server until the bundle
@@ -278,7 +244,7 @@ func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsu
 		if pctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded {
 			return nil, errNoAnswer
 		}
-		return nil, fmt.Errorf("pubsubio: pull %s on %s: %w", fn.Subscription, Target(fn.Endpoint), err)
+		return nil, fmt.Errorf("pubsubio: pull %s on %s: %w", fn.Subscription, pubsubadmin.Target(fn.Endpoint), err)
 	}
 	return resp.GetReceivedMessages(), nil
 }

@@ -48,7 +48,7 @@ func TestReadEmitsEveryMessageAndAckAcksEachOnceItGetsThere(t *testing.T) {
 			assert.Len(t, got, n, "every message emitted")
 			assert.Empty(t, srv.Unacked("in"), "every message acked")
 			assert.Empty(t, c.ackedEarly, "no message acked before it reached Ack")
-			cs := ReadCounters(pr)
+			cs := readCounters(pr)
 			assert.Equal(t, int64(n), cs.Read)
 			assert.Equal(t, int64(n), cs.Acked)
 			assert.Zero(t, cs.AckedUnheld, "every message acked was held by its reader in this process")
@@ -136,7 +136,7 @@ func TestLeaseKeepsASlowMessageFromRedeliveryAndAReaderAbsorbsOne(t *testing.T) 
 			}
 			assert.Equal(t, tt.redelivered, redelivered > 0, "redelivered messages: %d", redelivered)
 			assert.Len(t, c.messages(), 5, "each message emitted once")
-			assert.Equal(t, int64(again), ReadCounters(pr).Absorbed, "every redelivery absorbed")
+			assert.Equal(t, int64(again), readCounters(pr).Absorbed, "every redelivery absorbed")
 			assert.Empty(t, srv.Unacked("in"))
 		})
 	}
@@ -212,7 +212,7 @@ func TestTryReadRejectsBadConfigurationNamingEveryMistake(t *testing.T) {
 		{"nil option", sub, []Option{IdleStop(time.Second), nil}, []string{"option 2 of 2 is nil"}},
 		{"empty names", sub, []Option{Endpoint(""), IDAttribute(""), TimestampAttribute("")},
 			[]string{`Endpoint("")`, `IDAttribute("")`, `TimestampAttribute("")`}},
-		{"a Write option", sub, []Option{PublishBatch(10)}, []string{"PublishBatch does not apply to pubsubio.Read"}},
+		{"a Write option", sub, []Option{publishBatch(10)}, []string{"publishBatch does not apply to pubsubio.Read"}},
 		{"several at once", "s", []Option{Readers(-1), nil}, []string{"not a full subscription name", "Readers(-1)", "option 2 of 2 is nil"}},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,7 +18,7 @@ import (
 // A stop request ends readers that would otherwise read forever (no
 // IdleStop); everything they emitted reaches Ack and is acked, nothing
 // before, and what they never pulled stays on the subscription.
-func TestStopperEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
+func TestAStopRequestEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
 	srv := pubsubtest.New(t, 0)
 	srv.MustTopic(t, "in")
 	sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
@@ -25,11 +26,10 @@ func TestStopperEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
 
 	name := t.Name()
 	c := newCollection(name)
-	st := NewStopper()
-	defer st.Close()
+	st, controlled := newControl(t)
 	const readers = 2
 	p, s := beam.NewPipelineWithRoot()
-	msgs := Read(s, sub, Endpoint(srv.Addr), StopWith(st), Readers(readers),
+	msgs := Read(s, sub, Endpoint(srv.Addr), controlled, Readers(readers),
 		MaxBundleMessages(50), MaxBundleDuration(200*time.Millisecond))
 	Ack(s, sub, beam.ParDo(s, &collectFn{Name: name, Addr: srv.Addr}, msgs), Endpoint(srv.Addr))
 
@@ -63,29 +63,29 @@ func TestStopperEndsReadersAndWhatTheyEmittedIsAcked(t *testing.T) {
 	assert.Positive(t, len(srv.Unacked("in")), "publishing went on after the stop: those messages stay for the next run")
 	assert.Empty(t, c.ackedEarly, "no message acked before it reached Ack")
 	assert.Equal(t, readers, st.Progress().Ended, "every reader ended")
-	assert.Equal(t, int64(len(c.messages())), st.Progress().Claimed, "the Stopper counted every message emitted")
-	cs := ReadCounters(pr)
+	assert.Equal(t, int64(len(c.messages())), st.Progress().Claimed, "the control counted every message emitted")
+	cs := readCounters(pr)
 	assert.Equal(t, cs.Read, cs.Acked, "every message emitted was acked")
 }
 
-func TestStopWithRejectsNil(t *testing.T) {
-	_, err := newConfig("pubsubio.Read", readOptions, []Option{StopWith(nil)})
-	require.ErrorContains(t, err, "StopWith(nil)")
+func TestTheControlOptionRejectsNil(t *testing.T) {
+	_, err := newConfig("pubsubio.Read", readOptions, []Option{unbounded.ControlOption[Option](nil)})
+	require.ErrorContains(t, err, "a nil control")
 }
 
-// Closing the Stopper of a run that still holds messages (its job failed
+// Closing the control of a run that still holds messages (its job failed
 // with them in flight) hands them back at once, for the next run.
-func TestStopperCloseHandsBackWhatItsRunHolds(t *testing.T) {
+func TestClosingTheControlHandsBackWhatItsRunHolds(t *testing.T) {
 	srv := pubsubtest.New(t, 0)
 	srv.MustTopic(t, "in")
 	sub := srv.MustSubscription(t, "in", "in-sub", 30*time.Second)
 	publishN(srv, "in", 20)
 
-	st := NewStopper()
+	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
 	name := t.Name()
 	c := newCollection(name)
-	beam.ParDo(s, &collectFn{Name: name}, Read(s, sub, Endpoint(srv.Addr), StopWith(st), IdleStop(time.Second)))
+	beam.ParDo(s, &collectFn{Name: name}, Read(s, sub, Endpoint(srv.Addr), controlled, IdleStop(time.Second)))
 	_, err := runPipeline(t, p, 60*time.Second)
 	require.NoError(t, err)
 	require.Len(t, c.messages(), 20, "read, never acked: held with their leases of 60s")

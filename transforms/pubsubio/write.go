@@ -8,6 +8,8 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beamdedup/beamdedup/internal/pubsubadmin"
 )
 
 func init() {
@@ -35,7 +37,7 @@ func TryWrite(s beam.Scope, topic string, col beam.PCollection, opts ...Option) 
 	if got := col.Type().Type(); got != messageT {
 		typeErr = fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
 	}
-	c, err := newConfig("pubsubio.Write", writeOptions, opts, checkName(topic, "topics"), typeErr)
+	c, err := newConfig("pubsubio.Write", writeOptions, opts, pubsubadmin.CheckName(topic, pubsubadmin.Topics), typeErr)
 	if err != nil {
 		return beam.PCollection{}, err
 	}
@@ -56,7 +58,7 @@ type writeFn struct {
 
 func (fn *writeFn) Setup(ctx context.Context) error {
 	var err error
-	fn.pub, err = publisherClient(ctx, fn.Endpoint)
+	fn.pub, err = pubsubadmin.Publisher(ctx, fn.Endpoint)
 	return err
 }
 
@@ -92,7 +94,7 @@ func (fn *writeFn) flush(ctx context.Context) error {
 	if _, err := fn.pub.Publish(ctx, &pubsubpb.PublishRequest{Topic: fn.Topic, Messages: fn.buf}); err != nil {
 		unacked := len(fn.buf) + len(fn.done)
 		return fmt.Errorf("pubsubio: publish of %d messages to %s on %s failed: %w; the bundle fails with its %d messages unacked, so their input is redelivered (messages the bundle published before, if any, are published again)",
-			len(fn.buf), fn.Topic, Target(fn.Endpoint), err, unacked)
+			len(fn.buf), fn.Topic, pubsubadmin.Target(fn.Endpoint), err, unacked)
 	}
 	cPublished.Inc(ctx, int64(len(fn.buf)))
 	fn.done = append(fn.done, fn.msgs...)

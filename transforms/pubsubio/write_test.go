@@ -21,7 +21,7 @@ func TestWritePublishesEveryElementAndEmitsWhatItPublished(t *testing.T) {
 	name := t.Name()
 	c := newCollection(name)
 	p, s := beam.NewPipelineWithRoot()
-	published := Write(s, out, beam.CreateList(s, in), Endpoint(srv.Addr), PublishBatch(50))
+	published := Write(s, out, beam.CreateList(s, in), Endpoint(srv.Addr), publishBatch(50))
 	beam.ParDo(s, &collectFn{Name: name}, published)
 	pr, err := runPipeline(t, p, 60*time.Second)
 	require.NoError(t, err)
@@ -36,15 +36,15 @@ func TestWritePublishesEveryElementAndEmitsWhatItPublished(t *testing.T) {
 		acks[m.AckID] = true
 	}
 	assert.Len(t, acks, 120, "every published message comes out, with its AckID")
-	assert.Equal(t, int64(120), ReadCounters(pr).Published)
+	assert.Equal(t, int64(120), readCounters(pr).Published)
 }
 
 func TestTryWriteAndTryAckRejectBadArgumentsNamingEach(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	_, err := TryWrite(s, "projects/p/subscriptions/t", beam.Create(s, "x"), PublishBatch(0), AckDeadline(time.Minute), nil)
+	_, err := TryWrite(s, "projects/p/subscriptions/t", beam.Create(s, "x"), publishBatch(0), AckDeadline(time.Minute), nil)
 	require.Error(t, err)
 	for _, w := range []string{"pubsubio.Write:", "not a full topic name (that names a subscription)",
-		"needs a PCollection<pubsubio.Message>, got string", "PublishBatch(0): want 1 to 1000",
+		"needs a PCollection<pubsubio.Message>, got string", "publishBatch(0): want 1 to 1000",
 		"AckDeadline does not apply to pubsubio.Write", "option 3 of 3 is nil"} {
 		assert.Contains(t, err.Error(), w)
 	}

@@ -11,7 +11,7 @@
 // With --port=0 it picks a free port. It prints "WORKER_POOL=localhost:PORT"
 // once it listens, and serves until interrupted. The pool starts a process
 // for anyone who asks, and Beam's listens on every interface: this one
-// answers this machine only (pipelines/jobrun/loopback).
+// answers this machine only (internal/jobrun/loopback).
 package main
 
 import (
@@ -26,7 +26,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/container/pool"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/loopback"
+	"github.com/beamdedup/beamdedup/internal/jobrun/loopback"
 )
 
 func main() {

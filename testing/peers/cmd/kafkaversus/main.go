@@ -1,6 +1,6 @@
 // Command kafkaversus runs seed 001 on one Kafka broker, side by side:
 // our Kafka → KeepFirst → Kafka pipeline on Prism in this process
-// (pipelines/kafka, runjob --pipeline=kafka) and Flink SQL's own version
+// (pipelines/streaming over Kafka, runjob --pipeline=kafka) and Flink SQL's own version
 // (the Kafka connector, ROW_NUMBER() keep-first, a Kafka sink; the
 // flinksql peer), alternating runs on the same input topic, and prints
 // each run, the medians and the ratio. Each run writes to an output topic
@@ -28,9 +28,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/localprism"
-	"github.com/beamdedup/beamdedup/pipelines/kafka"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
+	"github.com/beamdedup/beamdedup/pipelines/streaming"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
@@ -98,11 +98,11 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Printf("load %s", loadavg())
 	const in = "orders_with_duplicates"
-	if err := kafka.CreateTopics(ctx, brokers, 2, in); err != nil {
+	if err := streaming.CreateTopics(ctx, brokers, 2, in); err != nil {
 		return err
 	}
 	start := time.Now()
-	if err := kafka.ProduceOrders(ctx, brokers, in, rows); err != nil {
+	if err := streaming.ProduceOrders(ctx, brokers, in, rows); err != nil {
 		return err
 	}
 	fmt.Printf("input %s on %s: %d records for %d orders, 2 partitions (written in %v)\n",

@@ -8,10 +8,20 @@
 // State is in memory and gone when the process exits. A test that starts
 // it as a child process passes --exit_on_stdin_eof and keeps its stdin
 // open: the server then exits with the test, however the test exits.
+//
+// With --demo_keys it plays the streaming demo's script
+// (internal/pubsubdemo): it creates the demo's topics and subscription,
+// publishes orders with exact duplicates and undecodable payloads, loses
+// the scripted acks, and takes commands on stdin, one a line, until it
+// ends: "later" publishes the publisher retries, "report" prints what it
+// saw as one JSON line (pubsubdemo.Report). runjob --pipeline=streaming
+// starts it so.
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +33,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/beamdedup/beamdedup/internal/pubsubdemo"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 )
 
@@ -47,6 +58,11 @@ func run(args []string, stdout io.Writer, stop <-chan os.Signal, stdin io.Reader
 	ackDeadline := fs.Duration("ack_deadline", 10*time.Second, "ack deadline of created subscriptions")
 	minAck := fs.Duration("min_ack_deadline", 0, "lower pstest's minimum ack deadline (>= 1s)")
 	stdinEOF := fs.Bool("exit_on_stdin_eof", false, "exit when stdin ends (a parent process that holds it open has exited)")
+	var sc pubsubdemo.Script
+	fs.IntVar(&sc.Keys, "demo_keys", 0, "play the streaming demo with this many orders (and take commands on stdin until it ends)")
+	fs.IntVar(&sc.RetryEvery, "demo_retry_every", 0, "demo: every n-th order published again as a publisher retry (0: the default, negative: none)")
+	fs.IntVar(&sc.LostAckEvery, "demo_lost_ack_every", 0, "demo: the first ack of every n-th message lost (0: the default, negative: none)")
+	fs.Uint64Var(&sc.Seed, "demo_seed", 0, "demo: the seed of the orders (0: the default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +94,9 @@ func run(args []string, stdout io.Writer, stop <-chan os.Signal, stdin io.Reader
 			return fmt.Errorf("subscription %s: %w", sub, err)
 		}
 	}
+	if sc.Keys > 0 {
+		return demo(ctx, srv, sc, stdout, stdin)
+	}
 	fmt.Fprintf(stdout, "PUBSUB_EMULATOR_HOST=%s\n", srv.Addr)
 	eof := make(chan struct{})
 	if *stdinEOF {
@@ -101,4 +120,47 @@ func split(s string) []string {
 		}
 	}
 	return out
+}
+
+// demo plays the demo's script on srv and answers the commands on stdin
+// until it ends.
+func demo(ctx context.Context, srv *pubsubtest.Server, sc pubsubdemo.Script, stdout io.Writer, stdin io.Reader) error {
+	first, later := script(sc)
+	for _, t := range []string{pubsubdemo.Input, pubsubdemo.Output, pubsubdemo.DeadLetters} {
+		if _, err := srv.CreateTopic(ctx, t); err != nil {
+			return err
+		}
+	}
+	if _, err := srv.CreateSubscription(ctx, pubsubdemo.Input, pubsubdemo.Subscription, 10*time.Second); err != nil {
+		return err
+	}
+	lost := map[string]bool{}
+	for _, m := range first {
+		id := srv.PublishRaw(pubsubdemo.Input, m.Data, m.Attrs)
+		if m.LoseAck {
+			lost[id+":1"] = true // the first delivery's ack id in pstest
+		}
+	}
+	srv.DropAcks(func(ackID string) bool { return lost[ackID] })
+	fmt.Fprintf(stdout, "PUBSUB_EMULATOR_HOST=%s\n", srv.Addr)
+	in := bufio.NewScanner(stdin)
+	for in.Scan() {
+		switch cmd := strings.TrimSpace(in.Text()); cmd {
+		case "later":
+			for _, m := range later {
+				srv.PublishRaw(pubsubdemo.Input, m.Data, m.Attrs)
+			}
+			fmt.Fprintln(stdout, "ok")
+		case "report":
+			r := report(sc.Defaults().Keys, len(lost), srv.MessagesOn(pubsubdemo.Input), srv.MessagesOn(pubsubdemo.Output), srv.MessagesOn(pubsubdemo.DeadLetters))
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+		default:
+			fmt.Fprintf(stdout, "error: unknown command %q (later, report)\n", cmd)
+		}
+	}
+	return nil
 }

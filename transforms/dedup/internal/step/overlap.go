@@ -39,8 +39,8 @@ import (
 //     emits into that element's window; its read is waited for, its writes
 //     are not.
 //   - WaitEach: every request is made and waited for in turn (the waiting
-//     stateIO: OverlapState(false), an SDK this was not checked on, a
-//     state provider of another kind than Beam's harness).
+//     stateIO: a test's deduptest.OverlapState(false), an SDK this was not
+//     checked on, a state provider of another kind than Beam's harness).
 //
 // Either way a key's requests are made in order (each after the key's
 // previous one is answered), a key with requests in flight is read only

@@ -13,11 +13,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The stateful step: per key, it reads the key's state, asks the rules
@@ -60,8 +60,8 @@ type Step struct {
 	dropped  bool
 	m        *metricSet
 	now      func(time.Time) time.Time
-	in       Columns             // the kind, OnTime and SequenceBy columns rows are read by
-	outKind  *rowspec.KindColumn // where an output row's kind is written
+	in       Columns            // the kind, OnTime and SequenceBy columns rows are read by
+	outKind  *rowcol.KindColumn // where an output row's kind is written
 	seqBuf   []byte
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder

@@ -1,0 +1,83 @@
+// Package iocounters is the one list of the IO packages' counters
+// (transforms/kafkaio, transforms/pubsubio): their namespaces and names,
+// which the packages count under and their docs list for users, and their
+// sums over a job, which the samples' status and watchdogs and the tests
+// read.
+package iocounters
+
+import "github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+// Kafka's counters, under KafkaNamespace.
+const (
+	KafkaNamespace = "beamdedup/kafkaio"
+	KafkaRead      = "records_read"    // records Read emitted
+	KafkaWritten   = "records_written" // records Write wrote and Kafka confirmed
+	KafkaSafe      = "records_safe"    // records Commit marked safe, in the process of their reader
+	KafkaUnheld    = "records_unheld"  // records Commit saw where their reader does not run: not committed from there
+)
+
+// Pub/Sub's counters, under PubsubNamespace.
+const (
+	PubsubNamespace       = "beamdedup/pubsubio"
+	PubsubRead            = "messages_read"         // deliveries Read emitted
+	PubsubAbsorbed        = "redeliveries_absorbed" // deliveries of a message in flight, not emitted again
+	PubsubNacked          = "messages_nacked"       // pulled, not claimed, handed back
+	PubsubLeaseExtensions = "lease_extensions"      // ModifyAckDeadline requests
+	PubsubPublished       = "messages_published"    // published by Write
+	PubsubAcked           = "messages_acked"        // acked by Ack
+	PubsubAckFailed       = "acks_failed"           // refused by Pub/Sub after retries; redelivered
+	PubsubAckedUnheld     = "acked_unheld"          // acked with the id they carried: not held in the acking process
+)
+
+// Kafka are kafkaio's counters of a job, summed over its steps. Every
+// record Read emits reaches Commit once the pipeline made it safe, so
+// Read == Safe + Unheld when nothing is in flight.
+type Kafka struct {
+	Read, Written, Safe, Unheld int64
+}
+
+// InFlight is the number of records read and not yet marked safe.
+func (c Kafka) InFlight() int64 { return c.Read - c.Safe - c.Unheld }
+
+// ReadKafka sums kafkaio's counters from a job's metrics.
+func ReadKafka(pr beam.PipelineResult) Kafka {
+	var c Kafka
+	sum(pr, KafkaNamespace, map[string]*int64{KafkaRead: &c.Read, KafkaWritten: &c.Written, KafkaSafe: &c.Safe, KafkaUnheld: &c.Unheld})
+	return c
+}
+
+// Pubsub are pubsubio's counters of a job, summed over its steps. Every
+// delivery Read emits ends in one ack attempt (Acked or AckFailed) once
+// the pipeline has made it safe, so Read == Acked + AckFailed when nothing
+// is in flight.
+type Pubsub struct {
+	Read, Absorbed, Nacked, LeaseExtensions int64
+	Published                               int64
+	Acked, AckFailed, AckedUnheld           int64
+}
+
+// InFlight is the number of deliveries emitted and not yet acked.
+func (c Pubsub) InFlight() int64 { return c.Read - c.Acked - c.AckFailed }
+
+// ReadPubsub sums pubsubio's counters from a job's metrics.
+func ReadPubsub(pr beam.PipelineResult) Pubsub {
+	var c Pubsub
+	sum(pr, PubsubNamespace, map[string]*int64{
+		PubsubRead: &c.Read, PubsubAbsorbed: &c.Absorbed, PubsubNacked: &c.Nacked, PubsubLeaseExtensions: &c.LeaseExtensions,
+		PubsubPublished: &c.Published, PubsubAcked: &c.Acked, PubsubAckFailed: &c.AckFailed, PubsubAckedUnheld: &c.AckedUnheld,
+	})
+	return c
+}
+
+// sum adds to each field the committed value of the counter of its name
+// in namespace, over every step; a nil result adds nothing.
+func sum(pr beam.PipelineResult, namespace string, fields map[string]*int64) {
+	if pr == nil {
+		return
+	}
+	for _, r := range pr.Metrics().AllMetrics().Counters() {
+		if p := fields[r.Name()]; p != nil && r.Namespace() == namespace {
+			*p += r.Result()
+		}
+	}
+}

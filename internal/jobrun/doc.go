@@ -1,0 +1,29 @@
+// Package jobrun runs a Beam pipeline as a job and follows it to its end:
+// submit, follow, watchdog, cancel, drain. It is the one job sequence of
+// the sample pipelines (pipelines/...) and of cmd/runjob, whatever the
+// runner and wherever the SDK workers run.
+//
+// Submission goes through beam.Run, so the program must link the runner
+// it names (a blank import of the runner's package, as in any Beam main);
+// jobrun itself links no runner. A job on a portable job server (runners
+// prism, universal/portable, flink, spark) is followed through the Job
+// API: a watchdog (Watch) reads its metrics and cancels it in the runner
+// when it stops making progress, with one line saying what did not happen
+// and what to check, so that no run waits silently. Other runners
+// (Dataflow, dot) are left to beam.Run: the Dataflow runner follows its
+// job itself.
+//
+// Beam's runners read a job's settings from global flags (--endpoint,
+// --environment_type, ...); Start sets them for the submission only
+// (flags.go). A job on a runner that may be Prism is submitted with
+// Prism's bundle splitting off (NoSplitsExperiment). Files:
+//
+//	options.go  Options: a job's settings and their defaults
+//	job.go      Start and the job's life: wait, cancel, drain, give up
+//	flags.go    the submission's global flags, set and put back
+//	sample.go   what the watchdog reads of a running job
+//	watch.go    Watch: the watchdog, over samples, with a fake clock in tests
+//	remote.go   Remote: a job on a portable job server (the Job API)
+//	flink.go    a job on a Flink cluster (its REST API): its id, a savepoint
+//	splits.go   Prism's split experiment
+package jobrun

@@ -1,0 +1,316 @@
+package jobrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
+)
+
+// Job is a pipeline submitted by Start.
+type Job struct {
+	o      Options
+	remote *Remote // nil: a runner that is not followed
+	start  time.Time
+
+	done      chan struct{} // closed when beam.Run returned
+	flagsBack chan struct{} // closed when Beam's flags are restored; nil: none set
+	pr        beam.PipelineResult
+	runErr    error
+	runCancel context.CancelCauseFunc // beam.Run's context
+	stopWatch context.CancelFunc
+
+	flink   *flinkrest.Client // nil: not on Flink, or no FlinkREST
+	flinkID string            // the Flink job's id, once found (under mu)
+
+	mu       sync.Mutex
+	why      error // why the job was cancelled; nil: it ended by itself
+	stall    *Stall
+	gaveUp   error // ctx's cause when Start's context ended first
+	notEnded bool  // cancelled, and beam.Run had to be abandoned
+}
+
+// Start submits p as a job and returns at once; Wait returns its end.
+// When ctx is done before the job ends, the job is cancelled in the
+// runner and Wait returns ctx's cause: pass a context that lives as long
+// as the job should (RunLive's outlives its stop request, which drains).
+func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
+	if o.Runner == "" {
+		return nil, errors.New("jobrun: Options.Runner is required")
+	}
+	o = o.withDefaults()
+	if err := o.Flink.Check(); err != nil {
+		return nil, fmt.Errorf("jobrun: %w", err)
+	}
+	j := &Job{o: o, start: time.Now(), done: make(chan struct{}), stopWatch: func() {}}
+	if isFlink(o.Runner) && o.FlinkREST != "" {
+		j.flink = flinkrest.New(o.FlinkREST)
+	}
+	if Followed(o.Runner) {
+		if o.Endpoint == "" {
+			return nil, fmt.Errorf("jobrun: runner %s needs a job server (Options.Endpoint or --endpoint): a standalone one, or Prism in this process (internal/jobrun/localprism)", o.Runner)
+		}
+		r, err := Follow(o.Endpoint, o.Name)
+		if err != nil {
+			return nil, err
+		}
+		j.remote = r
+	}
+	giveUp := func() {}
+	if o.Timeout > 0 {
+		ctx, giveUp = context.WithTimeoutCause(ctx, o.Timeout, &TimedOut{What: o.What, After: o.Timeout})
+	}
+	// The job gets a context of its own: cancelling beam.Run's context
+	// leaves the job running in the runner (and, with LOOPBACK, without
+	// its workers). It is stopped through the job server instead.
+	runCtx, runCancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	j.runCancel = runCancel
+	if j.remote == nil {
+		if err := j.beforeSubmit(p); err != nil {
+			giveUp()
+			return nil, err
+		}
+		go j.run(runCtx, p)
+		go j.giveUpWith(ctx, giveUp)
+		return j, nil
+	}
+
+	if err := j.submitWithFlags(runCtx, p); err != nil {
+		giveUp()
+		return nil, err
+	}
+	if o.StallLimit > 0 && (!isFlink(o.Runner) || j.flink != nil) {
+		wctx, stop := context.WithCancel(context.Background())
+		j.stopWatch = stop
+		go func() {
+			if err := Watch(wctx, j.watchConfig()); err != nil {
+				j.stalled(err)
+			}
+		}()
+	}
+	go j.giveUpWith(ctx, giveUp)
+	return j, nil
+}
+
+// beforeSubmit calls Options.BeforeSubmit; its error releases the job.
+func (j *Job) beforeSubmit(p *beam.Pipeline) error {
+	if j.o.BeforeSubmit == nil {
+		return nil
+	}
+	err := j.o.BeforeSubmit(p)
+	if err != nil {
+		j.close()
+	}
+	return err
+}
+
+func (j *Job) run(ctx context.Context, p *beam.Pipeline) {
+	j.pr, j.runErr = beam.Run(ctx, j.o.Runner, p)
+	if j.runErr != nil {
+		// The universal runner returns a result without metrics with some
+		// errors, and its Metrics then panics.
+		j.pr = nil
+	}
+	close(j.done)
+}
+
+// giveUpWith cancels the job when ctx ends first; release frees ctx.
+func (j *Job) giveUpWith(ctx context.Context, release func()) {
+	defer release()
+	select {
+	case <-ctx.Done():
+		j.mu.Lock()
+		j.gaveUp = context.Cause(ctx)
+		j.mu.Unlock()
+		j.cancel(j.gaveUp)
+	case <-j.done:
+	}
+}
+
+func (j *Job) stalled(err error) {
+	var st *Stall
+	if !errors.As(err, &st) {
+		return
+	}
+	st.Hint = j.hint(st.Note == noWorker || liveStalled(st))
+	j.mu.Lock()
+	j.stall = st
+	j.mu.Unlock()
+	j.cancel(st)
+}
+
+// cancelGrace is how long a cancelled job may take to end before Wait
+// stops waiting for beam.Run.
+const cancelGrace = 30 * time.Second
+
+// cancel stops the job in the runner; why is kept as the reason of the
+// first cancellation.
+func (j *Job) cancel(why error) error {
+	j.mu.Lock()
+	first := j.why == nil
+	if first {
+		j.why = why
+	}
+	j.mu.Unlock()
+	if !first {
+		return nil
+	}
+	j.stopWatch()
+	if j.remote == nil {
+		j.runCancel(why)
+		return nil
+	}
+	// Its own deadline, whatever cancelled the job: the stop request must
+	// still reach the runner.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := j.remote.Cancel(ctx)
+	if j.flink != nil {
+		// Beam's job server (2.62.0) stops following a job on a remote
+		// Flink cluster when cancelled, and leaves it running there
+		// (notes/beam-defects.md, 19).
+		if id, ferr := j.FlinkJobID(ctx); ferr == nil {
+			if fj, ferr := j.flink.Job(ctx, id); ferr == nil && !flinkrest.Terminal(fj.State) {
+				if ferr = j.flink.Cancel(ctx, id); ferr != nil && err == nil {
+					err = ferr
+				}
+			}
+		}
+	}
+	if err != nil {
+		j.abandon(why)
+		return fmt.Errorf("cancelling job %s on %s: %w", j.o.Name, j.o.Endpoint, err)
+	}
+	go func() {
+		select {
+		case <-j.done:
+		case <-time.After(cancelGrace):
+			j.abandon(why)
+		}
+	}()
+	return nil
+}
+
+// abandon stops waiting for beam.Run.
+func (j *Job) abandon(why error) {
+	j.mu.Lock()
+	j.notEnded = true
+	j.mu.Unlock()
+	j.runCancel(why)
+}
+
+// Cancel cancels the job in the runner; Wait then returns its end
+// without an error of its own.
+func (j *Job) Cancel() error { return j.cancel(errCancelled) }
+
+var errCancelled = errors.New("cancelled on request")
+
+// Done is closed when the job has ended.
+func (j *Job) Done() <-chan struct{} { return j.done }
+
+// Name is the job's name on the job server.
+func (j *Job) Name() string { return j.o.Name }
+
+// Elapsed is the time since Start.
+func (j *Job) Elapsed() time.Duration { return time.Since(j.start) }
+
+// Wait waits for the job to end and returns its result (nil when
+// beam.Run failed). The error says why it ended when it did not end by
+// itself: a *Stall when the watchdog cancelled it, Start's context's cause
+// when that ended first.
+func (j *Job) Wait() (beam.PipelineResult, error) {
+	<-j.done
+	if j.flagsBack != nil {
+		<-j.flagsBack // the caller may read the flags it set once Wait returns
+	}
+	j.stopWatch()
+	if j.remote != nil {
+		j.remote.Close()
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var err error
+	switch {
+	case j.stall != nil:
+		err = j.stall
+	case j.gaveUp != nil:
+		var to *TimedOut
+		if errors.As(j.gaveUp, &to) {
+			err = j.gaveUp
+		} else {
+			err = fmt.Errorf("job cancelled: %w", j.gaveUp)
+		}
+	case j.why == errCancelled:
+		err = nil
+		if j.notEnded {
+			err = fmt.Errorf("the job did not end within %v of its cancellation", cancelGrace)
+		}
+		return j.pr, err
+	default:
+		return j.pr, j.runErr
+	}
+	if j.notEnded {
+		err = fmt.Errorf("%w; the job did not end within %v of its cancellation", err, cancelGrace)
+	}
+	return j.pr, err
+}
+
+// Metrics returns the committed metrics of a followed job, as it runs.
+func (j *Job) Metrics(ctx context.Context) (metrics.Results, error) {
+	if j.remote == nil {
+		return metrics.Results{}, fmt.Errorf("jobrun: runner %s is not followed through a job server", j.o.Runner)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return j.remote.Metrics(ctx)
+}
+
+// Drain ends the job without losing what it read: it calls stop (to end
+// the sources, say; nil for none), waits until drained reports from the
+// job's committed metrics that nothing is in flight, at most timeout, and
+// then cancels the job. It reports whether the job drained; it returns
+// false at once when the job ends by itself meanwhile (read its final
+// metrics from Wait). A stall during the drain cancels the job as ever.
+func (j *Job) Drain(stop func(), drained func(metrics.Results) bool, timeout time.Duration) bool {
+	if stop != nil {
+		stop()
+	}
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.done:
+			return false
+		case <-tick.C:
+		}
+		m, err := j.Metrics(context.Background())
+		ok := err == nil && drained(m)
+		if ok || time.Now().After(deadline) {
+			j.cancel(errCancelled)
+			return ok
+		}
+	}
+}
+
+// Run runs p as a job until it ends (Start, then Wait).
+func Run(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult, error) {
+	j, err := Start(ctx, p, o)
+	if err != nil {
+		return nil, err
+	}
+	return j.Wait()
+}
+
+// close releases a job that was never started.
+func (j *Job) close() {
+	if j.remote != nil {
+		j.remote.Close()
+	}
+}

@@ -1,0 +1,332 @@
+package streaming
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+
+	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/unbounded"
+	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
+)
+
+// Defaults of RunConfig.
+const (
+	DefaultDrainTimeout  = time.Minute
+	DefaultProgressEvery = 10 * time.Second
+)
+
+// RunConfig configures Run.
+type RunConfig struct {
+	// Config is the pipeline.
+	Config
+	// IdleStop, when set, ends the run by itself once every reader was
+	// idle this long (Kafka: every partition read to its end). 0: the run
+	// goes on until ctx is done.
+	IdleStop time.Duration
+	// DrainTimeout bounds the stop: from the stop request until every
+	// element read is safe and settled (default 1 minute). Past it the job
+	// is cancelled and Run fails; nothing that was not safe was settled,
+	// so the next run reads it again.
+	DrainTimeout time.Duration
+	// Progress, when set, is called every ProgressEvery (default 10s) with
+	// the job's counters.
+	Progress      func(Status)
+	ProgressEvery time.Duration
+}
+
+// Status is what the job's metrics say. Every element read is settled
+// once safe: Settled == Read once nothing is in flight.
+type Status struct {
+	Read         int64 // elements the source emitted (Pub/Sub: deliveries, redeliveries of acked messages included)
+	Settled      int64 // of those, settled once safe (Kafka: marked safe, committed once every record before is; Pub/Sub: acked, or the ack refused and the message redelivered)
+	Written      int64 // elements written to the output and dead-letter topics
+	DeadLettered int64 // elements that did not decode, to the dead-letter topic
+	// With Config.Postgres: rows written into the table (or there
+	// already), and refused by it (dead-lettered).
+	PostgresWritten, PostgresRefused int64
+	Dedup                            dedup.Counters
+	// ReadersEnded of Readers ended (the partitions' readers, or the
+	// subscription's), as seen when they run in this process.
+	ReadersEnded, Readers int
+	Elapsed               time.Duration
+
+	sp spec // the source's words
+}
+
+// String is one line for a progress report.
+func (s Status) String() string {
+	return fmt.Sprintf("read %d, %s %d; dedup: %d in, %d emitted, %d duplicates dropped; %d dead-lettered; %d %s (%v)",
+		s.Read, s.sp.settled, s.Settled, s.Dedup.RowsIn, s.Dedup.Emitted, s.Dedup.DuplicatesDropped, s.DeadLettered,
+		s.Written, s.sp.written, s.Elapsed.Round(time.Second))
+}
+
+// Drained reports whether nothing is left in flight: every reader ended,
+// every element read reached KeepFirst or the dead letters, everything
+// KeepFirst emitted or refused and every dead letter was written, and
+// every element read was settled.
+func (s Status) Drained() bool {
+	return s.ReadersEnded >= s.Readers &&
+		s.Settled == s.Read &&
+		s.Read == s.Dedup.RowsIn+s.DeadLettered &&
+		s.Dedup.Pending() == 0 &&
+		s.Written == s.toWrite()
+}
+
+// toWrite is what the job writes for what KeepFirst emitted and what was
+// dead-lettered: every kept element to the output (or, refused by the
+// table, to the dead letters), and every dead letter.
+func (s Status) toWrite() int64 {
+	return s.Dedup.Emitted + s.DeadLettered + s.Dedup.DeadLettered
+}
+
+// Result is the final status of a Run.
+type Result struct {
+	Status
+	// Stopped: the run was stopped (ctx) and drained, then cancelled.
+	// Prism keeps a job with KeepFirst's pending cleanup timers alive;
+	// once nothing is in flight, cancelling it loses nothing but that
+	// in-memory state.
+	Stopped bool
+	// Committed are the group's committed offsets of the input topic and
+	// End its end offsets, by partition, read after the run (Kafka).
+	Committed, End map[int32]int64
+}
+
+// Run runs the pipeline over src for the orders rows as a job (job: the
+// runner, its job server, the environment, the stall limit) until it ends
+// by itself (IdleStop) or ctx is done, then stops it and returns its
+// counters. beam.Init must have been called.
+//
+// The stop drains: when the SDK workers run in this process (LOOPBACK)
+// the readers stop reading and end; elsewhere they cannot be reached and
+// read on. Either way Run waits until every element the job read is safe
+// and settled, at most DrainTimeout, then cancels the job. An element is
+// settled only once it is safe, so whatever the job had not finished,
+// after a stop, a failure or a crash, is read again by the next run.
+//
+// A watchdog follows each step of the job (its stages): when one holds
+// work and finishes none of it for job.StallLimit, or nothing of the job
+// commits at all, Run cancels the job and returns a *jobrun.Stall naming
+// the step and what to check. A quiet source is never a stall.
+//
+// Prism keeps KeepFirst's state in memory: a new run starts with no keys
+// seen, so a key read again across a restart is emitted again (at most the
+// keys with an element unsettled at the restart).
+func Run[E any](ctx context.Context, job jobrun.Options, src Source[E], cfg RunConfig) (Result, error) {
+	if len(cfg.PartitionBy) == 0 && !src.spec().byID {
+		cfg.PartitionBy = []string{"order_id"}
+	}
+	return RunFor[orders.Order](ctx, job, src, cfg)
+}
+
+// RunFor is Run for row type T (BuildFor).
+func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E], cfg RunConfig) (Result, error) {
+	sp := src.spec()
+	if err := src.check(true); err != nil {
+		return Result{}, err
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = DefaultProgressEvery
+	}
+	readers, err := src.preflight(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	ctl := unbounded.NewControl()
+	defer ctl.Close()
+	p, s := beam.NewPipelineWithRoot()
+	if _, err := build[T](s, src, cfg.Config, ctl, cfg.IdleStop); err != nil {
+		return Result{}, err
+	}
+	w := &watch[E]{src: src, sp: sp, ctl: ctl, readers: readers, inProcess: job.Loopback()}
+	job.What, job.Hint, job.Progress = sp.name+" job", sp.hint, w.progress
+	// The job outlives ctx: ctx's end is the stop request, which drains.
+	j, err := jobrun.Start(context.WithoutCancel(ctx), p, job)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", sp.name, err)
+	}
+	stopped, drained := w.follow(ctx, j, cfg)
+	pr, err := j.Wait()
+	res := Result{Stopped: drained}
+	if pr != nil {
+		res.Status = w.status(pr.Metrics())
+	} else {
+		// A failed job reports no metrics: the watchdog's last sample.
+		res.Status = w.lastSeen()
+	}
+	res.Elapsed = j.Elapsed()
+	closeErr := ctl.Close() // what is safe, settled (Kafka: the last offsets committed)
+	var stall *jobrun.Stall
+	if errors.As(err, &stall) {
+		src.explain(stall, w.inProcess, w.pollingAtLastSample())
+		return res, fmt.Errorf("%s: %w; the job was cancelled, and what it had not made safe is read again by the next run (%v)", sp.name, err, res.Status)
+	}
+	if err != nil {
+		return res, fmt.Errorf("%s: %w; nothing the job had not %s was %s, so the next run reads it again (last seen: %v)", sp.name, err, sp.written, sp.settledVerb, res.Status)
+	}
+	if stopped && !drained && !w.drained(res.Status) {
+		return res, fmt.Errorf("%s: not drained within %v of the stop (%v); the job was cancelled, and the next run reads again what was not safe", sp.name, cfg.DrainTimeout, res.Status)
+	}
+	if closeErr != nil {
+		return res, fmt.Errorf("%s: the job ended, but what was safe was not all settled: %w; the next run reads those %s again", sp.name, closeErr, sp.noun)
+	}
+	return res, src.finish(context.WithoutCancel(ctx), &res)
+}
+
+// watch reads a Run job's status: its committed metrics and the readers'
+// live counts (the Control's) when they run in this process.
+type watch[E any] struct {
+	src       Source[E]
+	sp        spec
+	ctl       *unbounded.Control
+	readers   int
+	inProcess bool
+
+	mu      sync.Mutex
+	last    Status // the last sample
+	polling bool   // at the last sample: a reader waited on a poll the service had not answered
+}
+
+// follow reports progress until the job ends by itself or ctx is done,
+// and then drains it: it reports whether it stopped the job, and whether
+// the job drained.
+func (w *watch[E]) follow(ctx context.Context, j *jobrun.Job, cfg RunConfig) (stopped, drained bool) {
+	tick := time.NewTicker(cfg.ProgressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-j.Done(): // by itself: an idle stop, a stall, a failure, or the runner
+			return false, false
+		case <-ctx.Done():
+			var stop func()
+			if w.inProcess {
+				stop = w.ctl.Stop
+			}
+			return true, j.Drain(stop, func(m metrics.Results) bool { return w.drained(w.status(m)) }, cfg.DrainTimeout)
+		case <-tick.C:
+			if cfg.Progress != nil {
+				if m, err := j.Metrics(ctx); err == nil {
+					s := w.status(m)
+					s.Elapsed = j.Elapsed()
+					cfg.Progress(s)
+				}
+			}
+		}
+	}
+}
+
+func (w *watch[E]) lastSeen() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *watch[E]) pollingAtLastSample() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.polling
+}
+
+// drained is Status.Drained, without the readers' end when they run
+// elsewhere (they are not stopped there, and their end is not seen).
+func (w *watch[E]) drained(s Status) bool {
+	if !w.inProcess {
+		s.ReadersEnded = s.Readers
+	}
+	return s.Drained()
+}
+
+// The steps the watchdog follows.
+const (
+	stageSource = iota
+	stageDedup
+	stageWrite
+)
+
+// stageName names a step the watchdog follows, in the source's words.
+func stageName(stage int, sp spec) string {
+	switch stage {
+	case stageSource:
+		return fmt.Sprintf("source: %s read and not yet committed, or a poll not answered", sp.noun)
+	case stageDedup:
+		return fmt.Sprintf("KeepFirst: %s read and not yet deduplicated", sp.noun)
+	}
+	return fmt.Sprintf("%s: kept %s and dead letters not yet %s", sp.write, sp.noun, sp.written)
+}
+
+// progress samples the job for the watchdog, step by step: an idle source
+// is normal here, a step that holds work and finishes none is not.
+//
+// The source's work is the readers' own live count of what they emitted
+// (the Control's) against the committed count (a bundle that never ends
+// commits no metrics), and one more while a poll goes unanswered; answered
+// polls count as done, so an idle source is no stall. The other steps'
+// come from the committed metrics, so a crawling step whose bundles do not
+// finish makes no progress. The settling runs in the bundles of the steps
+// it follows, so a commit or ack that hangs shows as its step's.
+func (w *watch[E]) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
+	s := w.status(m)
+	pr := w.ctl.Progress()
+	w.mu.Lock()
+	w.last = s
+	w.polling = pr.Polling > 0 || pr.Unanswered
+	w.mu.Unlock()
+	d := s.Dedup
+	source := jobrun.Stage{Name: stageName(stageSource, w.sp), Waiting: pr.Claimed - s.Read, Done: s.Read + pr.Answered}
+	if pr.Unanswered {
+		source.Waiting++
+	}
+	sample := jobrun.Sample{
+		Counters: map[string]int64{
+			"source/claimed":                     pr.Claimed,
+			"source/read":                        s.Read,
+			"source/" + w.sp.settled:             s.Settled,
+			"source/" + w.sp.written:             s.Written,
+			namespace(w.sp) + "/" + deadLettered: s.DeadLettered,
+			"beamdedup/dedup/rows_in":            d.RowsIn,
+			"beamdedup/dedup/emitted":            d.Emitted,
+			"beamdedup/dedup/duplicates_dropped": d.DuplicatesDropped,
+		},
+		Pending: s.Read > s.Settled,
+		Stages: []jobrun.Stage{
+			source,
+			// Rows enter KeepFirst (RowsIn) and settle (RowsIn - Pending).
+			{Name: stageName(stageDedup, w.sp), Waiting: s.Read - s.DeadLettered - d.RowsIn + d.Pending(), Done: 2*d.RowsIn - d.Pending()},
+			{Name: stageName(stageWrite, w.sp), Waiting: s.toWrite() - s.Written, Done: s.Written},
+		},
+	}
+	if !pr.Requested {
+		// Its bundles commit every MaxBundleDuration, elements or not: a
+		// frozen worker in another process shows as nothing committed.
+		sample.Live = w.sp.live
+	}
+	return sample, nil
+}
+
+func (w *watch[E]) status(m metrics.Results) Status {
+	return statusOf(jobrun.Live(m), w.src, w.sp, w.ctl.Progress().Ended, w.readers)
+}
+
+// statusOf reads a job's status from its metrics.
+func statusOf[E any](pr beam.PipelineResult, src Source[E], sp spec, readersEnded, readers int) Status {
+	c := src.counts(pr)
+	s := Status{Read: c.read, Settled: c.settled, Written: c.written, Dedup: dedup.ReadCounters(pr),
+		ReadersEnded: readersEnded, Readers: readers, sp: sp}
+	own := map[string]*int64{deadLettered: &s.DeadLettered, postgresWritten: &s.PostgresWritten, postgresRefused: &s.PostgresRefused}
+	for _, c := range pr.Metrics().AllMetrics().Counters() {
+		if p := own[c.Name()]; p != nil && c.Namespace() == namespace(sp) {
+			*p += c.Result()
+		}
+	}
+	return s
+}
