@@ -18,6 +18,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -104,7 +105,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 
 	o := process(t, jobrun.Options{StallLimit: -1, Parallelism: 2, Flink: flinkopts.Options{
 		Streaming: true, CheckpointingInterval: 2 * time.Second, MaxParallelism: 8}})
-	j := start(t, p, o)
+	j := startJob(t, p, o)
 	id := flinkJob(t, j)
 	emitted := func() int {
 		n, _ := countLog(t, conn, "emitted")
@@ -135,7 +136,9 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 				return false
 			}
 			f.restored = cs2.Latest.Restored.ID
-			f.triggered, _ = cs2.triggered(f.restored)
+			if c, ok := cs2.Find(f.restored); ok {
+				f.triggered = time.UnixMilli(c.Triggered)
+			}
 			assert.False(t, cs2.Latest.Restored.IsSavepoint, "restored from a checkpoint")
 			return true
 		})
@@ -149,7 +152,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 	}
 	// source is the TaskManager running the subtask that reads the ticks.
 	source := func(t *testing.T) *flinktest.Process {
-		var busy subtask
+		var busy flinkrest.Subtask
 		for _, st := range subtasksOf(t, id, "flinktest.Ticks, ") {
 			if st.Status == "RUNNING" && st.Metrics.WriteRecords >= busy.Metrics.WriteRecords {
 				busy = st
@@ -173,7 +176,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 	t.Run("of an SDK worker", func(t *testing.T) {
 		kill(t, "SDK worker", func() (string, func()) {
 			tm := source(t)
-			workers := sdkWorkers(t, tm)
+			workers := sdkWorkers(tm)
 			require.NotEmpty(t, workers, "%s runs SDK worker processes", tm.Name)
 			return fmt.Sprintf("%v of %s", workers, tm.Name), func() {
 				for _, w := range workers {

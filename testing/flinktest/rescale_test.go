@@ -114,7 +114,7 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 			o.Flink.AllowNonRestoredState = true
 		}
 		submitted := time.Now()
-		j := start(t, build(job), o)
+		j := startJob(t, build(job), o)
 		id := flinkJob(t, j)
 		lastID = id
 		t.Logf("job %d at parallelism %d running %v after its submission (load %s)", job, par, time.Since(submitted).Round(100*time.Millisecond), load())
@@ -130,7 +130,7 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 			cs, err := checkpointsOf(t, id)
 			require.NoError(t, err)
 			require.NotNil(t, cs.Latest.Restored, "job %d restored the savepoint", job)
-			assert.Equal(t, path, cs.Latest.Restored.Path)
+			assert.Equal(t, path, cs.Latest.Restored.ExternalPath)
 		}
 		if job < len(parallelism) {
 			// Every old key resent in this job: 80 ticks past the savepoint.
@@ -143,7 +143,7 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 				// Flink's REST API refreshes its metrics every second.
 				await(t, 30*time.Second, fmt.Sprintf("rows into each of job %d's arrival subtasks", job), func() bool {
 					sts := subtasksOf(t, id, "{arrival")
-					return len(sts) == par && !slices.ContainsFunc(sts, func(st subtask) bool { return st.Metrics.ReadRecords == 0 })
+					return len(sts) == par && !slices.ContainsFunc(sts, func(st flinkrest.Subtask) bool { return st.Metrics.ReadRecords == 0 })
 				})
 			}
 			stopAt := time.Now()

@@ -132,7 +132,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	o := jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 2 * time.Second, MaxParallelism: 8}}
 	ctx := context.Background()
 
-	j1 := start(t, build(1, ""), o)
+	j1 := startJob(t, build(1, ""), o)
 	flinkJob(t, j1)
 	await(t, 3*time.Minute, "40 ticks read by the first job", func() bool { return len(wallRowsOf(name(1, "read"))) >= 40 })
 	stopAt := time.Now()
@@ -143,13 +143,13 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	stopTook := time.Since(stopAt)
 
 	o.Flink.SavepointPath = path
-	j2 := start(t, build(2, ""), o)
+	j2 := startJob(t, build(2, ""), o)
 	id2 := flinkJob(t, j2)
 	cs, err := checkpointsOf(t, id2)
 	require.NoError(t, err)
 	require.NotNil(t, cs.Latest.Restored, "the second job restored a savepoint")
 	assert.True(t, cs.Latest.Restored.IsSavepoint)
-	assert.Equal(t, path, cs.Latest.Restored.Path)
+	assert.Equal(t, path, cs.Latest.Restored.ExternalPath)
 	await(t, time.Minute, "a tick read by the second job", func() bool { return len(wallRowsOf(name(2, "read"))) > 0 })
 	restoreTook := time.Since(stopAt)
 	read1 := rowsIn(t, wallRowsOf(name(1, "read")))
@@ -406,7 +406,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	t.Run("a step added before the dedup steps cannot restore their state, and with allow_non_restored_state they forget", func(t *testing.T) {
 		o := o
 		o.Flink.SavepointPath = path
-		j3 := start(t, build(3, "before"), o)
+		j3 := startJob(t, build(3, "before"), o)
 		_, err := j3.Wait()
 		require.Error(t, err, "the new version refused")
 		t.Logf("the error: %v", err)
@@ -427,7 +427,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 		assert.Regexp(t, `\{(arrival|evented|ttl|last), `, named, "the state not mapped is a dedup step's (operator %s)", m[1])
 
 		o.Flink.AllowNonRestoredState = true
-		j4 := start(t, build(4, "before"), o)
+		j4 := startJob(t, build(4, "before"), o)
 		flinkJob(t, j4)
 		await(t, time.Minute, "the old keys out of the watermarkless step again", func() bool {
 			old := 0
@@ -445,7 +445,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	t.Run("a step added after the dedup steps restores their state", func(t *testing.T) {
 		o := o
 		o.Flink.SavepointPath = path
-		j5 := start(t, build(5, "after"), o)
+		j5 := startJob(t, build(5, "after"), o)
 		id5 := flinkJob(t, j5)
 		cs, err := checkpointsOf(t, id5)
 		require.NoError(t, err)

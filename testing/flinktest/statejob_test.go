@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
-	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // What the tests of a job's state on the cluster share (restore,
@@ -42,72 +41,16 @@ func waitMetrics(t *testing.T, j *jobrun.Job) beam.PipelineResult {
 	return pr
 }
 
-// checkpointStats is a job's checkpoints as /jobs/:id/checkpoints says.
-type checkpointStats struct {
-	Counts struct {
-		Completed int `json:"completed"`
-		Failed    int `json:"failed"`
-		Restored  int `json:"restored"`
-	} `json:"counts"`
-	Latest struct {
-		Completed *struct {
-			ID      int64 `json:"id"`
-			Trigger int64 `json:"trigger_timestamp"`
-		} `json:"completed"`
-		Restored *struct {
-			ID          int64  `json:"id"`
-			At          int64  `json:"restore_timestamp"`
-			Path        string `json:"external_path"`
-			IsSavepoint bool   `json:"is_savepoint"`
-		} `json:"restored"`
-	} `json:"latest"`
-	History []struct {
-		ID      int64  `json:"id"`
-		Status  string `json:"status"`
-		Trigger int64  `json:"trigger_timestamp"`
-	} `json:"history"`
-}
-
-// triggered is when checkpoint id was triggered, from the history.
-func (c checkpointStats) triggered(id int64) (time.Time, bool) {
-	for _, h := range c.History {
-		if h.ID == id {
-			return time.UnixMilli(h.Trigger), true
-		}
-	}
-	return time.Time{}, false
-}
-
-func checkpointsOf(t *testing.T, id string) (checkpointStats, error) {
-	var cs checkpointStats
-	err := restGet(t, "/jobs/"+id+"/checkpoints", &cs)
-	return cs, err
-}
-
-// restGet reads path of the shared cluster's REST API into v.
-func restGet(t *testing.T, path string, v any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+flinktest.SharedCluster(t).REST+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+// checkpointsOf reads the job's checkpoints from Flink's REST API.
+func checkpointsOf(t *testing.T, id string) (flinkrest.Checkpoints, error) {
+	return rest(t).Checkpoints(context.Background(), id)
 }
 
 // awaitCheckpoints waits until the job has completed n more checkpoints
 // than after, and returns its statistics then.
-func awaitCheckpoints(t *testing.T, id string, after, n int) checkpointStats {
+func awaitCheckpoints(t *testing.T, id string, after, n int) flinkrest.Checkpoints {
 	t.Helper()
-	var cs checkpointStats
+	var cs flinkrest.Checkpoints
 	await(t, 2*time.Minute, fmt.Sprintf("%d completed checkpoints after %d", n, after), func() bool {
 		var err error
 		cs, err = checkpointsOf(t, id)
@@ -116,34 +59,20 @@ func awaitCheckpoints(t *testing.T, id string, after, n int) checkpointStats {
 	return cs
 }
 
-// subtask is one subtask of a job's vertex, where it runs and what it
-// wrote.
-type subtask struct {
-	Index       int    `json:"subtask"`
-	Status      string `json:"status"`
-	TaskManager string `json:"taskmanager-id"`
-	Metrics     struct {
-		WriteRecords int64 `json:"write-records"`
-		ReadRecords  int64 `json:"read-records"`
-	} `json:"metrics"`
-}
-
 // subtasksOf returns the subtasks of the job's vertices whose names
 // contain name.
-func subtasksOf(t *testing.T, id, name string) []subtask {
+func subtasksOf(t *testing.T, id, name string) []flinkrest.Subtask {
 	t.Helper()
-	fj, err := rest(t).Job(context.Background(), id)
+	ctx := context.Background()
+	fj, err := rest(t).Job(ctx, id)
 	require.NoError(t, err)
-	var out []subtask
+	var out []flinkrest.Subtask
 	for _, v := range fj.Vertices {
-		if !strings.Contains(v.Name, name) {
-			continue
+		if strings.Contains(v.Name, name) {
+			sts, err := rest(t).Subtasks(ctx, id, v.ID)
+			require.NoError(t, err)
+			out = append(out, sts...)
 		}
-		var d struct {
-			Subtasks []subtask `json:"subtasks"`
-		}
-		require.NoError(t, restGet(t, "/jobs/"+id+"/vertices/"+v.ID, &d))
-		out = append(out, d.Subtasks...)
 	}
 	return out
 }
@@ -333,18 +262,15 @@ func descendants(pid int) []int {
 }
 
 // sdkWorkers are the SDK worker processes a TaskManager started for PROCESS
-// environments: the children of the boot loaders it runs, whose binary is
-// the worker the boot loader fetched.
-func sdkWorkers(t *testing.T, tm *flinktest.Process) []int {
-	boot, err := jobservertest.BootLoader()
-	require.NoError(t, err)
+// environments: the processes under it that Beam's boot loader started
+// with --worker=true.
+func sdkWorkers(tm *flinktest.Process) []int {
 	var out []int
 	for _, p := range descendants(tm.Pid()) {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p))
-		if err != nil || exe == boot || strings.HasPrefix(filepath.Base(exe), "java") {
-			continue
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		if err == nil && slices.Contains(strings.Split(string(b), "\x00"), "--worker=true") {
+			out = append(out, p)
 		}
-		out = append(out, p)
 	}
 	return out
 }
@@ -373,4 +299,42 @@ func load() string {
 		return "?"
 	}
 	return strings.Fields(string(b))[0]
+}
+
+// startJob submits p as start does and, if the test fails, logs what Flink
+// says went wrong with the job: its task failures (the REST API's
+// exception history) and the causes in the live TaskManagers' logs.
+func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
+	t.Helper()
+	j := start(t, p, o)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if id, err := j.FlinkJobID(ctx); err == nil {
+			failures, _ := rest(t).Exceptions(ctx, id)
+			for i, f := range failures[:min(len(failures), 3)] {
+				t.Logf("Flink job %s, task failure %d of %d:\n%s", id, i+1, len(failures), headLines(f, 15))
+			}
+		}
+		for _, tm := range flinktest.SharedCluster(t).TaskManagers() {
+			var causes []string
+			for _, l := range strings.Split(tm.Output(), "\n") {
+				if strings.HasPrefix(l, "Caused by:") && !slices.Contains(causes, l) {
+					causes = append(causes, l)
+				}
+			}
+			if len(causes) > 0 {
+				t.Logf("%s's log, the causes:\n%s", tm.Name, strings.Join(causes[max(0, len(causes)-10):], "\n"))
+			}
+		}
+	})
+	return j
+}
+
+func headLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	return strings.Join(lines[:min(len(lines), n)], "\n")
 }
