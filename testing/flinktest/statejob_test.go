@@ -23,6 +23,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // What the tests of a job's state on the cluster share (restore,
@@ -337,4 +338,25 @@ func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 func headLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(len(lines), n)], "\n")
+}
+
+// bootInADirOfItsOwn returns a PROCESS environment's command: Beam Go's boot
+// loader, each run of it with a semi-persistent directory of its own,
+// under the test's temporary directory. The boot loader fetches the
+// worker binary into <dir>/staged/<its name>, by default under /tmp, the
+// same file for every boot loader on the machine: two TaskManagers
+// starting a job's workers at once overwrite each other's copy, and one
+// exits 1 ("Process died with exit code 1", the task fails and the job
+// restarts; notes/beam-defects.md, 25).
+func bootInADirOfItsOwn(t *testing.T) string {
+	t.Helper()
+	boot, err := jobservertest.BootLoader()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "boot")
+	// The job's flags first: the last --semi_persist_dir counts.
+	body := fmt.Sprintf("#!/bin/sh\nd=$(mktemp -d %q) || exit 1\nexec %q \"$@\" --semi_persist_dir=\"$d\"\n",
+		filepath.Join(dir, "worker-XXXXXX"), boot)
+	require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
+	return script
 }
