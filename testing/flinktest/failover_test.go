@@ -83,12 +83,13 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 	require.NoError(t, err)
 	createLogs(t, conn, "read", "emitted")
 
-	// The ticks outlast both failovers (some 20 s each, from the job's
-	// start): the job ends once every tick is in the table, stopped as it
-	// is. (A drain does not end: at the end of its input Beam's runner
-	// resumes the source again and again until its last tick is due.)
+	// The ticks begin about when the job has started (ticks due before
+	// then come at once) and outlast both failovers (some 20 s each): the
+	// job ends once every tick is in the table, stopped as it is. (A drain
+	// does not end: at the end of its input Beam's runner resumes the
+	// source again and again until its last tick is due.)
 	const every = 50 * time.Millisecond
-	begin := time.Now()
+	begin := time.Now().Add(15 * time.Second)
 	total := int64(80 * time.Second / every)
 	first := map[string]int64{}
 	for n := range total {

@@ -56,10 +56,11 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 	defer conn.Close(ctx)
 	createLogs(t, conn, "read", "arrival", "evented")
 
-	// The ticks outlast the first two jobs (some 20 s each); the third
-	// reads them to their end.
+	// The ticks begin about when the first job has started and outlast
+	// the first two jobs (some 20 s each); the third reads them to their
+	// end.
 	const every = 50 * time.Millisecond
-	begin := time.Now()
+	begin := time.Now().Add(10 * time.Second)
 	total := int64(75 * time.Second / every)
 	first := map[string]int64{}
 	for n := range total {
