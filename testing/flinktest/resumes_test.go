@@ -156,7 +156,7 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 		require.NoError(t, err)
 		completed := 0
 		for _, c := range cp.History {
-			if c.TriggerTimestamp > passed.UnixMilli() {
+			if c.Triggered > passed.UnixMilli() {
 				require.NotEqual(t, "FAILED", c.Status, "checkpoint %d, triggered after the 40,000th resume: %s", c.ID, c.FailureMessage)
 				if c.Status == "COMPLETED" {
 					completed++
@@ -169,7 +169,7 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 	for _, c := range cp.History {
 		if c.Status == "FAILED" {
 			t.Logf("checkpoint %d failed (triggered %v before the 40,000th resume): %s", c.ID,
-				passed.Sub(time.UnixMilli(c.TriggerTimestamp)).Round(time.Millisecond), c.FailureMessage)
+				passed.Sub(time.UnixMilli(c.Triggered)).Round(time.Millisecond), c.FailureMessage)
 		}
 	}
 	// The cluster keeps the latest checkpoint only, and the job's is
