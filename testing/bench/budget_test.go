@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
@@ -119,7 +118,11 @@ func assertTwoRequestsPerNewKey(t *testing.T, c dedup.Counters) {
 
 // assertVersionWrites checks a versions layout's requests: every write of
 // a new version is two appends, with no clear but where a key's bag was
-// rewritten (past statecoder.MaxVersions) or its state deleted.
+// rewritten (past maxVersions) or its state deleted.
+// maxVersions is how many versions a key's bag holds before it is
+// rewritten (docs/state.md, "The layouts").
+const maxVersions = 8
+
 func assertVersionWrites(t *testing.T, c dedup.Cost) {
 	t.Helper()
 	assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
@@ -127,7 +130,7 @@ func assertVersionWrites(t *testing.T, c dedup.Cost) {
 	versions := c.StateAppends / 2
 	assert.LessOrEqual(t, versions, c.StateWrites)
 	deletions := c.StateWrites - versions // writes that only cleared
-	assert.LessOrEqual(t, c.StateClears, deletions+versions/statecoder.MaxVersions, "a clear only to delete or to rewrite a full bag")
+	assert.LessOrEqual(t, c.StateClears, deletions+versions/maxVersions, "a clear only to delete or to rewrite a full bag")
 }
 
 // budgetRun runs the stateful expansion with opts on w and checks the

@@ -88,7 +88,7 @@ type plan struct {
 	dropped bool
 }
 
-// layout is how a stateful step keeps a key's state (coders/statecoder).
+// layout is how a stateful step keeps a key's state (internal/statecoder).
 type layout uint8
 
 const (

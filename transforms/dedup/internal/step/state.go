@@ -12,8 +12,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
 
 // How a stateful step keeps a key's core.State in its state cell, and what
@@ -63,7 +63,7 @@ type stored struct {
 }
 
 // Store keeps a key's core.State in a stateful step's state cell, in one of
-// coders/statecoder's layouts (Marks, Versions). Its methods are split so
+// internal/statecoder's layouts (Marks, Versions). Its methods are split so
 // that the step can issue the requests apart from the DoFn's goroutine
 // (overlap.go): fetch and apply make the requests and touch nothing but
 // the element's provider; plan, on the DoFn's goroutine, works out and
