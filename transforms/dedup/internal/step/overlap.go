@@ -74,7 +74,7 @@ type overlapped struct {
 	off     bool
 	sw      *switches
 	req     *requests
-	store   Store
+	cell    cell
 	cache   *bundleCache
 	m       *metricSet
 	batch   []pendingRow
@@ -85,15 +85,15 @@ type overlapped struct {
 // newStateIO is the stateIO of a step in mode: overlapped, or waiting on an
 // SDK the reliance was not checked on and once the step saw a reused
 // provider.
-func newStateIO(ctx context.Context, name string, mode OverlapMode, st Store, cache *bundleCache, m *metricSet) stateIO {
+func newStateIO(ctx context.Context, name string, mode OverlapMode, c cell, cache *bundleCache, m *metricSet) stateIO {
 	sw := switchesOf(name)
 	if mode != WaitEach && !sdkVetted(ctx, name, sw) {
 		mode = WaitEach
 	}
 	if mode == WaitEach || sw.reused.Load() {
-		return waiting{store: st, m: m}
+		return waiting{cell: c, m: m}
 	}
-	return &overlapped{batching: mode == OverlapBatch, sw: sw, req: newRequests(name), store: st, cache: cache, m: m, fetched: make(map[string]*fetched)}
+	return &overlapped{batching: mode == OverlapBatch, sw: sw, req: newRequests(name), cell: c, cache: cache, m: m, fetched: make(map[string]*fetched)}
 }
 
 // on reports whether requests are issued apart from the DoFn.
@@ -103,7 +103,7 @@ func (o *overlapped) next() stateIO {
 	if o.on() {
 		return o
 	}
-	return waiting{store: o.store, m: o.m}
+	return waiting{cell: o.cell, m: o.m}
 }
 
 // vet checks, before relying on it, that sp is what the reliance test
@@ -130,10 +130,17 @@ func (o *overlapped) vet(ctx context.Context, sp state.Provider) error {
 		reused = reused || o.batch[i].sp == sp
 	}
 	if reused {
-		o.sw.reused.Store(true)
-		return fmt.Errorf("dedup: the stateful step %s: Beam handed an element a state provider that an earlier element of the bundle still holds, which the step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request", o.req.step)
+		return o.providerReused()
 	}
 	return nil
+}
+
+// providerReused records that the SDK handed an element a provider that an
+// earlier element of the bundle still holds, and fails the bundle: from
+// then on the step waits for each request, so the runner's retry is exact.
+func (o *overlapped) providerReused() error {
+	o.sw.reused.Store(true)
+	return fmt.Errorf("dedup: the stateful step %s: Beam handed an element a state provider that an earlier element of the bundle still holds, which the step's overlapped requests rely on it not doing (notes/overlapped-state.md); the bundle fails so that its retry waits for each request", o.req.step)
 }
 
 func (o *overlapped) admit(ctx context.Context, sp state.Provider) error {
@@ -189,7 +196,7 @@ func (o *overlapped) flush(ctx context.Context, d decider, emit, drop rowEmit) e
 		o.m.read(ctx)
 		k, f, sp := string(id), &fetched{}, r.sp // one copy of id for both maps
 		if f.op, err = o.req.issue(sp, k, "read", func() (err error) {
-			f.was, err = o.store.fetch(sp)
+			f.was, err = o.cell.fetch(sp)
 			return err
 		}); err != nil {
 			return o.abort(err)
@@ -217,18 +224,18 @@ func (o *overlapped) read(ctx context.Context, sp state.Provider, id []byte) (st
 		return stored{}, err
 	}
 	o.m.read(ctx)
-	return o.store.fetch(sp)
+	return o.cell.fetch(sp)
 }
 
 func (o *overlapped) write(sp state.Provider, id []byte, c change) error {
 	if o.on() {
-		_, err := o.req.issue(sp, string(id), "write", func() error { return o.store.apply(sp, c) })
+		_, err := o.req.issue(sp, string(id), "write", func() error { return o.cell.apply(sp, c) })
 		return err
 	}
 	if err := o.req.settle(id); err != nil {
 		return err
 	}
-	return o.store.apply(sp, c)
+	return o.cell.apply(sp, c)
 }
 
 func (o *overlapped) finish(ctx context.Context, d decider, emit, drop rowEmit) error {
