@@ -17,9 +17,9 @@ import (
 // state request the stateful step sends (fnapitest.Flight) on the budget's
 // input: with the overlap on (the default) several of a bundle's requests
 // are in flight at once, in the batched modes (no timer) and in the
-// event-time mode, whose writes only overlap; every one is answered, and
-// none after its bundle ended. deduptest.OverlapState(false) waits for each
-// in turn.
+// event-time mode, whose writes only overlap, and per bucket, whose writes
+// go out together at the bundle's end; every one is answered, and
+// none after its bundle ended. OverlapState(false) waits for each in turn.
 // The requests themselves are the budget's either way (statefulRun checks
 // the counters against the requests sent).
 func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
@@ -33,6 +33,7 @@ func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
 		{"keepfirst", dedup.KeepFirst, nil, "keepfirst", false},
 		{"keepfirst_eventtime", dedup.KeepFirst, []dedup.Option{rowspec.OnTime("ts")}, "keepfirst", false},
 		{"keeplast_changelog", dedup.KeepLast, []dedup.Option{rowspec.KindColumn("op")}, "keeplast", true},
+		{"keepfirst_per_bucket", dedup.KeepFirst, []dedup.Option{dedup.StateBuckets(16)}, "keepfirst-buckets", false},
 	} {
 		for _, on := range []bool{true, false} {
 			name := tc.name

@@ -35,6 +35,45 @@ var flinkSQLSrc embed.FS
 // FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
 var FlinkSQL = &maven.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: maven.Sub(flinkSQLSrc, "flinksql/src/main/java")}
 
+//go:embed flinksql-cluster/pom.xml
+var flinkSQLClusterPom []byte
+
+//go:embed all:flinksql-cluster/src
+var flinkSQLClusterSrc embed.FS
+
+// FlinkSQLCluster is the Flink SQL peer that submits its queries to a
+// Flink 1.19 session cluster (FlinkSqlClusterPeer.java): RunOnCluster.
+var FlinkSQLCluster = &maven.Project{Name: "flinksql-cluster-peer-1.19.0", Pom: flinkSQLClusterPom, Sources: maven.Sub(flinkSQLClusterSrc, "flinksql-cluster/src/main/java")}
+
+// FlinkSQLClusterMain is the cluster peer's class.
+const FlinkSQLClusterMain = "beamdedup.peers.FlinkSqlClusterPeer"
+
+// RunOnCluster runs Flink SQL's queries (keep_first, keep_last) over the
+// orders file input on the Flink session cluster at rest ("host:port"),
+// at parallelism par, each a job of that cluster, and returns each one's
+// result ("cluster_keep_first": seconds, from its submission to its end).
+// The jars of the peer's classpath that cluster lacks (its classpath is
+// clusterCP: Flink and Beam's runner, not Flink's table runtime) go with
+// each job.
+func RunOnCluster(ctx context.Context, rest, clusterCP string, par int, input string, queries ...string) (map[string]Fields, error) {
+	cp, err := FlinkSQLCluster.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, jar := range filepath.SplitList(clusterCP) {
+		have[filepath.Base(jar)] = true
+	}
+	var ship []string
+	for _, jar := range filepath.SplitList(cp) {
+		if strings.HasSuffix(jar, ".jar") && !have[filepath.Base(jar)] {
+			ship = append(ship, jar)
+		}
+	}
+	args := append([]string{rest, fmt.Sprint(par), strings.Join(ship, string(os.PathListSeparator)), input}, queries...)
+	return Run(ctx, FlinkSQLCluster, FlinkSQLClusterMain, args...)
+}
+
 //go:embed beamjava/pom.xml
 var beamJavaPom []byte
 

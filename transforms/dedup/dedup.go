@@ -39,7 +39,7 @@
 // by its encoded PARTITION BY columns (coders/keycoder). What follows is
 // chosen once by the plan (plan.go) from the options and the input: on a
 // stream the stateful step, which keeps a key's state in a bag
-// (coders/statecoder) and asks the rules (no Beam imports) what to emit,
+// (internal/statecoder) and asks the rules (no Beam imports) what to emit,
 // store and time; on bounded input, or for window dedup, a merge of each
 // key's rows by the rules' one ordering. This package builds the pipeline
 // (expand.go); what runs on the workers is in internal/step, the rules in

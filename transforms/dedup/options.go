@@ -59,12 +59,13 @@ type config struct {
 	retract      bool // KeepLast: RetractOnExpiry
 	dropped      bool // OutputDropped
 	asStream     bool // AsStream
+	buckets      int  // StateBuckets
 	hooks        testhook.Dedup
 	transform    transform
 	errs         []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
-	stateTTLSet, eventTTLSet, cleanupSet bool
+	stateTTLSet, eventTTLSet, cleanupSet, bucketsSet bool
 }
 
 // own is an option of this package's transforms.
@@ -191,6 +192,25 @@ func MiniBatch(on bool) Option { return own("MiniBatch", func(c *config) { c.noM
 // so; window dedup, which expands the same on both, rejects it.
 func AsStream() Option { return own("AsStream", func(c *config) { c.asStream = true }) }
 
+// StateBuckets sets how KeepFirst's and KeepLast's stateful expansion keeps
+// its state: with n > 0, the states of all the keys whose hash falls in one
+// of n buckets in one cell, with 0 a cell per key. Per bucket, a bundle
+// reads each of its buckets once and writes what changed in one request,
+// where per key it reads each key and writes each new one: a few requests
+// per bundle instead of about two per row, which is what a stateful step
+// costs on a portable runner. But a bucket is read whole: a bundle of a
+// few rows reads all the keys of their buckets, so the layout pays where
+// bundles hold many rows per bucket (a backlog, a high-rate stream, a
+// file), and costs more than a cell per key where they hold a few rows over
+// many stored keys. Without this option the expansion keeps bounded input
+// (AsStream, EventTimeTTL) in 128 buckets and a stream per key. The layout
+// and n are part of a running job's state: update or restore a job with
+// the ones it ran with, or drain it (docs/state.md). Struct rows in the
+// global window only; KeepFirst and KeepLast only.
+func StateBuckets(n int) Option {
+	return own("StateBuckets", func(c *config) { c.buckets, c.bucketsSet = n, true })
+}
+
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
 // idle state (default true). Expiry is checked when a row arrives either
 // way, so the results are the same; without them the state of keys never
@@ -248,6 +268,9 @@ func (c *config) validate() error {
 	if c.eventTTL > 0 && c.eventTTL < time.Millisecond {
 		return fmt.Errorf("EventTimeTTL(%v): below 1ms cannot be represented; use at least 1ms", c.eventTTL)
 	}
+	if c.buckets < 0 || c.buckets > maxStateBuckets {
+		return fmt.Errorf("StateBuckets(%d): it must be from 0 (a cell per key) to %d", c.buckets, maxStateBuckets)
+	}
 	if err := c.validateLast(); err != nil {
 		return err
 	}
@@ -304,6 +327,8 @@ func (c *config) validateWindow() error {
 		return fmt.Errorf("StateTTL/EventTimeTTL: window deduplication keeps a key's row only until its window closes, so there is no retention to set; choose the window size instead, or use KeepFirst/KeepLast for retention")
 	case c.cleanupSet:
 		return fmt.Errorf("CleanupTimers: window deduplication sets no timers (the runner drops a window's state when it closes); remove the option")
+	case c.bucketsSet:
+		return fmt.Errorf("StateBuckets: window deduplication keeps no per-row state (a combine per key and window); remove the option")
 	case c.asStream:
 		return fmt.Errorf("AsStream: window deduplication has no stateful expansion (a combine per key and window expands the same on a stream and on a file); remove the option, or use KeepFirst/KeepLast for per-row state")
 	}

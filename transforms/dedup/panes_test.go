@@ -41,7 +41,9 @@ func logKVOutput(_ string, r panetest.Version) { logOutput(r) }
 // the last row it is sent ends on B for every key.
 func TestKeepLast_AKeysOutputsLeaveInDecisionOrderWhenItsRowsComeInMixedPanes(t *testing.T) {
 	const keys = 200
-	changelog := []dedup.Option{rowspec.PartitionBy("key"), rowspec.KindColumn("op"), dedup.MiniBatch(false)}
+	// A cell per key: its step batches rows, and a row of another pane cuts
+	// the batch short (per bucket, a bucket's rows come in one element).
+	changelog := []dedup.Option{rowspec.PartitionBy("key"), rowspec.KindColumn("op"), dedup.MiniBatch(false), dedup.StateBuckets(0)}
 	for _, tc := range []struct {
 		name string
 		kv   bool

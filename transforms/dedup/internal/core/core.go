@@ -20,14 +20,14 @@
 // It is the rules layer of package dedup, not an API of its own: it exports
 // what dedup (and the tests that check the rules) call, and nothing here is
 // promised to stay from one release to the next except what dedup's
-// persisted state depends on, which lives in coders/statecoder (State,
+// persisted state depends on, which lives in internal/statecoder (State,
 // Phase, the layouts). A pipeline calls package dedup.
 package core
 
 import (
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/internal/micros"
 	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -43,7 +43,7 @@ const (
 )
 
 // State is one key's deduplication state; its type and persisted forms are
-// coders/statecoder's.
+// internal/statecoder's.
 type State = statecoder.State
 
 // Rules are one deduplication's decisions: First (KeepFirst) or Last

@@ -308,7 +308,7 @@ func arrivalOrders(rng *rand.Rand, rows []keyRow) [][]keyRow {
 }
 
 // A state written before times were kept to the microsecond (Micros 0:
-// versions 1 and 2 of coders/statecoder) decides every row of its
+// versions 1 and 2 of internal/statecoder) decides every row of its
 // millisecond as it did then, when a millisecond tie went by arrival:
 // KeepFirst keeps its candidate, KeepLast takes the row.
 func TestOrder_AStateWithoutMicrosecondsDecidesItsMillisecondAsBefore(t *testing.T) {

@@ -1,6 +1,7 @@
 // Package statecoder is one key's deduplication state (State) and its
-// persisted forms. The state type lives here, below the transforms that use
-// it (dedup/core names it core.State), so that coders import no transform.
+// persisted forms. The state type lives here, below the rules that decide
+// on it (dedup/internal/core names it core.State) and the step that keeps
+// it (dedup/internal/step); nothing outside package dedup reads it.
 //
 // State outlives binaries: a pipeline updated on Dataflow or restored from a
 // Flink savepoint reads state written by an older version of this library.
