@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"

@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 )
 
 // spinSpec is a splittable source of Parts restrictions of Each positions
