@@ -159,7 +159,7 @@ func TestBeamDefect_TheStockRunnerRegistersAStatePerResumeAndItsCheckpointsFailP
 // and a splittable source's stage meets its end of input while the source
 // still runs: ExecutableStageDoFnOperator.flushData then fires its
 // resumptions as fast as it can, whatever delay the source asked for,
-// until the source ends (notes/beam-defects.md, 23). On Beam's runner as
+// until the source ends (notes/beam-defects.md, 26). On Beam's runner as
 // released, a source that claims a position a call and asks for 1 s
 // between them has its 20 calls within a few seconds instead of 19 s; the
 // job server's impulse waits for the source, whose resumptions keep their
@@ -187,7 +187,7 @@ func TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfI
 // source's restriction, in the operator's snapshot buffer, while the
 // stage's final watermark goes out at once; the buffer is flushed only
 // by a later watermark or bundle, which that stage never gets: the source
-// never starts (notes/beam-defects.md, 24). A checkpoint every 100 ms
+// never starts (notes/beam-defects.md, 27). A checkpoint every 100 ms
 // against a bundle time of 10 s makes the snapshot come first; with
 // finish_bundle_before_checkpointing=false the source has not run after
 // three checkpoints, with the job server's default (true) it runs. This
