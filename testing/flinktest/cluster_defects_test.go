@@ -189,9 +189,13 @@ func TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfI
 // by a later watermark or bundle, which that stage never gets: the source
 // never starts (notes/beam-defects.md, 27). A checkpoint every 100 ms
 // against a bundle time of 10 s makes the snapshot come first; with
-// finish_bundle_before_checkpointing=false the source has not run after
-// three checkpoints, with the job server's default (true) it runs. This
-// test fails the day Beam's runner flushes the buffer.
+// finish_bundle_before_checkpointing=false the source never runs, and the
+// job ends without an error, having read nothing (the source's stage
+// passes the final watermark with no resumption waiting, and the job
+// server ends a job whose sources have ended; Beam's runner runs on,
+// reading nothing). With the job server's default (true) the source runs
+// across three checkpoints. This test fails the day Beam's runner flushes
+// the buffer.
 func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromStarting(t *testing.T) {
 	for _, tc := range []struct {
 		finish string
@@ -203,17 +207,18 @@ func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromS
 			spin(s, spec)
 			restore := goOptions(map[string]string{"max_bundle_time_mills": "10000", "finish_bundle_before_checkpointing": tc.finish})
 			j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
-			id := flinkJob(t, j)
 			restore()
+			if !tc.starts {
+				awaitEnd(t, j, 2*time.Minute)
+				assert.Empty(t, resumes.of(spec.Name), "calls of the source of a job that ended")
+				return
+			}
+			id := flinkJob(t, j)
 			await(t, time.Minute, "three completed checkpoints", func() bool {
 				cp, err := rest(t).Checkpoints(context.Background(), id)
 				return err == nil && cp.Counts.Completed >= 3
 			})
-			if tc.starts {
-				await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
-				return
-			}
-			assert.Empty(t, resumes.of(spec.Name), "calls of the source after three checkpoints")
+			await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
 		})
 	}
 }

@@ -183,9 +183,8 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 		}
 		return len(evented) == len(first) && len(win) == len(windows) && ttl >= 10 && maps.Equal(cur, lastOf)
 	})
-	_, err = j2.StopWithSavepoint(ctx, "", time.Minute)
-	require.NoError(t, err)
-	pr := waitMetrics(t, j2)
+	// Every key's last tick read: the source has ended, and the job with it.
+	pr := awaitEnd(t, j2, 2*time.Minute)
 	read2 := rowsIn(t, wallRowsOf(name(2, "read")))
 
 	byN := func(a, b outRow) int { return int(a.N - b.N) }
@@ -455,9 +454,8 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 			return int64(len(wallRowsOf(name(5, "read")))) >= total-last1-1 &&
 				len(wallRowsOf(name(5, "arrival"))) >= len(out2) && len(wallRowsOf(name(5, "added"))) >= len(out2)
 		})
-		_, err = j5.StopWithSavepoint(ctx, "", time.Minute)
-		require.NoError(t, err)
-		waitMetrics(t, j5)
+		// Every tick read: the source has ended, and the job with it.
+		awaitEnd(t, j5, 2*time.Minute)
 		// The ticks after the savepoint, all past by now, were read again
 		// at once: the restored steps emit what the second job did.
 		keysOf := func(rs []outRow) []string {

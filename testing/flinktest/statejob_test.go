@@ -42,6 +42,21 @@ func waitMetrics(t *testing.T, j *jobrun.Job) beam.PipelineResult {
 	return pr
 }
 
+// awaitEnd waits for a streaming job that ends by itself, its sources
+// having read their last element (the job server ends a job once its
+// splittable sources have; a stop with a savepoint then races the end,
+// and Flink refuses one for a finished job: "is not a streaming job"),
+// and returns its result; past timeout it fails the test.
+func awaitEnd(t *testing.T, j *jobrun.Job, timeout time.Duration) beam.PipelineResult {
+	t.Helper()
+	select {
+	case <-j.Done():
+	case <-time.After(timeout):
+		t.Fatalf("the job still runs %v after its sources read their last element", timeout)
+	}
+	return waitMetrics(t, j)
+}
+
 // checkpointsOf reads the job's checkpoints from Flink's REST API.
 func checkpointsOf(t *testing.T, id string) (flinkrest.Checkpoints, error) {
 	return rest(t).Checkpoints(context.Background(), id)
