@@ -189,13 +189,12 @@ func TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfI
 // by a later watermark or bundle, which that stage never gets: the source
 // never starts (notes/beam-defects.md, 27). A checkpoint every 100 ms
 // against a bundle time of 10 s makes the snapshot come first; with
-// finish_bundle_before_checkpointing=false the source never runs, and the
-// job ends without an error, having read nothing (the source's stage
-// passes the final watermark with no resumption waiting, and the job
-// server ends a job whose sources have ended; Beam's runner runs on,
-// reading nothing). With the job server's default (true) the source runs
-// across three checkpoints. This test fails the day Beam's runner flushes
-// the buffer.
+// finish_bundle_before_checkpointing=false the source has not run after
+// three checkpoints, or the job has ended without an error, having read
+// nothing (seen both ways on the job server, which ends a job whose
+// splittable stages report their sources ended). With the job server's
+// default (true) the source runs across three checkpoints. This test
+// fails the day Beam's runner flushes the buffer.
 func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromStarting(t *testing.T) {
 	for _, tc := range []struct {
 		finish string
@@ -209,8 +208,24 @@ func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromS
 			j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
 			restore()
 			if !tc.starts {
-				awaitEnd(t, j, 2*time.Minute)
-				assert.Empty(t, resumes.of(spec.Name), "calls of the source of a job that ended")
+				var id string
+				await(t, time.Minute, "the job on the cluster", func() bool {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					var err error
+					id, err = j.FlinkJobID(ctx)
+					return err == nil
+				})
+				await(t, time.Minute, "three completed checkpoints, or the job's end", func() bool {
+					select {
+					case <-j.Done():
+						return true
+					default:
+					}
+					cp, err := rest(t).Checkpoints(context.Background(), id)
+					return err == nil && cp.Counts.Completed >= 3
+				})
+				assert.Empty(t, resumes.of(spec.Name), "calls of the source after three checkpoints, or of a job that ended")
 				return
 			}
 			id := flinkJob(t, j)
