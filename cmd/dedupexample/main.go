@@ -1,8 +1,10 @@
 // Command dedupexample is a user's own main, as docs/runners.md shows it:
 // JSON Lines of orders in, the first row per order_id out, through
 // dedup.KeepFirst, run with beamx.Run. It runs unchanged on Prism (the
-// default) and on Flink (--runner=flink --endpoint=JOB_SERVER), with the
-// Flink options of pipelines/jobrun/flinkopts as flags.
+// default) and on Flink (--runner=flink --endpoint=JOB_SERVER). The Flink
+// runner options it takes are plain Go flags of their runner names: Beam
+// sends every flag set among the job's options, and the project's job
+// server (cmd/flinkjobserver) gives each to the runner.
 //
 //	go run ./cmd/dedupexample --input=in.jsonl --output=out.jsonl
 //	go run ./cmd/dedupexample --input=in.jsonl --output=out.jsonl \
@@ -23,7 +25,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -59,8 +60,18 @@ var (
 	output = flag.String("output", "", "where the first row of each order goes (required)")
 )
 
+// Flink runner options, in the runner's format, each sent only when set
+// (unset: the job server's default). Nothing reads them here.
+var (
+	_ = flag.Int("max_parallelism", 0, "Flink: the key groups of the job's keyed state; keep it across restores")
+	_ = flag.Int64("checkpointing_interval", 0, "Flink: checkpoint every this many milliseconds; -1: none")
+	_ = flag.Bool("finish_bundle_before_checkpointing", true, "Flink: finish each bundle before a checkpoint")
+	_ = flag.Bool("streaming", false, "Flink: run in streaming mode (checkpoints)")
+	_ = flag.String("savepoint_path", "", "Flink: start from this savepoint")
+	_ = flag.Bool("allow_non_restored_state", false, "Flink: start from --savepoint_path although some of its state maps to no step")
+)
+
 func main() {
-	flinkopts.Register(flag.CommandLine) // --checkpointing_interval, --savepoint_path, ... reach Flink
 	flag.Parse()
 	beam.Init()
 	if *input == "" || *output == "" {

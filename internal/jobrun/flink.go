@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 )
 
 // FlinkJobID returns the id of the job on the Flink cluster

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 )
 
 // Job is a pipeline submitted by Start.

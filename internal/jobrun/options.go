@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
 )
 
 // DefaultStallLimit is the stall limit of a job whose Options.StallLimit
@@ -64,7 +64,7 @@ type Options struct {
 	// Flink are the job's Flink runner options (checkpoints, max
 	// parallelism, the savepoint to restore, ...), sent as the Go options
 	// of their names, which the project's job server (cmd/flinkjobserver) lifts into the
-	// runner's options (pipelines/jobrun/flinkopts). Their flags, when set
+	// runner's options (internal/flinkopts). Their flags, when set
 	// (flinkopts.Register), reach the runner too; these take precedence.
 	Flink flinkopts.Options
 	// FlinkREST is the REST address ("host:port") of the Flink cluster the

@@ -3,6 +3,8 @@ package flinktest_test
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
@@ -157,7 +159,7 @@ func TestBeamDefect_TheStockRunnerRegistersAStatePerResumeAndItsCheckpointsFailP
 // and a splittable source's stage meets its end of input while the source
 // still runs: ExecutableStageDoFnOperator.flushData then fires its
 // resumptions as fast as it can, whatever delay the source asked for,
-// until the source ends (notes/beam-defects.md, 23). On Beam's runner as
+// until the source ends (notes/beam-defects.md, 26). On Beam's runner as
 // released, a source that claims a position a call and asks for 1 s
 // between them has its 20 calls within a few seconds instead of 19 s; the
 // job server's impulse waits for the source, whose resumptions keep their
@@ -185,11 +187,14 @@ func TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfI
 // source's restriction, in the operator's snapshot buffer, while the
 // stage's final watermark goes out at once; the buffer is flushed only
 // by a later watermark or bundle, which that stage never gets: the source
-// never starts (notes/beam-defects.md, 24). A checkpoint every 100 ms
+// never starts (notes/beam-defects.md, 27). A checkpoint every 100 ms
 // against a bundle time of 10 s makes the snapshot come first; with
 // finish_bundle_before_checkpointing=false the source has not run after
-// three checkpoints, with the job server's default (true) it runs. This
-// test fails the day Beam's runner flushes the buffer.
+// three checkpoints, or the job has ended without an error, having read
+// nothing (seen both ways on the job server, which ends a job whose
+// splittable stages report their sources ended). With the job server's
+// default (true) the source runs across three checkpoints. This test
+// fails the day Beam's runner flushes the buffer.
 func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromStarting(t *testing.T) {
 	for _, tc := range []struct {
 		finish string
@@ -201,17 +206,74 @@ func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromS
 			spin(s, spec)
 			restore := goOptions(map[string]string{"max_bundle_time_mills": "10000", "finish_bundle_before_checkpointing": tc.finish})
 			j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
-			id := flinkJob(t, j)
 			restore()
+			if !tc.starts {
+				var id string
+				await(t, time.Minute, "the job on the cluster", func() bool {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					defer cancel()
+					var err error
+					id, err = j.FlinkJobID(ctx)
+					return err == nil
+				})
+				await(t, time.Minute, "three completed checkpoints, or the job's end", func() bool {
+					select {
+					case <-j.Done():
+						return true
+					default:
+					}
+					cp, err := rest(t).Checkpoints(context.Background(), id)
+					return err == nil && cp.Counts.Completed >= 3
+				})
+				assert.Empty(t, resumes.of(spec.Name), "calls of the source after three checkpoints, or of a job that ended")
+				return
+			}
+			id := flinkJob(t, j)
 			await(t, time.Minute, "three completed checkpoints", func() bool {
 				cp, err := rest(t).Checkpoints(context.Background(), id)
 				return err == nil && cp.Counts.Completed >= 3
 			})
-			if tc.starts {
-				await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
-				return
-			}
-			assert.Empty(t, resumes.of(spec.Name), "calls of the source after three checkpoints")
+			await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
 		})
 	}
+}
+
+// Beam's runner (2.62.0) gives the impulse that starts every Go source
+// (FlinkStreamingPortablePipelineTranslator.translateImpulse) no operator
+// uid, so Flink derives its operator's id from the job graph, chaining
+// included, and that changes with the parallelism (at parallelism 1 the
+// impulse is chained to the stage it feeds, at 2 not): the impulse's state
+// maps to no operator of the rescaled job (notes/beam-defects.md, 23). On
+// Beam's runner as released, a job stopped with a savepoint at
+// parallelism 1 and submitted from it at parallelism 2 is refused, naming
+// the impulse's vertex. With allow_non_restored_state it would start, its
+// impulse emit again and its splittable sources start over beside the
+// restrictions they resume. The job server gives each impulse a uid
+// (TestRescale_FromASavepoint1To2To1FindsEveryKeysState restores without
+// that flag). This test fails the day Beam's runner gives the impulse one.
+func TestBeamDefect_TheStockRunnersImpulseHasNoUIDSoARescaledRestoreIsRefused(t *testing.T) {
+	flinktest.SharedCluster(t) // started before the ticks' clock
+	build := func() *beam.Pipeline {
+		p, s := beam.NewPipelineWithRoot()
+		dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
+		return p
+	}
+	restore := goOptions(map[string]string{"stock_flink_runner": "true"})
+	defer restore()
+	o := jobrun.Options{StallLimit: -1, Parallelism: 1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: time.Second, MaxParallelism: 8}}
+	j := start(t, build(), o)
+	before := flinkJob(t, j)
+	ctx := context.Background()
+	path, err := j.StopWithSavepoint(ctx, "", time.Minute)
+	require.NoError(t, err)
+	o.Parallelism, o.Flink.SavepointPath = 2, path
+	_, err = start(t, build(), o).Wait()
+	require.Error(t, err, "a rescaled job from a savepoint without allow_non_restored_state")
+	m := regexp.MustCompile(`Cannot map checkpoint/savepoint state for operator ([0-9a-f]{32}) to the new program`).FindStringSubmatch(err.Error())
+	require.NotNil(t, m, "Flink's restore error: %v", err)
+	fj, err := rest(t).Job(ctx, before)
+	require.NoError(t, err)
+	i := slices.IndexFunc(fj.Vertices, func(v flinkrest.Vertex) bool { return v.ID == m[1] })
+	require.GreaterOrEqual(t, i, 0, "operator %s is a vertex of the job before", m[1])
+	assert.True(t, strings.HasPrefix(fj.Vertices[i].Name, "Source: Impulse"), "the state not mapped is the impulse's: %s", fj.Vertices[i].Name)
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
@@ -121,7 +121,7 @@ func TestCluster_ListenersWhileAJobRuns(t *testing.T) {
 }
 
 // Each Flink option a Go job sets (jobrun.Options.Flink, the flags of
-// pipelines/jobrun/flinkopts) is the job's on the cluster, read back from
+// internal/flinkopts) is the job's on the cluster, read back from
 // Flink's REST API; a stop with a savepoint writes one, and a job
 // submitted with it as --savepoint_path starts from it.
 func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )

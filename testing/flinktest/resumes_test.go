@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 )
 
 // spinSpec is a splittable source of Parts restrictions of Each positions
@@ -191,5 +191,25 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 	require.Greater(t, len(gaps), 10, "the paced source's resumes")
 	for i := 1; i < len(gaps); i++ {
 		assert.GreaterOrEqual(t, gaps[i].Sub(gaps[i-1]), 245*time.Millisecond, "resume %d of the paced source came early", i)
+	}
+}
+
+// Without checkpoints, on the job server, a splittable source is resumed
+// after the delay it asked for, and the job ends when the source has: the
+// impulse waits for the job's splittable sources instead of ending at once,
+// and the source's stage fires a resumption when it is due, not at end of
+// input (Beam's runner fires them at once:
+// TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfInput).
+func TestResumes_WithoutCheckpointsASourceIsResumedAfterTheDelayItAskedFor(t *testing.T) {
+	paced := spinSpec{Name: "paced-none", Parts: 1, Each: 8, DelayMs: 250}
+	p, s := beam.NewPipelineWithRoot()
+	spin(s, paced)
+	j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: flinkopts.NoCheckpoints}})
+	_, err := j.Wait()
+	require.NoError(t, err, "the job ends once its source has")
+	calls := resumes.of(paced.Name)
+	require.Len(t, calls, 8, "a call a position")
+	for i := 1; i < len(calls); i++ {
+		assert.GreaterOrEqual(t, calls[i].Sub(calls[i-1]), 245*time.Millisecond, "resume %d came early", i)
 	}
 }

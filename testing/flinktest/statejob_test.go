@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
@@ -40,6 +40,21 @@ func waitMetrics(t *testing.T, j *jobrun.Job) beam.PipelineResult {
 	require.NoError(t, err, "the job ends without an error")
 	require.NotNil(t, pr, "the job's result, with its metrics")
 	return pr
+}
+
+// awaitEnd waits for a streaming job that ends by itself, its sources
+// having read their last element (the job server ends a job once its
+// splittable sources have; a stop with a savepoint then races the end,
+// and Flink refuses one for a finished job: "is not a streaming job"),
+// and returns its result; past timeout it fails the test.
+func awaitEnd(t *testing.T, j *jobrun.Job, timeout time.Duration) beam.PipelineResult {
+	t.Helper()
+	select {
+	case <-j.Done():
+	case <-time.After(timeout):
+		t.Fatalf("the job still runs %v after its sources read their last element", timeout)
+	}
+	return waitMetrics(t, j)
 }
 
 // checkpointsOf reads the job's checkpoints from Flink's REST API.

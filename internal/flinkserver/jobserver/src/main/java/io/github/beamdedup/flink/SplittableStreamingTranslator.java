@@ -45,7 +45,9 @@ import org.slf4j.LoggerFactory;
  * Beam's streaming translation of a portable pipeline (FlinkStreamingPortablePipelineTranslator,
  * which translates every other transform here, one at a time), with each stage that runs a
  * splittable DoFn (and no side input) translated onto SplittableStageOperator, and the impulses
- * told to end once those stages' sources have ended (ImpulseSourceFunction).
+ * told to end once those stages' sources have ended (ImpulseSourceFunction). Each impulse gets an
+ * operator uid of its transform's unique name, so that its state (emitted) is restored at any
+ * parallelism.
  *
  * <p>The stage's translation is what Beam's does for such a stage, to the operator's uid (the
  * transform's unique name, so that savepoints of either job server restore in the other), its
@@ -54,6 +56,9 @@ import org.slf4j.LoggerFactory;
 public final class SplittableStreamingTranslator
     implements FlinkPortablePipelineTranslator<StreamingTranslationContext> {
   private static final Logger LOG = LoggerFactory.getLogger(SplittableStreamingTranslator.class);
+
+  /** The prefix of an impulse's operator uid, before its transform's unique name. */
+  static final String IMPULSE_UID_PREFIX = "beamdedup:impulse:";
 
   /** The URN this translation gives the stages it translates itself. */
   static final String SPLITTABLE_STAGE_URN = "beamdedup:transform:splittable_stage:v1";
@@ -116,17 +121,24 @@ public final class SplittableStreamingTranslator
       LOG.info(
           "The job's impulses end once its {} subtasks of splittable stages have ended",
           splittableSubtasks);
-      for (String id : pipeline.getRootTransformIdsList()) {
-        RunnerApi.PTransform t = pipeline.getComponents().getTransformsOrThrow(id);
-        if (!PTransformTranslation.IMPULSE_TRANSFORM_URN.equals(t.getSpec().getUrn())) {
-          continue;
-        }
-        ImpulseSourceFunction impulse =
-            impulseOf(
-                context.getDataStreamOrThrow(Iterables.getOnlyElement(t.getOutputsMap().values())));
-        if (impulse != null) {
-          impulse.endWhenSplittableSourcesEnd(splittableSubtasks);
-        }
+    }
+    for (String id : pipeline.getRootTransformIdsList()) {
+      RunnerApi.PTransform t = pipeline.getComponents().getTransformsOrThrow(id);
+      if (!PTransformTranslation.IMPULSE_TRANSFORM_URN.equals(t.getSpec().getUrn())) {
+        continue;
+      }
+      DataStream<?> stream =
+          context.getDataStreamOrThrow(Iterables.getOnlyElement(t.getOutputsMap().values()));
+      // Beam's translation gives the impulse no uid, and Flink derives its operator's id from
+      // the job graph, chaining included, which changes with the parallelism: its state (emitted
+      // or not) would map to no operator of a job restored at another parallelism, and the
+      // impulse of a job restored with allow_non_restored_state emits again, so its splittable
+      // sources start over beside the restrictions they resume. The transform's unique name is
+      // the SDK's, stable across runs of the same program.
+      stream.getTransformation().setUid(IMPULSE_UID_PREFIX + t.getUniqueName());
+      ImpulseSourceFunction impulse = impulseOf(stream);
+      if (endWithSources && impulse != null) {
+        impulse.endWhenSplittableSourcesEnd(splittableSubtasks);
       }
     }
     return context;

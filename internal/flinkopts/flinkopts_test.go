@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
 )
 
 func TestValues_AreTheRunnersFormatAndOmitWhatIsUnset(t *testing.T) {
