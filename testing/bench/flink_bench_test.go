@@ -134,7 +134,7 @@ func BenchmarkFlinkCluster(b *testing.B) {
 				median(field(rs, func(r ordersRun) float64 { return r.cpuPerRow })), ratioCell(ratios[name]))
 		}
 	}
-	b.Log("\n" + sb.String())
+	logTable(b, sb.String())
 }
 
 // flinkCaseNames are the names of our cases at parallelism par.

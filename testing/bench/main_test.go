@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -54,4 +55,14 @@ func load1() float64 {
 	}
 	v, _ := strconv.ParseFloat(string(f[0]), 64)
 	return v
+}
+
+// logTable prints a benchmark's table of medians. A benchmark that runs
+// sub-benchmarks shows its own log only with -v, so the table goes to the
+// standard output, where the results go, and to the log.
+func logTable(b *testing.B, table string) {
+	b.Log("\n" + table)
+	if !testing.Verbose() {
+		fmt.Println(table)
+	}
 }

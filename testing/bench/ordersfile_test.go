@@ -203,7 +203,7 @@ func BenchmarkOrdersFile(b *testing.B) {
 			}
 		})
 	}
-	b.Log("\n" + ordersTable(rows, runs, ratios))
+	logTable(b, ordersTable(rows, runs, ratios))
 }
 
 // runFlinkSQL runs the Flink SQL peer's orders queries over input (one

@@ -21,16 +21,19 @@ import (
 // bundles of 1 to 300 rows over 25 keys, with watermark and clock moves,
 // through each of the restore test's modes and the DoFns they leave out,
 // the step that keeps state in 1 or 7 buckets gives each key the output of
-// the step that keeps a cell per key, in the same order; counts every row
-// the same; and leaves each key the same state. (Across keys its output
-// comes a bucket at a time.) It does so with its writes deferred to the
-// bundle's end (its requests overlapped, finishing out of order) and
+// the step that keeps a cell per key, in the same order, where the runner
+// hands the cell per key each bundle's rows of a key in time order, as
+// Prism does (a bucket's batch holds them so: BucketRows); counts every
+// row the same; and leaves each key the same state. (Across keys its
+// output comes a bucket at a time.) It does so with its writes deferred to
+// the bundle's end (its requests overlapped, finishing out of order) and
 // without (each request waited for).
 func TestStatePerBucket_EveryModeDecidesAsACellPerKey(t *testing.T) {
 	for i, tc := range everyMode() {
 		events := randomStream(tc, rand.New(rand.NewPCG(uint64(i), 11)))
 		perKey := newRestoreDriver(t, tc, nil, true)
 		perKey.req.Jitter = true
+		perKey.timeOrder = true
 		perKey.run(events)
 		require.NotEmpty(t, perKey.out)
 		for _, n := range []int{1, 7} {

@@ -54,32 +54,61 @@ func TestKeepLast_AKeysOutputsLeaveInDecisionOrderWhenItsRowsComeInMixedPanes(t 
 		{"struct rows, changelog", false, changelog, []string{"+I A", "-U A", "+U B"}},
 		{"struct rows, changelog, requests waited for", false, append(changelog, deduptest.OverlapState(false)), []string{"+I A", "-U A", "+U B"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			outputOrder.Lock()
-			outputOrder.rows = make(map[string][]string)
-			outputOrder.Unlock()
+		t.Run(tc.name, func(t *testing.T) { checkOutputOrder(t, keys, tc.kv, tc.opts, tc.want) })
+	}
+}
 
-			p, s := beam.NewPipelineWithRoot()
-			versions := panetest.Versions(s, keys)
-			opts := append([]dedup.Option{dedup.AsStream()}, tc.opts...)
-			if tc.kv {
-				beam.ParDo0(s, logKVOutput, dedup.KeepLast(s, versions, opts...).Rows)
-			} else {
-				beam.ParDo0(s, logOutput, dedup.KeepLast(s, beam.DropKey(s, versions), opts...).Rows)
-			}
-			runLast(t, p)
+// With state per bucket, a key's rows of a bundle reach the stateful step
+// in one batch, an element the runner does not reorder: they are decided in
+// the order the runner hands the per-key layout a key's rows in (Prism: by
+// time), so KeepLast without OnTime or SequenceBy ends each key on the
+// same row in both layouts, B (the later time), though the keying step saw
+// it before A.
+func TestKeepLast_StatePerBucketDecidesAKeysRowsInThePerKeyLayoutsOrder(t *testing.T) {
+	const keys = 200
+	base := []dedup.Option{rowspec.PartitionBy("key"), dedup.MiniBatch(false)}
+	for _, tc := range []struct {
+		name string
+		opts []dedup.Option
+		want []string
+	}{
+		{"changelog, the default buckets", []dedup.Option{rowspec.KindColumn("op")}, []string{"+I A", "-U A", "+U B"}},
+		{"upserts (no kind column written), 3 buckets", []dedup.Option{rowspec.Upsert(), dedup.StateBuckets(3)}, []string{"+I A", "+I B"}},
+		{"changelog, requests waited for", []dedup.Option{rowspec.KindColumn("op"), deduptest.OverlapState(false)}, []string{"+I A", "-U A", "+U B"}},
+		{"changelog, a cell per key", []dedup.Option{rowspec.KindColumn("op"), dedup.StateBuckets(0)}, []string{"+I A", "-U A", "+U B"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkOutputOrder(t, keys, false, append(base, tc.opts...), tc.want) })
+	}
+}
 
-			outputOrder.Lock()
-			defer outputOrder.Unlock()
-			require.Len(t, outputOrder.rows, keys)
-			wrong := 0
-			for key, got := range outputOrder.rows {
-				if !assert.Equal(t, tc.want, got, "key %s's outputs, in the order they left the step", key) {
-					if wrong++; wrong == 3 {
-						t.Fatal("more keys out of order")
-					}
-				}
+// checkOutputOrder runs KeepLast with AsStream and opts on
+// panetest.Versions of keys keys (as KV or as struct rows) and checks that
+// every key's outputs left the step as want.
+func checkOutputOrder(t *testing.T, keys int, kv bool, opts []dedup.Option, want []string) {
+	t.Helper()
+	outputOrder.Lock()
+	outputOrder.rows = make(map[string][]string)
+	outputOrder.Unlock()
+
+	p, s := beam.NewPipelineWithRoot()
+	versions := panetest.Versions(s, keys)
+	opts = append([]dedup.Option{dedup.AsStream()}, opts...)
+	if kv {
+		beam.ParDo0(s, logKVOutput, dedup.KeepLast(s, versions, opts...).Rows)
+	} else {
+		beam.ParDo0(s, logOutput, dedup.KeepLast(s, beam.DropKey(s, versions), opts...).Rows)
+	}
+	runLast(t, p)
+
+	outputOrder.Lock()
+	defer outputOrder.Unlock()
+	require.Len(t, outputOrder.rows, keys)
+	wrong := 0
+	for key, got := range outputOrder.rows {
+		if !assert.Equal(t, want, got, "key %s's outputs, in the order they left the step", key) {
+			if wrong++; wrong == 3 {
+				t.Fatal("more keys out of order")
 			}
-		})
+		}
 	}
 }

@@ -242,8 +242,8 @@ func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRu
 // does the same to the step that keeps state per key-hash bucket
 // (StateBuckets), every case in one bucket and in 8: a bucket's cell and
 // its one timer are what a runner holds. Its rows come a bucket at a
-// time, so the uninterrupted run's output is each key's of the case, in
-// the key's order.
+// time, a key's rows of a bundle in time order, so the uninterrupted run's
+// output is, key by key, a cell per key's handed each bundle's rows so.
 func TestRestore_AStepOnStatePerBucketRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun(t *testing.T) {
 	restoreEveryCut(t, bucketedRestoreCases())
 }
@@ -275,7 +275,15 @@ func restoreEveryCut(t *testing.T, cases []restoreCase) {
 				whole := newRestoreDriver(t, tc, nil, overlap)
 				whole.run(tc.events)
 				if whole.buckets > 0 {
-					assert.Equal(t, byKey(tc.want), byKey(whole.out), "the uninterrupted run, key by key")
+					// A bucket's batch holds a key's rows of a bundle in time
+					// order: each key's output is a cell per key's on a runner
+					// that hands them so (Prism).
+					perKey := tc
+					perKey.opts = append(slices.Clone(tc.opts), StateBuckets(0))
+					ref := newRestoreDriver(t, perKey, nil, overlap)
+					ref.timeOrder = true
+					ref.run(tc.events)
+					assert.Equal(t, byKey(ref.out), byKey(whole.out), "the uninterrupted run, key by key")
 				} else {
 					assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
 				}
@@ -499,6 +507,11 @@ type restoreDriver struct {
 	// bucket by batcher, as the expansion's step before it does.
 	buckets int
 	batcher *step.BucketRows
+	// timeOrder: the driver hands the step each bundle's rows in element
+	// time order, rows of one time in arrival order, as Prism hands a key's
+	// rows to a stateful step (and as a bucket's batch holds them);
+	// otherwise in arrival order, as Flink does.
+	timeOrder bool
 
 	// req follows the state requests and guards cells (and the coders)
 	// against the step's overlapped ones, which come from goroutines of
@@ -615,6 +628,10 @@ func (d *restoreDriver) run(events []restoreEvent) {
 // which is also its element time here); per bucket, batched as the
 // expansion's step before it does, a batch an element.
 func (d *restoreDriver) bundle(rows []restoreRow) {
+	if d.timeOrder {
+		rows = slices.Clone(rows)
+		slices.SortStableFunc(rows, func(a, b restoreRow) int { return cmpInt(a.TS.UnixMilli(), b.TS.UnixMilli()) })
+	}
 	restoreNow.Store(d.now)
 	d.req.Bundle(true)
 	d.call("StartBundle", "")

@@ -49,6 +49,10 @@ type Bucket struct {
 type batch struct {
 	b  []byte
 	ts beam.EventTime
+	// BucketRows' order: the latest row's time, and whether a row came
+	// before an earlier one's time (the batch is sorted when emitted)
+	last      beam.EventTime
+	unordered bool
 }
 
 // batchEmit emits a bucket's batch.

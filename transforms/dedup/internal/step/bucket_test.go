@@ -177,3 +177,53 @@ func iterate[T any](vs []T) func(*T) bool {
 		return true
 	}
 }
+
+// A bucket's batch of rows holds them in element-time order, rows of one
+// time in arrival order, whatever order the keying step emitted them in
+// (the order Prism hands the per-key layout a key's rows in), also when
+// the batch is cut at its size cap.
+func TestBucketRows_BatchesRowsInTimeOrderAndTiesInArrivalOrder(t *testing.T) {
+	type in struct {
+		key string
+		ts  beam.EventTime
+		row string
+	}
+	rows := []in{{"a", 2000, "a-B"}, {"b", 1500, "b-1"}, {"a", 1000, "a-A"}, {"b", 2000, "b-2"}, {"a", 2000, "a-C"}, {"c", 1000, "c-1"}}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int
+		want     [][]string
+	}{
+		{"one batch", 0, [][]string{{"a-A@1000", "c-1@1000", "b-1@1500", "a-B@2000", "b-2@2000", "a-C@2000"}}},
+		{"cut after three rows", 25, [][]string{{"a-A@1000", "b-1@1500", "a-B@2000"}, {"c-1@1000", "b-2@2000", "a-C@2000"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[string]()}, Buckets: 1, MaxBytes: tc.maxBytes}
+			require.NoError(t, f.Setup())
+			dec := beam.NewElementDecoder(reflect.TypeFor[string]())
+			var got [][]string
+			var at []beam.EventTime
+			emit := func(ts beam.EventTime, _ []byte, b []byte) {
+				var batch []string
+				for len(b) > 0 {
+					_, rowTS, enc, rest, err := nextRow(b)
+					require.NoError(t, err)
+					row, err := dec.Decode(bytes.NewReader(enc))
+					require.NoError(t, err)
+					batch = append(batch, fmt.Sprintf("%v@%d", row, rowTS))
+					b = rest
+				}
+				got, at = append(got, batch), append(at, ts)
+			}
+			f.StartBundle(emit)
+			for _, r := range rows {
+				require.NoError(t, f.ProcessElement(r.ts, []byte(r.key), r.row, emit))
+			}
+			f.FinishBundle(emit)
+			assert.Equal(t, tc.want, got)
+			for i, ts := range at {
+				assert.Equal(t, ts, beam.EventTime(1000), "batch %d is at its earliest row's time", i)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package step
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -149,4 +150,64 @@ func TestBucketTable_KeysComeDueByTheirLatestTimer(t *testing.T) {
 	next, ok = tb.nextDue()
 	require.True(t, ok)
 	assert.Equal(t, int64(40), next)
+}
+
+// BenchmarkBucketTable_ARowAloneInItsBucket is state per bucket's worst
+// case: a streaming bundle of a few rows over many stored keys, so that
+// each row is alone in its bucket in its bundle, and its bundle reads its
+// bucket whole (every stored key's state) to decide it, and appends a
+// segment for it. One op is one such row: the read of a bucket of
+// keysPerBucket stored keys (the bucket's cell as the runner holds it, one
+// rewrite at position 0), the decoding of its table, the row's get, put
+// and the segment written. bytes_read/row is the cell's size, what the
+// runner sends the step for that row; per_key_bytes/row what a cell per
+// key sends (the key's own state). The runner's side (gRPC, its copy of
+// the bytes) is not in ns/op.
+//
+//	go test -run='^$' -bench=BucketTable_ARowAlone -benchtime=2000x ./transforms/dedup/internal/step/
+func BenchmarkBucketTable_ARowAloneInItsBucket(b *testing.B) {
+	row := bytes.Repeat([]byte{'r'}, 64) // an orders row is 64 bytes encoded
+	for _, tc := range []struct {
+		name string
+		st   core.State
+	}{
+		{"keepfirst_stateTTL", core.State{Phase: core.Emitted, ExpireAt: 1_764_000_000_000}},
+		{"keeplast_64B_row", core.State{Phase: core.Emitted, Cand: row, CandTime: 1_764_000_000_000, ExpireAt: 1_764_000_000_000}},
+	} {
+		// 100,000 and 1,000,000 stored keys in the default 128 buckets.
+		for _, perBucket := range []int{781, 7812} {
+			b.Run(fmt.Sprintf("%s/%d_keys_a_bucket", tc.name, perBucket), func(b *testing.B) {
+				ctx := metrics.SetBundleID(context.Background(), "b")
+				m := newMetricSet("buckets-bench")
+				tb, err := foldBucket(nil, 128)
+				require.NoError(b, err)
+				for i := range perBucket {
+					tb.put(keyN(i), &tc.st)
+				}
+				var cell cellOf
+				cell.apply(tb.rewrite(ctx, m))
+				cellBytes := 0
+				for _, s := range cell.segs {
+					cellBytes += len(s)
+				}
+				one := statecoder.Append(nil, &tc.st)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					tb, err := foldBucket(cell.segs, 128)
+					if err != nil {
+						b.Fatal(err)
+					}
+					k := keyN(perBucket + i) // a new key
+					if _, err := tb.get(k); err != nil {
+						b.Fatal(err)
+					}
+					tb.put(k, &tc.st)
+					_ = tb.write(ctx, m) // not applied: every op reads the same cell
+				}
+				b.ReportMetric(float64(cellBytes), "bytes_read/row")
+				b.ReportMetric(float64(len(one)+len(keyN(0))), "per_key_bytes/row")
+			})
+		}
+	}
 }

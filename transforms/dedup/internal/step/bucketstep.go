@@ -31,9 +31,19 @@ import (
 
 // BucketRows batches a bundle's keyed rows (KV<key, row>, the keying
 // step's output) by their key's bucket into KV<bucket key, batch>: each
-// batch holds rows of one bucket in arrival order, each as its key, its
-// element time and its encoding, all length-prefixed. A batch is emitted at
-// its earliest row's time when it reaches MaxBytes and at the bundle's end.
+// batch holds rows of one bucket, each as its key, its element time and its
+// encoding, all length-prefixed, in element-time order, rows of one time in
+// arrival order. A batch is emitted at its earliest row's time when it
+// reaches MaxBytes and at the bundle's end.
+//
+// The order is the one a key's rows reach the per-key layout's step in: a
+// runner that orders a key's elements before a stateful step (Prism hands a
+// key its bundle's elements by time) orders each row there, where a batch
+// is one element and its rows would keep the order of the keying step. So
+// a rule that goes by arrival (KeepLast without OnTime or SequenceBy) sees
+// a key's rows in the same order in both layouts: a row emitted after
+// another but timed before it (a FinishBundle's row beside a GroupByKey's
+// pane) is decided first in both.
 type BucketRows struct {
 	RowType  beam.EncodedType
 	Buckets  int
@@ -73,6 +83,10 @@ func (f *BucketRows) ProcessElement(ts beam.EventTime, key []byte, row beam.V, e
 		f.batches[b] = p
 	}
 	p.ts = min(p.ts, ts)
+	if len(p.b) > 0 && ts < p.last {
+		p.unordered = true
+	}
+	p.last = ts
 	p.b = binary.AppendUvarint(p.b, uint64(len(key)))
 	p.b = append(p.b, key...)
 	p.b = binary.AppendVarint(p.b, int64(ts))
@@ -103,8 +117,36 @@ func (f *BucketRows) emit(b uint32, p *batch, emit bucketBatchEmit) {
 		k = bucketKey(b)
 		f.keys[b] = k
 	}
+	if p.unordered {
+		p.b = inTimeOrder(p.b)
+	}
 	emit(p.ts, k, p.b)
 	delete(f.batches, b) // the emitted slice is the runner's now
+}
+
+// inTimeOrder is a batch of rows (BucketRows) with its rows sorted by
+// element time, stably: rows of one time keep their arrival order.
+func inTimeOrder(b []byte) []byte {
+	type span struct {
+		ts         beam.EventTime
+		start, end int
+	}
+	var spans []span
+	for rest := b; len(rest) > 0; {
+		_, ts, _, next, err := nextRow(rest)
+		if err != nil {
+			return b // a batch this step wrote: the decision reports it
+		}
+		start := len(b) - len(rest)
+		spans = append(spans, span{ts, start, len(b) - len(next)})
+		rest = next
+	}
+	slices.SortStableFunc(spans, func(x, y span) int { return cmp.Compare(x.ts, y.ts) })
+	out := make([]byte, 0, len(b))
+	for _, sp := range spans {
+		out = append(out, b[sp.start:sp.end]...)
+	}
+	return out
 }
 
 // nextRow splits a batch's first row, its key, element time and encoding,
