@@ -145,10 +145,9 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 	id := flinkJob(t, j)
 	restore()
 	ctx := context.Background()
-	began := time.Now()
 	await(t, 3*time.Minute, fmt.Sprintf("%d resumes of the fast source", past), func() bool { return len(resumes.of(fast.Name)) >= past })
 	passed := resumes.of(fast.Name)[past-1]
-	t.Logf("%d resumes in %v", past, passed.Sub(began).Round(time.Millisecond))
+	t.Logf("%d resumes in %v from the first", past, passed.Sub(resumes.of(fast.Name)[0]).Round(time.Millisecond))
 	var cp flinkrest.Checkpoints
 	await(t, time.Minute, "two checkpoints triggered after the 40,000th resume, completed", func() bool {
 		var err error
