@@ -181,63 +181,6 @@ func TestBeamDefect_WithoutCheckpointsTheStockRunnerResumesASourceAtOnceAtEndOfI
 	t.Logf("20 calls that each asked for 1 s before the next, in %v", span.Round(time.Millisecond))
 }
 
-// With checkpoints on, a snapshot that comes while the impulse's stage
-// has its first bundle open (it stays open for the bundle time unless a
-// snapshot ends it) buffers that bundle's one output, a splittable
-// source's restriction, in the operator's snapshot buffer, while the
-// stage's final watermark goes out at once; the buffer is flushed only
-// by a later watermark or bundle, which that stage never gets: the source
-// never starts (notes/beam-defects.md, 27). A checkpoint every 100 ms
-// against a bundle time of 10 s makes the snapshot come first; with
-// finish_bundle_before_checkpointing=false the source has not run after
-// three checkpoints, or the job has ended without an error, having read
-// nothing (seen both ways on the job server, which ends a job whose
-// splittable stages report their sources ended). With the job server's
-// default (true) the source runs across three checkpoints. This test
-// fails the day Beam's runner flushes the buffer.
-func TestBeamDefect_ACheckpointBeforeTheImpulsesFirstBundleEndsKeepsASourceFromStarting(t *testing.T) {
-	for _, tc := range []struct {
-		finish string
-		starts bool
-	}{{"false", false}, {"", true}} {
-		t.Run("finish_bundle_before_checkpointing="+tc.finish, func(t *testing.T) {
-			spec := spinSpec{Name: "race-" + tc.finish, Parts: 1, Each: 1000, DelayMs: 100}
-			p, s := beam.NewPipelineWithRoot()
-			spin(s, spec)
-			restore := goOptions(map[string]string{"max_bundle_time_mills": "10000", "finish_bundle_before_checkpointing": tc.finish})
-			j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
-			restore()
-			if !tc.starts {
-				var id string
-				await(t, time.Minute, "the job on the cluster", func() bool {
-					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					defer cancel()
-					var err error
-					id, err = j.FlinkJobID(ctx)
-					return err == nil
-				})
-				await(t, time.Minute, "three completed checkpoints, or the job's end", func() bool {
-					select {
-					case <-j.Done():
-						return true
-					default:
-					}
-					cp, err := rest(t).Checkpoints(context.Background(), id)
-					return err == nil && cp.Counts.Completed >= 3
-				})
-				assert.Empty(t, resumes.of(spec.Name), "calls of the source after three checkpoints, or of a job that ended")
-				return
-			}
-			id := flinkJob(t, j)
-			await(t, time.Minute, "three completed checkpoints", func() bool {
-				cp, err := rest(t).Checkpoints(context.Background(), id)
-				return err == nil && cp.Counts.Completed >= 3
-			})
-			await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
-		})
-	}
-}
-
 // Beam's runner (2.62.0) gives the impulse that starts every Go source
 // (FlinkStreamingPortablePipelineTranslator.translateImpulse) no operator
 // uid, so Flink derives its operator's id from the job graph, chaining

@@ -145,10 +145,9 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 	id := flinkJob(t, j)
 	restore()
 	ctx := context.Background()
-	began := time.Now()
 	await(t, 3*time.Minute, fmt.Sprintf("%d resumes of the fast source", past), func() bool { return len(resumes.of(fast.Name)) >= past })
 	passed := resumes.of(fast.Name)[past-1]
-	t.Logf("%d resumes in %v", past, passed.Sub(began).Round(time.Millisecond))
+	t.Logf("%d resumes in %v from the first", past, passed.Sub(resumes.of(fast.Name)[0]).Round(time.Millisecond))
 	var cp flinkrest.Checkpoints
 	await(t, time.Minute, "two checkpoints triggered after the 40,000th resume, completed", func() bool {
 		var err error
@@ -212,4 +211,26 @@ func TestResumes_WithoutCheckpointsASourceIsResumedAfterTheDelayItAskedFor(t *te
 	for i := 1; i < len(calls); i++ {
 		assert.GreaterOrEqual(t, calls[i].Sub(calls[i-1]), 245*time.Millisecond, "resume %d came early", i)
 	}
+}
+
+// With checkpoints every 100 ms against a bundle time of 10 s, a splittable
+// source fed by the impulse starts under the job server's default,
+// finish_bundle_before_checkpointing=true: the impulse stage's first
+// bundle is finished before each checkpoint's barrier, not buffered in the
+// snapshot (notes/beam-defects.md, 27, where a snapshot that comes first
+// keeps the source from starting; a race, seen in 2 of 3 runs with the
+// option false, so not a test of the suite).
+func TestResumes_UnderFrequentCheckpointsASourceStartsWithTheJobServersDefault(t *testing.T) {
+	spec := spinSpec{Name: fmt.Sprintf("frequent-%d", time.Now().UnixNano()), Parts: 1, Each: 1000, DelayMs: 100}
+	p, s := beam.NewPipelineWithRoot()
+	spin(s, spec)
+	restore := goOptions(map[string]string{"max_bundle_time_mills": "10000"})
+	j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
+	id := flinkJob(t, j)
+	restore()
+	await(t, time.Minute, "three completed checkpoints", func() bool {
+		cp, err := rest(t).Checkpoints(context.Background(), id)
+		return err == nil && cp.Counts.Completed >= 3
+	})
+	await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
 }
