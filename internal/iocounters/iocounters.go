@@ -9,11 +9,12 @@ import "github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 // Kafka's counters, under KafkaNamespace.
 const (
-	KafkaNamespace = "beamdedup/kafkaio"
-	KafkaRead      = "records_read"    // records Read emitted
-	KafkaWritten   = "records_written" // records Write wrote and Kafka confirmed
-	KafkaSafe      = "records_safe"    // records Commit marked safe, in the process of their reader
-	KafkaUnheld    = "records_unheld"  // records Commit saw where their reader does not run: not committed from there
+	KafkaNamespace    = "beamdedup/kafkaio"
+	KafkaRead         = "records_read"          // records Read emitted
+	KafkaWritten      = "records_written"       // records Write wrote and Kafka confirmed, dead letters aside
+	KafkaDeadLettered = "records_dead_lettered" // dead letters (Record.DeadLetter) Write wrote and Kafka confirmed
+	KafkaDropped      = "records_dropped"       // records Commit took as dropped duplicates (a KV collection)
+	KafkaSafe         = "records_safe"          // records Commit marked safe for their partition's ledger
 )
 
 // Pub/Sub's counters, under PubsubNamespace.
@@ -30,19 +31,22 @@ const (
 )
 
 // Kafka are kafkaio's counters of a job, summed over its steps. Every
-// record Read emits reaches Commit once the pipeline made it safe, so
-// Read == Safe + Unheld when nothing is in flight.
+// record Read emits is written, dead-lettered or dropped as a duplicate,
+// and reaches Commit once the pipeline made it safe, so Read == Written +
+// DeadLettered + Dropped == Safe when nothing is in flight (a pipeline
+// that writes each record once).
 type Kafka struct {
-	Read, Written, Safe, Unheld int64
+	Read, Written, DeadLettered, Dropped, Safe int64
 }
 
 // InFlight is the number of records read and not yet marked safe.
-func (c Kafka) InFlight() int64 { return c.Read - c.Safe - c.Unheld }
+func (c Kafka) InFlight() int64 { return c.Read - c.Safe }
 
 // ReadKafka sums kafkaio's counters from a job's metrics.
 func ReadKafka(pr beam.PipelineResult) Kafka {
 	var c Kafka
-	sum(pr, KafkaNamespace, map[string]*int64{KafkaRead: &c.Read, KafkaWritten: &c.Written, KafkaSafe: &c.Safe, KafkaUnheld: &c.Unheld})
+	sum(pr, KafkaNamespace, map[string]*int64{KafkaRead: &c.Read, KafkaWritten: &c.Written, KafkaDeadLettered: &c.DeadLettered,
+		KafkaDropped: &c.Dropped, KafkaSafe: &c.Safe})
 	return c
 }
 

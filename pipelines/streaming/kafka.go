@@ -82,8 +82,8 @@ func (k Kafka) write(s beam.Scope, topic string, col beam.PCollection) (beam.PCo
 	return kafkaio.TryWrite(s, k.Brokers, topic, col, k.Write...)
 }
 
-func (k Kafka) settle(s beam.Scope, col beam.PCollection) error {
-	return kafkaio.TryCommit(s, k.Group, col)
+func (k Kafka) settle(s beam.Scope, written, dropped, dead beam.PCollection) error {
+	return kafkaio.TryCommit(s, k.Brokers, k.Group, written, dropped, dead)
 }
 
 func (k Kafka) preflight(ctx context.Context) (int, error) {
@@ -96,7 +96,7 @@ func (Kafka) elements() elements[kafkaio.Record] { return elementsOf[kafkaio.Rec
 
 func (Kafka) counts(pr beam.PipelineResult) counts {
 	c := iocounters.ReadKafka(pr)
-	return counts{read: c.Read, settled: c.Safe + c.Unheld, written: c.Written}
+	return counts{read: c.Read, settled: c.Safe, written: c.Written + c.DeadLettered}
 }
 
 // finish reads the group's committed offsets and the topic's end offsets.

@@ -8,8 +8,9 @@ import (
 
 // The package's counters (the package doc lists them for users).
 var (
-	cRead    = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaRead)
-	cWritten = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaWritten)
-	cSafe    = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaSafe)
-	cUnheld  = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaUnheld)
+	cRead         = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaRead)
+	cWritten      = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaWritten)
+	cDeadLettered = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaDeadLettered)
+	cDropped      = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaDropped)
+	cSafe         = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaSafe)
 )
