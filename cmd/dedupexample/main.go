@@ -25,6 +25,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Order is a row: its columns are named by their beam tags.
@@ -77,7 +78,7 @@ func main() {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	orders := beam.ParDo(s, parse, textio.Read(s, *input))
-	kept := dedup.KeepFirst(s, orders, dedup.PartitionBy("order_id"), dedup.StateTTL(2*time.Hour), dedup.UID("orders-dedup")).Rows
+	kept := dedup.KeepFirst(s, orders, rowspec.PartitionBy("order_id"), dedup.StateTTL(2*time.Hour), dedup.UID("orders-dedup")).Rows
 	textio.Write(s, *output, beam.ParDo(s, format, kept))
 	if err := beamx.Run(context.Background(), p); err != nil {
 		log.Fatalf("dedupexample: %v", err)

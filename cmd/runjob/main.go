@@ -48,6 +48,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/harness/init" // worker mode (--worker)
 	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
 	// Runners, selected by --runner.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dataflow"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/dot"
@@ -60,6 +61,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func main() {
@@ -314,10 +316,10 @@ func dedupOptions(o *options) []dedup.Option {
 				cols = append(cols, c)
 			}
 		}
-		opts = append(opts, dedup.PartitionBy(cols...))
+		opts = append(opts, rowspec.PartitionBy(cols...))
 	}
 	if o.set["on_time"] {
-		opts = append(opts, dedup.OnTime(o.onTime))
+		opts = append(opts, rowspec.OnTime(o.onTime))
 	}
 	if o.set["state_ttl"] {
 		opts = append(opts, dedup.StateTTL(o.stateTTL))

@@ -111,9 +111,9 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 func jobServerHint(runner string) string {
 	switch runner {
 	case "flink":
-		return " (start Beam's Flink job server: go run ./testing/flinktest/cmd/jobserver prints its endpoint; see docs/flink.md)"
+		return " (start Beam's Flink job server: go run ./cmd/flinkjobserver prints its endpoint; see docs/flink.md)"
 	case "spark":
-		return " (start Beam's Spark job server: go run ./testing/flinktest/cmd/jobserver --runner=spark prints its endpoint; see docs/runners.md)"
+		return " (start Beam's Spark job server: go run ./testing/flinktest/cmd/sparkjobserver prints its endpoint; see docs/runners.md)"
 	}
 	return " (e.g. a standalone Prism: go run github.com/apache/beam/sdks/v2/go/cmd/prism serves localhost:8073)"
 }

@@ -26,7 +26,7 @@
 //   - time.Time values are equal iff t1.Equal(t2): location and monotonic
 //     reading are ignored.
 //
-// # Format, version 1 (FormatVersion)
+// # Format, version 1 (formatVersion)
 //
 // A key is the concatenation of its columns' encodings in the order the
 // columns were given to New; zero columns give the empty key. Every column
@@ -44,7 +44,7 @@
 //     nanoseconds within the second as uint32 (4 bytes big-endian)
 //
 // Any change to these bytes changes which state a key maps to after a
-// pipeline update, so it must bump FormatVersion and be handled explicitly;
+// pipeline update, so it must bump formatVersion and be handled explicitly;
 // the golden tests pin the current format.
 package keycoder
 
@@ -58,10 +58,10 @@ import (
 	"time"
 )
 
-// FormatVersion is the version of the byte format described in the package
+// formatVersion is the version of the byte format described in the package
 // comment. The version is not written into keys (that would cost a byte per
 // state key); it documents which format persisted state was written with.
-const FormatVersion = 1
+const formatVersion = 1
 
 // Column describes one column of a row type.
 type Column struct {
@@ -240,8 +240,8 @@ func (e *Encoder) Encode(row any) []byte {
 	return e.Append(nil, reflect.ValueOf(row))
 }
 
-// Supported reports whether type t can be a key column type.
-func Supported(t reflect.Type) bool {
+// supported reports whether type t can be a key column type.
+func supported(t reflect.Type) bool {
 	return t != nil && encoderFor(t) != nil
 }
 

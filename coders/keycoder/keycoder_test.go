@@ -250,9 +250,9 @@ type goldenRow struct {
 
 // TestEncode_GoldenBytes pins format version 1. If it fails, the encoding
 // changed: persisted state keys would no longer match. Do not update the
-// hex; bump FormatVersion and plan the migration instead.
+// hex; bump formatVersion and plan the migration instead.
 func TestEncode_GoldenBytes(t *testing.T) {
-	require.Equal(t, 1, FormatVersion)
+	require.Equal(t, 1, formatVersion)
 	allCols := []string{"name", "Blob", "N", "U", "Ok", "F", "G", "T", "P"}
 	tests := []struct {
 		name string
@@ -429,7 +429,7 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-func TestSupported(t *testing.T) {
+func TestSupportedTypes(t *testing.T) {
 	tests := []struct {
 		typ  reflect.Type
 		want bool
@@ -468,7 +468,7 @@ func TestSupported(t *testing.T) {
 			name = tt.typ.String()
 		}
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Supported(tt.typ))
+			assert.Equal(t, tt.want, supported(tt.typ))
 		})
 	}
 }

@@ -19,7 +19,7 @@
 //     nanoseconds within the second as uint32 (4 bytes), big-endian. Equal
 //     instants (t1.Equal(t2)) encode equally; location is ignored. (A
 //     SequenceBy column's times are truncated to the microsecond before
-//     they are encoded, rowspec.SeqColumn.)
+//     they are encoded, as rowspec.SequenceBy says.)
 //   - string: its bytes (Go's string order is byte order).
 //
 // The bytes are persisted in dedup state, so changing them changes which

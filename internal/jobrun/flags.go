@@ -8,7 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
-	"github.com/beamdedup/beamdedup/transforms/prismsplit"
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 )
 
 // Beam's runners take no settings per job: beam.Run reads the endpoint,
@@ -43,7 +43,7 @@ func (j *Job) submitWithFlags(ctx context.Context, p *beam.Pipeline) error {
 		jobopts.WorkerBinary: o.WorkerBinary,
 	}
 	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
-		vals[jobopts.Experiments] = prismsplit.WithExperiment(*jobopts.Experiments)
+		vals[jobopts.Experiments] = prismexp.WithExperiment(*jobopts.Experiments)
 	}
 	restoreFlags, restoreRunner := setFlags(vals), setRunnerOptions(o)
 	restore := func() { restoreRunner(); restoreFlags() }

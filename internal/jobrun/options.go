@@ -63,7 +63,7 @@ type Options struct {
 	Parallelism int
 	// Flink are the job's Flink runner options (checkpoints, max
 	// parallelism, the savepoint to restore, ...), sent as the Go options
-	// of their names, which testing/flinktest's job server lifts into the
+	// of their names, which the project's job server (cmd/flinkjobserver) lifts into the
 	// runner's options (pipelines/jobrun/flinkopts). Their flags, when set
 	// (flinkopts.Register), reach the runner too; these take precedence.
 	Flink flinkopts.Options

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
@@ -27,7 +28,7 @@ const NoSplitsExperiment = prismsplit.Experiment
 
 // MayBePrism reports whether runner submits to Prism: runner prism, or
 // universal (portable), whose job server is often a standalone Prism.
-func MayBePrism(runner string) bool { return prismsplit.MayBePrism(runner) }
+func MayBePrism(runner string) bool { return prismexp.MayBePrism(runner) }
 
 // splitsAllowed: AllowSplits is in effect.
 var splitsAllowed atomic.Bool
@@ -40,7 +41,7 @@ var splitsAllowed atomic.Bool
 func DisableSplits() (restore func()) { return prismsplit.Disable() }
 
 // SplitsDisabled reports whether NoSplitsExperiment is in --experiments.
-func SplitsDisabled() bool { return prismsplit.Disabled() }
+func SplitsDisabled() bool { return prismexp.Disabled() }
 
 // AllowSplits lets Prism split bundles again, for a reproduction of the
 // defect: it removes NoSplitsExperiment from --experiments, and Start

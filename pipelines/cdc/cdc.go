@@ -1,6 +1,6 @@
 // Package cdc turns a change log into an insert-only table of the first
 // version of each key: the spec's section 4.1.3.7 ("updating input, changes
-// swallowed") with dedup.KindColumn.
+// swallowed") with rowspec.KindColumn.
 //
 // Input is JSON Lines with an op column, one change a line, either flat
 //
@@ -43,6 +43,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Change is one change of the user_events table.
@@ -157,7 +158,7 @@ type Result struct {
 
 // Build adds the change-log pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup...)
+	opts := append([]dedup.Option{rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup...)
 	r, err := pipeline.Build(s.Scope("CDC"), pipeline.Spec{
 		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
 		Row:     reflect.TypeFor[Change](),

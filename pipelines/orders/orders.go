@@ -19,6 +19,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Order is one row of the orders table.
@@ -74,7 +75,7 @@ type Result struct {
 
 // Build adds the orders pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID)}, cfg.Dedup...)
+	opts := append([]dedup.Option{rowspec.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID)}, cfg.Dedup...)
 	r, err := pipeline.Build(s.Scope("Orders"), pipeline.Spec{
 		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
 		Row:  reflect.TypeFor[Order](),

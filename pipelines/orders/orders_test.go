@@ -14,6 +14,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/pipelinetest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -114,7 +115,7 @@ func TestBuildReportsConfigurationErrors(t *testing.T) {
 	}{
 		{"no input", orders.Config{}, "Input is required"},
 		{"missing input", orders.Config{Input: "does-not-exist.jsonl"}, `input: no file matches "does-not-exist.jsonl"`},
-		{"unknown column", orders.Config{Input: in, Dedup: []dedup.Option{dedup.PartitionBy("customer")}}, "customer"},
+		{"unknown column", orders.Config{Input: in, Dedup: []dedup.Option{rowspec.PartitionBy("customer")}}, "customer"},
 		{"negative TTL", orders.Config{Input: in, Dedup: []dedup.Option{dedup.StateTTL(-time.Second)}}, "StateTTL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

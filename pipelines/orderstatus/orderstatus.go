@@ -121,7 +121,7 @@ func Build(s beam.Scope, cfg Config) (Result, error) {
 }
 
 func build(s beam.Scope, cfg Config) (Result, error) {
-	opts := slices.Concat([]dedup.Option{dedup.Spec(Columns), dedup.UID(UID)}, cfg.Dedup)
+	opts := slices.Concat([]dedup.Option{Columns, dedup.UID(UID)}, cfg.Dedup)
 	var countOpts []changelog.Option
 	if cfg.Stateful {
 		// A file is one bundle, which KeepLast's mini-batch fold would
@@ -129,7 +129,7 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		opts = slices.Concat([]dedup.Option{dedup.MiniBatch(false)}, opts, []dedup.Option{dedup.AsStream()})
 		countOpts = append(countOpts, changelog.AsStream())
 	}
-	countOpts = append(countOpts, changelog.Spec(Columns), changelog.GroupBy("status"))
+	countOpts = append(countOpts, Columns, changelog.GroupBy("status"))
 
 	var r Result
 	// The step: keep-last, then the count per status from its changelog

@@ -22,7 +22,7 @@ const PostgresUID = "order-status-postgres"
 // It returns the rows the table refused.
 func writePostgres(s beam.Scope, changes beam.PCollection, dsn, table string) (beam.PCollection, error) {
 	r, err := pgsink.TryWrite(s.Scope("Postgres"), changes, pgsink.DSN(dsn), pgsink.Table(table),
-		pgsink.Spec(Columns), pgsink.Tombstone("deleted"),
+		Columns, pgsink.Tombstone("deleted"),
 		pgsink.UID(PostgresUID))
 	return r.DeadLetters, err
 }

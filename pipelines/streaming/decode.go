@@ -11,11 +11,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func init() {
@@ -57,7 +57,7 @@ type decodeFn[T any, E any] struct {
 
 	el   elements[E]
 	enc  *keycoder.Encoder
-	at   rowspec.TimeColumn
+	at   rowcol.TimeColumn
 	dead beam.Counter
 }
 
@@ -70,7 +70,7 @@ func (f *decodeFn[T, E]) Setup() error {
 		}
 	}
 	if f.OnTime != "" {
-		f.at, err = rowspec.NewTimeColumn(reflect.TypeFor[T](), f.OnTime)
+		f.at, err = rowcol.NewTimeColumn(reflect.TypeFor[T](), f.OnTime)
 	}
 	return err
 }

@@ -288,14 +288,14 @@ func (w *watch[E]) progress(_ context.Context, m metrics.Results) (jobrun.Sample
 	}
 	sample := jobrun.Sample{
 		Counters: map[string]int64{
-			"source/claimed":                        pr.Claimed,
-			"source/read":                           s.Read,
-			"source/" + w.sp.settled:                s.Settled,
-			"source/" + w.sp.written:                s.Written,
-			namespace(w.sp) + "/" + deadLettered:    s.DeadLettered,
-			dedup.Namespace + "/rows_in":            d.RowsIn,
-			dedup.Namespace + "/emitted":            d.Emitted,
-			dedup.Namespace + "/duplicates_dropped": d.DuplicatesDropped,
+			"source/claimed":                     pr.Claimed,
+			"source/read":                        s.Read,
+			"source/" + w.sp.settled:             s.Settled,
+			"source/" + w.sp.written:             s.Written,
+			namespace(w.sp) + "/" + deadLettered: s.DeadLettered,
+			"beamdedup/dedup/rows_in":            d.RowsIn,
+			"beamdedup/dedup/emitted":            d.Emitted,
+			"beamdedup/dedup/duplicates_dropped": d.DuplicatesDropped,
 		},
 		Pending: s.Read > s.Settled,
 		Stages: []jobrun.Stage{

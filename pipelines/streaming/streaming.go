@@ -45,6 +45,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -147,7 +148,7 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 	rows, bad := beam.ParDo2(s, &decodeFn[T, E]{Input: sp.input, Namespace: namespace(sp), Columns: cfg.PartitionBy, OnTime: cfg.OnTime}, out.Read)
 	dopts := []dedup.Option{dedup.StateTTL(sp.stateTTL), dedup.UID(cfg.uid(sp))}
 	if cfg.OnTime != "" {
-		dopts = append(dopts, dedup.OnTime(timeColumn)) // the element's, set from the row's column
+		dopts = append(dopts, rowspec.OnTime(timeColumn)) // the element's, set from the row's column
 	}
 	res, err := dedup.TryKeepFirst(s, rows, append(append(dopts, cfg.Dedup...), dedup.OutputDropped())...)
 	if err != nil {
@@ -216,7 +217,7 @@ func (c Config) check(rowT reflect.Type, sp spec) error {
 	if c.OnTime == "" {
 		return nil
 	}
-	_, err := rowspec.NewTimeColumn(rowT, c.OnTime)
+	_, err := rowcol.NewTimeColumn(rowT, c.OnTime)
 	return err
 }
 
@@ -228,7 +229,7 @@ func writePostgres[T any, E any](s beam.Scope, sp spec, cfg Config, kept beam.PC
 		table = DefaultTable
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err = pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), pgsink.PartitionBy(cfg.PartitionBy...))
+	err = pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), rowspec.PartitionBy(cfg.PartitionBy...))
 	cancel()
 	if err != nil {
 		return written, refused, err

@@ -11,10 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/testing/pubsubtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -95,7 +96,7 @@ func TestPipelineDeadLettersAndAcksTheMessagesKeepFirstRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	_, err := Run(ctx, prismtest.Job(t), PubSub{Subscription: sub, OutputTopic: out, DeadLetterTopic: dlq, Endpoint: srv.Addr, IDAttribute: "kind"},
-		RunConfig{Config: Config{Dedup: []dedup.Option{dedup.StateTTL(0), dedup.KindColumn("id")}}, IdleStop: time.Second})
+		RunConfig{Config: Config{Dedup: []dedup.Option{dedup.StateTTL(0), rowspec.KindColumn("id")}}, IdleStop: time.Second})
 	require.NoError(t, err)
 
 	assert.Len(t, srv.MessagesOn("out"), 1)

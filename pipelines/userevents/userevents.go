@@ -22,6 +22,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/pipelines/internal/pipeline"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // UserEvent is one row of user_events.
@@ -69,7 +70,7 @@ type Result struct {
 
 // Build adds the user_events pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.UID(UID)}, cfg.Dedup...)
+	opts := append([]dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime"), dedup.UID(UID)}, cfg.Dedup...)
 	r, err := pipeline.Build(s.Scope("UserEvents"), pipeline.Spec{
 		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
 		Row:  reflect.TypeFor[UserEvent](),

@@ -12,6 +12,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/pipelinetest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestMain(m *testing.M) { prismtest.Main(m) } // splitting off: notes/beam-defects.md 9
@@ -45,8 +46,8 @@ func TestBuildReportsConfigurationErrors(t *testing.T) {
 	}{
 		{"no input", userevents.Config{}, "Input is required"},
 		{"missing input", userevents.Config{Input: "does-not-exist.jsonl"}, `input: no file matches "does-not-exist.jsonl"`},
-		{"on_time not a time", userevents.Config{Input: in, Dedup: []dedup.Option{dedup.OnTime("event")}}, "event"},
-		{"on_time with changelog", userevents.Config{Input: in, Dedup: []dedup.Option{dedup.KindColumn("event")}}, "KindColumn"},
+		{"on_time not a time", userevents.Config{Input: in, Dedup: []dedup.Option{rowspec.OnTime("event")}}, "event"},
+		{"on_time with changelog", userevents.Config{Input: in, Dedup: []dedup.Option{rowspec.KindColumn("event")}}, "KindColumn"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

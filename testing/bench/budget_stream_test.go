@@ -11,6 +11,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // streamKeys is the number of keys of the end-of-stream budget.
@@ -71,7 +72,7 @@ func endOfStreamRun(t *testing.T, emitInPlace bool, opts ...dedup.Option) dedup.
 	}
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.StateTTL(time.Hour), dedup.MiniBatch(false)}, opts...)
+	opts = append([]dedup.Option{rowspec.PartitionBy("key"), rowspec.OnTime("ts"), dedup.StateTTL(time.Hour), dedup.MiniBatch(false)}, opts...)
 	bench.Sink(s, dedup.KeepFirst(s, in, opts...).Rows)
 	pr, _ := runOnPrism(t, p, 2*time.Minute)
 	c := dedup.ReadCounters(pr)

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,11 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/testing/bench"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // budgetInput is the fixed input of the state-access budget: 2,000 rows
@@ -75,7 +76,7 @@ func TestStateBudget(t *testing.T) {
 			assert.Equal(t, c.Emitted, c.StateWrites, "refreshes within TTL/100 must not write")
 			assertTwoRequestsPerNewKey(t, c)
 		}},
-		{"eventtime", []dedup.Option{dedup.OnTime("ts")}, func(t *testing.T, c dedup.Counters) {
+		{"eventtime", []dedup.Option{rowspec.OnTime("ts")}, func(t *testing.T, c dedup.Counters) {
 			// On bounded input every candidate is emitted: candidates == emitted.
 			candidates := c.Emitted
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row; firings read nothing")
@@ -85,7 +86,7 @@ func TestStateBudget(t *testing.T) {
 			assert.LessOrEqual(t, c.TimerSets, candidates+2*c.CandidatesReplaced, "timers set only for a new or replaced candidate")
 			assertVersionWrites(t, c.Cost)
 		}},
-		{"changelog", []dedup.Option{dedup.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
+		{"changelog", []dedup.Option{rowspec.KindColumn("op")}, func(t *testing.T, c dedup.Counters) {
 			assert.LessOrEqual(t, c.StateReads, rows, "reads ≤ 1 per row")
 			assert.Equal(t, c.Emitted, c.StateWrites, "writes == emitted; retractions never write")
 			assertTwoRequestsPerNewKey(t, c)
@@ -118,7 +119,11 @@ func assertTwoRequestsPerNewKey(t *testing.T, c dedup.Counters) {
 
 // assertVersionWrites checks a versions layout's requests: every write of
 // a new version is two appends, with no clear but where a key's bag was
-// rewritten (past statecoder.MaxVersions) or its state deleted.
+// rewritten (past maxVersions) or its state deleted.
+// maxVersions is how many versions a key's bag holds before it is
+// rewritten (docs/state.md, "The layouts").
+const maxVersions = 8
+
 func assertVersionWrites(t *testing.T, c dedup.Cost) {
 	t.Helper()
 	assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
@@ -126,7 +131,7 @@ func assertVersionWrites(t *testing.T, c dedup.Cost) {
 	versions := c.StateAppends / 2
 	assert.LessOrEqual(t, versions, c.StateWrites)
 	deletions := c.StateWrites - versions // writes that only cleared
-	assert.LessOrEqual(t, c.StateClears, deletions+versions/statecoder.MaxVersions, "a clear only to delete or to rewrite a full bag")
+	assert.LessOrEqual(t, c.StateClears, deletions+versions/maxVersions, "a clear only to delete or to rewrite a full bag")
 }
 
 // budgetRun runs the stateful expansion with opts on w and checks the
@@ -150,13 +155,15 @@ func budgetRun(t *testing.T, w bench.Workload, opts []dedup.Option, check func(*
 }
 
 // statefulRun runs keep (KeepFirst or KeepLast) by key on its stateful
-// expansion with opts on w and returns its result and output row count.
-// The state requests it counted must be those the SDK sent on its state
-// cell, stateID: the measurement of transforms/dedup/internal/step/state.go's costs.
+// expansion with opts on w and returns its result and output row count:
+// with a cell per key, as a stream gets by default, unless opts say
+// StateBuckets. The state requests it counted must be those the SDK sent
+// on its state cell, stateID: the measurement of
+// transforms/dedup/internal/step/state.go's costs.
 func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result, w bench.Workload, opts []dedup.Option, stateID string) (beam.PipelineResult, int64) {
 	p, s := beam.NewPipelineWithRoot()
 	in := bench.Generate(s, w)
-	opts = append([]dedup.Option{dedup.PartitionBy("key"), dedup.AsStream()}, opts...)
+	opts = append([]dedup.Option{rowspec.PartitionBy("key"), dedup.AsStream(), dedup.StateBuckets(0)}, opts...)
 	// The Reshuffle keeps the step out of the sink's stage: fused with it,
 	// a stage with no output and no timer makes Prism busy-wait, which
 	// stalled a KeepLast run for minutes on a loaded machine
@@ -165,7 +172,7 @@ func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.
 	fnapitest.Reset()
 	pr, _ := runOnPrism(t, p, 3*time.Minute)
 	c := dedup.ReadCounters(pr).Cost
-	if stateID == "keeplast" {
+	if strings.HasPrefix(stateID, "keeplast") {
 		c = dedup.ReadLastCounters(pr).Cost
 	}
 	t.Logf("%+v", c)
@@ -213,13 +220,13 @@ func TestStateBudget_KeepLast(t *testing.T) {
 		// written.
 		insertOnly bool
 	}{
-		{name: "watermarkless", opts: []dedup.Option{dedup.KindColumn("op")}, keepLastRules: true, insertOnly: true},
-		{name: "stateTTL_refresh", opts: []dedup.Option{dedup.KindColumn("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true, insertOnly: true},
-		{name: "eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, keepLastRules: true, insertOnly: true},
-		{name: "sequenceBy", opts: []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq")}, insertOnly: true},
-		{name: "upsert", opts: []dedup.Option{dedup.Upsert()}, keepLastRules: true, upsert: true},
-		{name: "changelog", opts: []dedup.Option{dedup.KindColumn("op")}},
-		{name: "changelog_eventtime", opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}, ordered: true},
+		{name: "watermarkless", opts: []dedup.Option{rowspec.KindColumn("op")}, keepLastRules: true, insertOnly: true},
+		{name: "stateTTL_refresh", opts: []dedup.Option{rowspec.KindColumn("op"), dedup.StateTTL(24 * time.Hour), dedup.ResetTTLOnDuplicate(true)}, keepLastRules: true, insertOnly: true},
+		{name: "eventtime", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts")}, keepLastRules: true, insertOnly: true},
+		{name: "sequenceBy", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.SequenceBy("seq")}, insertOnly: true},
+		{name: "upsert", opts: []dedup.Option{rowspec.Upsert()}, keepLastRules: true, upsert: true},
+		{name: "changelog", opts: []dedup.Option{rowspec.KindColumn("op")}},
+		{name: "changelog_eventtime", opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts")}, ordered: true},
 	} {
 		for _, miniBatch := range []bool{true, false} {
 			name := tc.name
@@ -279,6 +286,77 @@ func TestStateBudget_KeepLast(t *testing.T) {
 					float64(c.StateReads)/float64(rows), float64(c.StateWrites)/float64(rows), float64(deduptest.StateRequests(c.Cost))/float64(rows),
 					float64(c.StateGets)/float64(rows), float64(c.StateAppends)/float64(rows), float64(c.StateClears)/float64(rows),
 					float64(c.TimerSets)/float64(rows), rows-reaching)
+			})
+		}
+	}
+}
+
+// TestStateBudget_PerBucket counts the state requests of the step that
+// keeps state per key-hash bucket (StateBuckets) on the budget's inputs,
+// every row reaching the step (no mini-batch): all in one bundle of the
+// stateful stage, as the generator makes them (and in event time, the
+// firings of the candidates' timers in a second), each bucket is read once
+// a bundle and written once, its changes in one segment (a byte slice: two
+// appends), so a bundle makes at most three requests per bucket, however
+// many rows; with its requests waited for (OverlapState(false)), a bucket
+// is written once per batch of its rows (or firing) instead. The requests
+// counted are the requests sent, and every row is counted as with a cell
+// per key.
+func TestStateBudget_PerBucket(t *testing.T) {
+	const buckets = 16
+	for _, tc := range []struct {
+		name string
+		last bool
+		opts []dedup.Option
+	}{
+		{"keepfirst", false, nil},
+		{"keepfirst_stateTTL_refresh", false, []dedup.Option{dedup.StateTTL(24 * time.Hour)}},
+		{"keepfirst_eventtime", false, []dedup.Option{rowspec.OnTime("ts")}},
+		{"keeplast_changelog", true, []dedup.Option{rowspec.KindColumn("op")}},
+		{"keeplast_upsert_eventTimeTTL", true, []dedup.Option{rowspec.Upsert(), dedup.EventTimeTTL(24 * time.Hour)}},
+	} {
+		bundles := int64(1)
+		if tc.name == "keepfirst_eventtime" {
+			bundles = 2 // the rows, then the candidates' firings
+		}
+		for _, on := range []bool{true, false} {
+			name := tc.name
+			if !on {
+				name += "/waiting"
+			}
+			t.Run(name, func(t *testing.T) {
+				w, keep, cell := budgetInput, dedup.KeepFirst, "keepfirst-buckets"
+				if tc.last {
+					w, keep, cell = lastBudgetInput, dedup.KeepLast, "keeplast-buckets"
+					w.InsertOnly = true // every row a +I: a key is inserted once
+				}
+				opts := append([]dedup.Option{dedup.MiniBatch(false), deduptest.OverlapState(on), dedup.StateBuckets(buckets)}, tc.opts...)
+				pr, out := statefulRun(t, keep, w, opts, cell)
+				var c dedup.Cost
+				if tc.last {
+					lc := dedup.ReadLastCounters(pr)
+					require.Equal(t, int64(w.Rows), lc.RowsIn)
+					require.Zero(t, lc.Unaccounted(), "every row in one outcome")
+					require.Equal(t, int64(w.Keys), lc.Inserts)
+					assert.Equal(t, out, lc.Emitted())
+					c = lc.Cost
+				} else {
+					fc := dedup.ReadCounters(pr)
+					require.Equal(t, int64(w.Rows), fc.RowsIn)
+					require.Equal(t, int64(w.Keys), fc.Emitted)
+					require.Zero(t, fc.Pending(), "every row accounted for")
+					require.Equal(t, int64(w.Keys), out)
+					c = fc.Cost
+				}
+				t.Logf("%+v: %.4f requests a row", c, float64(deduptest.StateRequests(c))/float64(w.Rows))
+				assert.Equal(t, c.StateReads, c.StateGets, "one get per read")
+				assert.LessOrEqual(t, c.StateReads, bundles*buckets, "a read per bucket and bundle")
+				assert.Equal(t, 2*c.StateWrites, c.StateAppends, "a segment, two appends, per write")
+				assert.LessOrEqual(t, c.StateClears, c.StateWrites/2, "a rewrite once a cell's changes outweigh it")
+				if on {
+					assert.LessOrEqual(t, c.StateWrites, bundles*buckets, "a write per bucket and bundle")
+					assert.LessOrEqual(t, deduptest.StateRequests(c)-c.StateClears, 3*bundles*buckets)
+				}
 			})
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestNexmarkBidsFollowNexmarksProportionsAndSkew(t *testing.T) {
@@ -66,8 +67,8 @@ var q0 = nexmarkCase{"q0_passthrough", func(s beam.Scope, bids beam.PCollection)
 // -U/+U pair for every later bid of a key.
 func q18(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, bids beam.PCollection) beam.PCollection {
-		return dedup.KeepLast(s, bids, append([]dedup.Option{dedup.PartitionBy("bidder", "auction"),
-			dedup.OnTime("date_time"), dedup.KindColumn("op")}, opts...)...).Rows
+		return dedup.KeepLast(s, bids, append([]dedup.Option{rowspec.PartitionBy("bidder", "auction"),
+			rowspec.OnTime("date_time"), rowspec.KindColumn("op")}, opts...)...).Rows
 	}
 }
 

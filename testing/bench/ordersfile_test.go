@@ -23,6 +23,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // ordersCase is one pipeline of BenchmarkOrdersFile over the orders file:
@@ -70,8 +71,8 @@ var ordersCases = []ordersCase{
 	}},
 	{name: "keepfirst_bounded", flink: "keep_first", floor: floorLinesShuffle, perKey: true, build: ordersPipeline(nil)},
 	{name: "keepfirst_stateful", flink: "keep_first", floor: floorLinesStateful, perKey: true, build: ordersPipeline(nil, dedup.AsStream())},
-	{name: "keeplast_bounded", flink: "keep_last", floor: floorLinesShuffle, perKey: true, build: ordersPipeline(dedup.TryKeepLast, dedup.Upsert())},
-	{name: "keeplast_stateful", flink: "keep_last", floor: floorLinesStateful, perKey: true, build: ordersPipeline(dedup.TryKeepLast, dedup.Upsert(), dedup.AsStream())},
+	{name: "keeplast_bounded", flink: "keep_last", floor: floorLinesShuffle, perKey: true, build: ordersPipeline(dedup.TryKeepLast, rowspec.Upsert())},
+	{name: "keeplast_stateful", flink: "keep_last", floor: floorLinesStateful, perKey: true, build: ordersPipeline(dedup.TryKeepLast, rowspec.Upsert(), dedup.AsStream())},
 }
 
 // linesFloor is the case of bench.LinesFloor of shape.
@@ -96,7 +97,7 @@ func ordersPipeline(last func(beam.Scope, beam.PCollection, ...dedup.Option) (de
 		if err != nil {
 			return err
 		}
-		res, err := last(s, rows, append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.StateTTL(orders.DefaultStateTTL), dedup.UID(orders.UID)}, opts...)...)
+		res, err := last(s, rows, append([]dedup.Option{rowspec.PartitionBy("order_id"), dedup.StateTTL(orders.DefaultStateTTL), dedup.UID(orders.UID)}, opts...)...)
 		if err != nil {
 			return err
 		}

@@ -7,15 +7,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle follows every
 // state request the stateful step sends (fnapitest.Flight) on the budget's
 // input: with the overlap on (the default) several of a bundle's requests
 // are in flight at once, in the batched modes (no timer) and in the
-// event-time mode, whose writes only overlap; every one is answered, and
+// event-time mode, whose writes only overlap, and per bucket, whose writes
+// go out together at the bundle's end; every one is answered, and
 // none after its bundle ended. OverlapState(false) waits for each in turn.
 // The requests themselves are the budget's either way (statefulRun checks
 // the counters against the requests sent).
@@ -28,8 +31,9 @@ func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
 		insert bool
 	}{
 		{"keepfirst", dedup.KeepFirst, nil, "keepfirst", false},
-		{"keepfirst_eventtime", dedup.KeepFirst, []dedup.Option{dedup.OnTime("ts")}, "keepfirst", false},
-		{"keeplast_changelog", dedup.KeepLast, []dedup.Option{dedup.KindColumn("op")}, "keeplast", true},
+		{"keepfirst_eventtime", dedup.KeepFirst, []dedup.Option{rowspec.OnTime("ts")}, "keepfirst", false},
+		{"keeplast_changelog", dedup.KeepLast, []dedup.Option{rowspec.KindColumn("op")}, "keeplast", true},
+		{"keepfirst_per_bucket", dedup.KeepFirst, []dedup.Option{dedup.StateBuckets(16)}, "keepfirst-buckets", false},
 	} {
 		for _, on := range []bool{true, false} {
 			name := tc.name
@@ -39,7 +43,7 @@ func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				w := budgetInput
 				w.InsertOnly = tc.insert
-				opts := append([]dedup.Option{dedup.MiniBatch(false), dedup.OverlapState(on)}, tc.opts...)
+				opts := append([]dedup.Option{dedup.MiniBatch(false), deduptest.OverlapState(on)}, tc.opts...)
 				_, out := statefulRun(t, tc.keep, w, opts, tc.cell)
 				require.Equal(t, int64(w.Keys), min(out, int64(w.Keys)), "every key out")
 				f := fnapitest.Flight()

@@ -14,8 +14,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/beamdedup/beamdedup/internal/pgwrite"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // pgRow is an order row as the sink benchmarks write it; pgChange the same
@@ -154,32 +156,40 @@ func pgValuesInsert(b *testing.B, conn *pgx.Conn, table string, rows []pgRow, ba
 	}
 }
 
-// pgSinkWrite writes rows through the sink's Writer (what each worker
-// runs) and returns its counters.
-func pgSinkWrite(b *testing.B, dsn, table string, rows []any, rowType reflect.Type, opts []pgsink.Option) pgsink.Counters {
+// pgSinkWrite writes rows through the sink's writer (internal/pgwrite,
+// what each worker runs) in batches of batch rows, keyed by order_id with
+// the case's roles, and returns what it wrote.
+func pgSinkWrite(b *testing.B, dsn, table string, rows []any, rowType reflect.Type, batch int, tc pgSinkCase) pgwrite.Result {
 	b.Helper()
 	ctx := context.Background()
-	w, err := pgsink.NewWriter(ctx, rowType, append([]pgsink.Option{pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy("order_id")}, opts...)...)
+	c := pgwrite.Defaults()
+	c.DSN, c.Table, c.Roles, c.Tombstone, c.BatchSize = dsn, table, tc.roles, tc.tombstone, batch
+	c.Roles.Key = []string{"order_id"}
+	if err := c.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	w, err := pgwrite.Open(ctx, c, rowType)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer w.Close()
-	var total pgsink.Counters
-	addUp := func(c pgsink.Counters, err error) {
+	var total pgwrite.Result
+	flush := func() {
+		r, err := w.Flush(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		total.RowsIn += c.RowsIn
-		total.Written += c.Written
-		total.Skipped += c.Skipped
-		total.DeadLettered += c.DeadLettered
+		total.In += r.In
+		total.Written += r.Written
+		total.Skipped += r.Skipped
+		total.Dead = append(total.Dead, r.Dead...)
 	}
 	for _, r := range rows {
-		c, _, err := w.Add(ctx, r)
-		addUp(c, err)
+		if w.Add(r) {
+			flush()
+		}
 	}
-	c, _, err := w.Flush(ctx)
-	addUp(c, err)
+	flush()
 	return total
 }
 
@@ -187,17 +197,20 @@ type pgSinkCase struct {
 	name    string
 	prefill bool // the table holds every key at an older version: updates
 	change  bool // rows are +U changelog rows
-	opts    []pgsink.Option
+	// roles are the rows' roles but the key (order_id), and tombstone the
+	// table's tombstone column.
+	roles     rowspec.Spec
+	tombstone string
 }
 
 var pgSinkCases = []pgSinkCase{
 	{name: "insert_only"},
-	{name: "upsert", opts: []pgsink.Option{pgsink.Upsert()}},
-	{name: "guarded_upsert", opts: []pgsink.Option{pgsink.Upsert(), pgsink.OnTime("ts")}},
-	{name: "upsert_update", prefill: true, opts: []pgsink.Option{pgsink.Upsert()}},
-	{name: "guarded_update", prefill: true, opts: []pgsink.Option{pgsink.Upsert(), pgsink.OnTime("ts")}},
+	{name: "upsert", roles: rowspec.Spec{Upsert: true}},
+	{name: "guarded_upsert", roles: rowspec.Spec{Upsert: true, OnTime: "ts"}},
+	{name: "upsert_update", prefill: true, roles: rowspec.Spec{Upsert: true}},
+	{name: "guarded_update", prefill: true, roles: rowspec.Spec{Upsert: true, OnTime: "ts"}},
 	{name: "guarded_changelog_update", prefill: true, change: true,
-		opts: []pgsink.Option{pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}},
+		roles: rowspec.Spec{Kind: "op", OnTime: "ts"}, tombstone: "deleted"},
 }
 
 // BenchmarkPgSink compares rows/s through the sink's writer with the
@@ -208,7 +221,7 @@ var pgSinkCases = []pgSinkCase{
 func BenchmarkPgSink(b *testing.B) {
 	n := envInt("BEAMDEDUP_BENCH_PG_ROWS", 100_000)
 	rounds := envInt("BEAMDEDUP_BENCH_PG_ROUNDS", 3)
-	batch := pgsink.DefaultBatchSize
+	batch := pgwrite.DefaultBatchSize
 	db := newPgDB(b)
 	older, rows := pgRows(n, 0), pgRows(n, 1)
 	asAny := make([]any, n)
@@ -238,7 +251,7 @@ func BenchmarkPgSink(b *testing.B) {
 						in, rowType = changes, reflect.TypeFor[pgChange]()
 					}
 					start = time.Now()
-					c := pgSinkWrite(b, db.dsn, "sink", in, rowType, append([]pgsink.Option{pgsink.BatchSize(batch)}, tc.opts...))
+					c := pgSinkWrite(b, db.dsn, "sink", in, rowType, batch, tc)
 					sink = append(sink, float64(n)/time.Since(start).Seconds())
 					ratio = append(ratio, sink[len(sink)-1]/base[len(base)-1])
 					if c.Written != int64(n) {
@@ -272,7 +285,7 @@ func BenchmarkPgSinkPipeline(b *testing.B) {
 		for range rounds {
 			db.freshTable(b, "baseline", nil)
 			start := time.Now()
-			pgValuesInsert(b, db.conn, "baseline", rows, pgsink.DefaultBatchSize)
+			pgValuesInsert(b, db.conn, "baseline", rows, pgwrite.DefaultBatchSize)
 			base = append(base, float64(n)/time.Since(start).Seconds())
 
 			p, s := beam.NewPipelineWithRoot()
@@ -282,7 +295,7 @@ func BenchmarkPgSinkPipeline(b *testing.B) {
 
 			db.freshTable(b, "sink", nil)
 			p, s = beam.NewPipelineWithRoot()
-			pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(db.dsn), pgsink.Table("sink"), pgsink.PartitionBy("order_id"))
+			pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(db.dsn), pgsink.Table("sink"), rowspec.PartitionBy("order_id"))
 			pr, took := runOnPrism(b, p, 10*time.Minute)
 			if c := pgsink.ReadCounters(pr); c.Written != int64(n) {
 				b.Fatalf("%d rows written, want %d (%+v)", c.Written, n, c)

@@ -14,6 +14,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // pipelineCase is one pipeline of the grid, applied to the generated rows.
@@ -54,7 +55,7 @@ func allKeys(w bench.Workload) int64 { return int64(w.Keys) }
 
 func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dedup.KeepFirst(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...).Rows
+		return dedup.KeepFirst(s, rows, append([]dedup.Option{rowspec.PartitionBy("key")}, opts...)...).Rows
 	}
 }
 
@@ -62,7 +63,7 @@ func keepFirst(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCo
 // the op column, unless opts ask for Upsert.
 func keepLast(opts ...dedup.Option) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dedup.KeepLast(s, rows, append([]dedup.Option{dedup.PartitionBy("key")}, opts...)...).Rows
+		return dedup.KeepLast(s, rows, append([]dedup.Option{rowspec.PartitionBy("key")}, opts...)...).Rows
 	}
 }
 
@@ -137,12 +138,12 @@ var gridCases = []pipelineCase{
 	// streaming source) and the pre-filter finds no duplicates to drop.
 	{name: "c0_keepfirst_stateful_no_minibatch", build: keepFirst(dedup.AsStream(), dedup.MiniBatch(false)), out: allKeys, dedup: true, stateful: true},
 	{name: "d_keepfirst_stateful_ttl_refresh", build: keepFirst(dedup.AsStream(), dedup.StateTTL(ttl), dedup.ResetTTLOnDuplicate(true)), out: allKeys, dedup: true, stateful: true},
-	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.AsStream(), dedup.OnTime("ts")), out: allKeys, dedup: true, stateful: true},
-	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.AsStream(), dedup.KindColumn("op")), out: allKeys, dedup: true, stateful: true},
+	{name: "e_keepfirst_stateful_eventtime", build: keepFirst(dedup.AsStream(), rowspec.OnTime("ts")), out: allKeys, dedup: true, stateful: true},
+	{name: "f_keepfirst_stateful_changelog", build: keepFirst(dedup.AsStream(), rowspec.KindColumn("op")), out: allKeys, dedup: true, stateful: true},
 	distinctCase,
 	// KeepFirst's own choice of expansion on bounded input.
 	{name: "h_keepfirst_bounded", build: keepFirst(), out: allKeys, dedup: true, vsDistinct: true},
-	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(dedup.OnTime("ts")), out: allKeys, dedup: true, vsDistinct: true},
+	{name: "i_keepfirst_bounded_eventtime", build: keepFirst(rowspec.OnTime("ts")), out: allKeys, dedup: true, vsDistinct: true},
 	// Window deduplication over fixed windows (a combine per key and window),
 	// and what windowing alone costs: the rows windowed, then a GroupByKey
 	// per key and window with an identity step (no transform of ours).
@@ -155,12 +156,12 @@ var gridCases = []pipelineCase{
 	// KeepLast: l–n on the stateful expansion (as c, c0, e), o on bounded
 	// input against g. A changelog emits +I per key and a -U/+U pair per
 	// later row of the key.
-	{name: "l_keeplast_stateful", build: keepLast(dedup.AsStream(), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
-	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.AsStream(), dedup.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true},
-	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.AsStream(), dedup.Upsert()), out: lastUpsert, dedup: true, stateful: true, last: true, folds: true},
-	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.AsStream(), dedup.OnTime("ts"), dedup.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
-	{name: "o_keeplast_bounded", build: keepLast(dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
-	{name: "o2_keeplast_bounded_eventtime", build: keepLast(dedup.OnTime("ts"), dedup.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
+	{name: "l_keeplast_stateful", build: keepLast(dedup.AsStream(), rowspec.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
+	{name: "l0_keeplast_stateful_no_minibatch", build: keepLast(dedup.AsStream(), rowspec.KindColumn("op"), dedup.MiniBatch(false)), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true},
+	{name: "m_keeplast_stateful_upsert", build: keepLast(dedup.AsStream(), rowspec.Upsert()), out: lastUpsert, dedup: true, stateful: true, last: true, folds: true},
+	{name: "n_keeplast_stateful_eventtime", build: keepLast(dedup.AsStream(), rowspec.OnTime("ts"), rowspec.KindColumn("op")), out: lastChangelog, dedup: true, stateful: true, insertOnly: true, last: true, folds: true},
+	{name: "o_keeplast_bounded", build: keepLast(rowspec.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
+	{name: "o2_keeplast_bounded_eventtime", build: keepLast(rowspec.OnTime("ts"), rowspec.KindColumn("op")), out: allKeys, dedup: true, insertOnly: true, last: true, vsDistinct: true},
 }
 
 // windowSize is the fixed window of the window-dedup cases: the 100 K-row
@@ -170,7 +171,7 @@ const windowSize = time.Minute
 
 func windowDedup(dd func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result) func(beam.Scope, beam.PCollection) beam.PCollection {
 	return func(s beam.Scope, rows beam.PCollection) beam.PCollection {
-		return dd(s, beam.WindowInto(s, window.NewFixedWindows(windowSize), rows), dedup.PartitionBy("key")).Rows
+		return dd(s, beam.WindowInto(s, window.NewFixedWindows(windowSize), rows), rowspec.PartitionBy("key")).Rows
 	}
 }
 

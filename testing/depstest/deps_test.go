@@ -86,7 +86,7 @@ func TestNoProductPackageLinksATestFakeNorWhatItsLayerMayNot(t *testing.T) {
 // testHelpers are the packages that only tests may import: what they hold
 // is for tests (a clock, counter views), and a program that imports them
 // ships it.
-var testHelpers = []string{module + "transforms/dedup/deduptest"}
+var testHelpers = []string{module + "testing/deduptest"}
 
 // No program, sample, library or internal package imports a test helper,
 // directly or not: a product option a test needs is an option of the

@@ -21,6 +21,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The transforms' semantics on Flink as on Prism: each test builds the
@@ -73,7 +74,7 @@ func TestKeepFirst_WatermarklessOnBoundedInputKeepsTheSameRowOnBothRunners(t *te
 			in := beam.Create(s,
 				event{Key: "k1", Val: "b"}, event{Key: "k1", Val: "a"}, event{Key: "k2", Val: "c"},
 				event{Key: "k1", Val: "b"}, event{Key: "k3", Val: "d"}, event{Key: "k3", Val: "d"})
-			out := collect(s, dedup.KeepFirst(s, in, dedup.PartitionBy("key")).Rows, false)
+			out := collect(s, dedup.KeepFirst(s, in, rowspec.PartitionBy("key")).Rows, false)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			// Bounded input is a merge of each key's rows by one ordering,
 			// not arrival: the same row on every runner.
@@ -100,7 +101,7 @@ func TestKeepFirst_WatermarklessOnAStreamKeepsTheFirstArrival(t *testing.T) {
 				event{Key: "k1", Val: "b", Ts: at(10, 0)}, event{Key: "k2", Val: "c", Ts: at(10, 1)},
 				event{Key: "k1", Val: "a", Ts: at(10, 2)}, event{Key: "k1", Val: "b", Ts: at(10, 3)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("key")).Rows, true)
+			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("key")).Rows, true)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			require.Len(t, got, 2)
@@ -141,7 +142,7 @@ func TestKeepFirst_EventTimeEmitsTheEarliestRowAtTheWatermark(t *testing.T) {
 			addEach(t, &ts, event{Key: "u1", Val: "signup", Ts: at(10, 0)})
 			require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))))
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.StateTTL(5*time.Minute)).Rows, true)
+			out := collect(s, dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("key"), rowspec.OnTime("ts"), dedup.StateTTL(5*time.Minute)).Rows, true)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			assert.Equal(t, []string{want[r]}, rowsOf(out))
 			assert.Equal(t, int64(4), c.RowsIn)
@@ -174,9 +175,9 @@ func TestKeepFirst_StateTTLWithRefreshOnFlinkKeepsABusyKeyOnce(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	ticks := beam.ParDo(s, tickEvent, flinktest.Ticks(s, time.Now(), time.Now().Add(time.Hour), 250*time.Millisecond))
 	all := collect(s, ticks, false)
-	refreshed := collect(s, dedup.KeepFirst(s, ticks, dedup.PartitionBy("key"),
+	refreshed := collect(s, dedup.KeepFirst(s, ticks, rowspec.PartitionBy("key"),
 		dedup.StateTTL(6*time.Second), dedup.ResetTTLOnDuplicate(true), dedup.UID("refreshed")).Rows, false)
-	unrefreshed := collect(s, dedup.KeepFirst(s, ticks, dedup.PartitionBy("key"),
+	unrefreshed := collect(s, dedup.KeepFirst(s, ticks, rowspec.PartitionBy("key"),
 		dedup.StateTTL(6*time.Second), dedup.ResetTTLOnDuplicate(false), dedup.UID("unrefreshed")).Rows, false)
 	// The collector of every tick and the step's outputs are separate
 	// stages: wait for both.
@@ -205,7 +206,7 @@ func TestKeepLast_ChangelogOnAStreamAppliesToTheSameRowsOnBothRunners(t *testing
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)}) // an identical resend
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.MiniBatch(false)).Rows, false)
+			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("key"), rowspec.OnTime("ts"), rowspec.KindColumn("op"), dedup.MiniBatch(false)).Rows, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			if r == onPrism {
@@ -261,7 +262,7 @@ func TestKeepLast_UpsertsOnAStreamEndWithTheKeysLastRowOnBothRunners(t *testing.
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o1", Status: "shipped", Ts: at(9, 9)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.Upsert(), dedup.MiniBatch(false)).Rows, false)
+			out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("key"), rowspec.OnTime("ts"), rowspec.KindColumn("op"), rowspec.Upsert(), dedup.MiniBatch(false)).Rows, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(out)
 			if r == onPrism {
@@ -300,9 +301,9 @@ func TestKeepLast_MiniBatchOffEmitsAChangeForEveryRowThatReachesTheStepOnBothRun
 					addEach(t, &ts, event{Key: "o1", Status: st, Ts: at(9, i)})
 				}
 				require.NoError(t, ts.AdvanceWatermarkToInfinity())
-				opts := []dedup.Option{dedup.PartitionBy("key"), dedup.KindColumn("op"), dedup.MiniBatch(false)}
+				opts := []dedup.Option{rowspec.PartitionBy("key"), rowspec.KindColumn("op"), dedup.MiniBatch(false)}
 				if ordered {
-					opts = append(opts, dedup.OnTime("ts"))
+					opts = append(opts, rowspec.OnTime("ts"))
 				}
 				out := collect(s, dedup.KeepLast(s, teststream.Create(s, ts), opts...).Rows, false)
 				c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
@@ -351,8 +352,8 @@ func TestKeepLast_StatefulOnBoundedInputEndsWithTheSameRowPerKeyOnBothRunners(t 
 				}
 			}
 			in := beam.ParDo(s, withEventTime, beam.Create(s, rows...))
-			last := dedup.KeepLast(s, in, dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"), dedup.AsStream(), dedup.MiniBatch(false))
-			counts := changelog.CountPerKey(s, last.Rows, changelog.KindColumn("op"), changelog.GroupBy("status")).Counts
+			last := dedup.KeepLast(s, in, rowspec.PartitionBy("key"), rowspec.OnTime("ts"), rowspec.KindColumn("op"), dedup.AsStream(), dedup.MiniBatch(false))
+			counts := changelog.CountPerKey(s, last.Rows, rowspec.KindColumn("op"), changelog.GroupBy("status")).Counts
 			final := collect(s, counts, false)
 			c := dedup.ReadLastCounters(runOn(t, r, p, 2*time.Minute))
 			got := rowsOf(final)
@@ -378,7 +379,7 @@ func TestWindowFirst_OneRowPerKeyAndWindowOnBothRunners(t *testing.T) {
 				event{Key: "p1", Val: "a", Ts: at(10, 1)}, event{Key: "p1", Val: "b", Ts: at(10, 3)},
 				event{Key: "p1", Val: "c", Ts: at(10, 12)}, event{Key: "p2", Val: "d", Ts: at(10, 4)}))
 			w := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), in)
-			out := collect(s, dedup.WindowFirst(s, w, dedup.PartitionBy("key"), dedup.OnTime("ts")).Rows, false)
+			out := collect(s, dedup.WindowFirst(s, w, rowspec.PartitionBy("key"), rowspec.OnTime("ts")).Rows, false)
 			runOn(t, r, p, 2*time.Minute)
 			assert.Equal(t, jsonRows(t, event{Key: "p1", Val: "a"}, event{Key: "p1", Val: "c"}, event{Key: "p2", Val: "d"}), rowsOf(out))
 		})
@@ -412,7 +413,7 @@ func TestCountPerKey_AppliesAChangelogOnBothRunners(t *testing.T) {
 					}
 					in = beam.Create(s, rows...)
 				}
-				counted := changelog.CountPerKey(s, in, changelog.KindColumn("op"), changelog.GroupBy("status"))
+				counted := changelog.CountPerKey(s, in, rowspec.KindColumn("op"), changelog.GroupBy("status"))
 				counts, dead := counted.Counts, counted.DeadLetters
 				final := collect(s, changelog.Latest(s, counts), false)
 				bad := collect(s, dead, false)
@@ -451,9 +452,9 @@ func TestPgsink_WritesEachKeysLastRowOnBothRunners(t *testing.T) {
 				event{Key: "o1", Status: "paid", Ts: at(9, 4)}, event{Key: "o1", Status: "paid", Ts: at(9, 4)},
 				event{Key: "o2", Status: "cancelled", Ts: at(9, 6)}, event{Key: "o1", Status: "shipped", Ts: at(9, 9)})
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			changes := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("key"), dedup.OnTime("ts"), dedup.KindColumn("op"))
+			changes := dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("key"), rowspec.OnTime("ts"), rowspec.KindColumn("op"))
 			dead := collect(s, pgsink.Write(s, changes.Rows, pgsink.DSN(dsn), pgsink.Table("status"),
-				pgsink.PartitionBy("key"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")).DeadLetters, false)
+				rowspec.PartitionBy("key"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), pgsink.Tombstone("deleted")).DeadLetters, false)
 			runOn(t, r, p, 2*time.Minute)
 			assert.Empty(t, rowsOf(dead))
 			rows, err := conn.Query(ctx, `SELECT key || ' ' || status FROM status WHERE NOT deleted ORDER BY key`)

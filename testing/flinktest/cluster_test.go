@@ -21,6 +21,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // tick is a row of a test's stream: a periodic impulse's tick, keyed.
@@ -34,6 +35,7 @@ func init() {
 	register.Function1x1(toTick)
 	register.Function1x1(indexTick)
 	register.DoFn1x1[tick, tick](&freezeFn{})
+	register.DoFn1x1[tick, tick](&gateFn{})
 }
 
 // tickEvery is the interval of the tests' periodic impulses.
@@ -69,7 +71,7 @@ func TestCluster_ListenersWhileAJobRuns(t *testing.T) {
 		before[proc.Name] = ls
 	}
 	p, s := beam.NewPipelineWithRoot()
-	dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+	dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 	j := start(t, p, jobrun.Options{})
 	flinkJob(t, j)
 	during := map[string][]netip.AddrPort{}
@@ -126,7 +128,7 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 	c := flinktest.SharedCluster(t) // started before the ticks' clock
 	build := func() *beam.Pipeline {
 		p, s := beam.NewPipelineWithRoot()
-		dedup.KeepFirst(s, ticks(s, time.Hour), dedup.PartitionBy("key"), dedup.UID("ticks"))
+		dedup.KeepFirst(s, ticks(s, time.Hour), rowspec.PartitionBy("key"), dedup.UID("ticks"))
 		return p
 	}
 	o := process(t, jobrun.Options{Parallelism: 2, Flink: flinkopts.Options{
@@ -194,12 +196,41 @@ func (f *freezeFn) ProcessElement(r tick) tick {
 	return r
 }
 
+// gateFn passes a row on once the test gives it a token: a healthy job
+// whose pace the test sets. The test opens the gate when the job has
+// ended, releasing a worker a cancelled job left behind.
+type gateFn struct {
+	Name string
+}
+
+var gates struct {
+	sync.Mutex
+	tokens map[string]chan struct{}
+	open   map[string]chan struct{}
+}
+
+func (f *gateFn) ProcessElement(r tick) tick {
+	gates.Lock()
+	tokens, open := gates.tokens[f.Name], gates.open[f.Name]
+	gates.Unlock()
+	select {
+	case <-tokens:
+	case <-open:
+	}
+	return r
+}
+
 // The watchdog on Flink reads the job's progress from Flink's REST API:
 // a healthy job longer than the stall limit runs to its end, in batch
 // and in streaming mode, and a job whose SDK worker freezes is cancelled
 // within the limit, the stall naming the running tasks. (The limit
 // covers a job's start too: from submission until its first task runs
-// takes some seconds with nothing to count.)
+// takes some seconds with nothing to count.) A healthy job's length does
+// not depend on the machine's speed: a stream ticks for two stall limits
+// and ends with its ticks; a batch job passes its rows one at a time, a
+// token each from the test (each key's rows are a bundle of their own in
+// Flink's batch translation of a stateful step, its counts reported when
+// it ends), 250 ms apart: longer than the limit, whatever the machine.
 func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.T) {
 	const limit = 8 * time.Second
 	for _, tc := range []struct {
@@ -214,8 +245,11 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			flinktest.SharedCluster(t) // started before the ticks' clock
+			name := strings.ReplaceAll(t.Name(), "/", "-")
 			p, s := beam.NewPipelineWithRoot()
 			var rows beam.PCollection
+			// A paced batch job takes at least keys tokens 250 ms apart: 12 s.
+			rowsIn, keys := 96, 48
 			if tc.stream {
 				// A healthy stream ticks for two stall limits and ends, its
 				// job with it (the ticks' end passes the watermark to the
@@ -225,14 +259,14 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 					d = 2 * limit
 				}
 				rows = ticks(s, d)
+				rowsIn, keys = int(d/tickEvery), 20
 			} else {
 				var ns []any
-				for i := range 32000 {
-					ns = append(ns, i)
+				for i := range rowsIn {
+					ns = append(ns, i%keys)
 				}
 				rows = beam.ParDo(s, indexTick, beam.Create(s, ns...))
 			}
-			name := strings.ReplaceAll(t.Name(), "/", "-")
 			release := make(chan struct{})
 			frozen.Lock()
 			if frozen.release == nil {
@@ -246,7 +280,18 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 				freezeAt = 20
 			}
 			rows = beam.ParDo(s.Scope("Freezer"), &freezeFn{Name: name, Freeze: freezeAt}, rows)
-			kept := dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
+			kept := dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.AsStream(), dedup.UID("watched")).Rows
+			paced := !tc.stream && !tc.freeze
+			tokens, open := make(chan struct{}), make(chan struct{})
+			if paced {
+				gates.Lock()
+				if gates.tokens == nil {
+					gates.tokens, gates.open = map[string]chan struct{}{}, map[string]chan struct{}{}
+				}
+				gates.tokens[name], gates.open[name] = tokens, open
+				gates.Unlock()
+				kept = beam.ParDo(s.Scope("Gate"), &gateFn{Name: name}, kept)
+			}
 			out := collect(s, kept, false)
 			all := collect(s, rows, false)
 			began := time.Now()
@@ -254,15 +299,24 @@ func TestWatchdog_OnTheClusterLetsAHealthyJobEndAndCancelsAFrozenOne(t *testing.
 			defer cancel()
 			j, err := jobrun.Start(ctx, p, options(t, jobrun.Options{StallLimit: limit, Flink: flinkopts.Options{Streaming: tc.stream}}))
 			require.NoError(t, err)
+			if paced {
+				go func() {
+					defer close(open)
+					for {
+						select {
+						case tokens <- struct{}{}:
+						case <-j.Done():
+							return
+						}
+						time.Sleep(250 * time.Millisecond)
+					}
+				}()
+			}
 			_, err = j.Wait()
 			took := time.Since(began)
 			if !tc.freeze {
 				require.NoError(t, err)
 				assert.Greater(t, took, limit, "the job ran longer than the stall limit")
-				rowsIn, keys := 32000, 5000
-				if tc.stream {
-					rowsIn, keys = int(2*limit/tickEvery), 20
-				}
 				assert.Len(t, rowsOf(all), rowsIn, "rows into the dedup step")
 				assert.Len(t, rowsOf(out), keys, "rows out: one per key")
 				return

@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // withNilSlice is a schema row whose slice may be nil.
@@ -76,7 +77,7 @@ func taggedRows() []any {
 // left out: the Go worker reading it takes the next field's bytes and the
 // next elements' for the missing one. Behind a GroupByKey the job fails;
 // behind a Reshuffle rows vanish and the job succeeds: 2,000 rows in, 2
-// reach KeepFirst. An empty slice is fine. testing/flinktest's job server
+// reach KeepFirst. An empty slice is fine. The project's job server
 // declares those fields nullable (GoOptionsJobServer), and every row
 // arrives (TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives); this test
 // asks it to keep the schemas as sent, as Beam's job server does, and
@@ -116,7 +117,7 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsOrVanishesOnFlinkAnEmptyOneDoesNot
 			sent = append(sent, taggedAsSent(r.(tagged)))
 		}
 		rows := beam.Reshuffle(s, beam.Create(s, sent...))
-		dedup.KeepFirst(s, rows, dedup.PartitionBy("id"))
+		dedup.KeepFirst(s, rows, rowspec.PartitionBy("id"))
 		var pr beam.PipelineResult
 		asSent(func() { pr = runOn(t, onFlink, p, 2*time.Minute) })
 		c := dedup.ReadCounters(pr)
@@ -134,7 +135,7 @@ func TestKeepFirst_OnFlinkEveryRowWithANilSliceArrives(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			rows := beam.Reshuffle(s, beam.Create(s, taggedRows()...))
 			all := collect(s, rows, false)
-			out := collect(s, dedup.KeepFirst(s, rows, dedup.PartitionBy("id")).Rows, false)
+			out := collect(s, dedup.KeepFirst(s, rows, rowspec.PartitionBy("id")).Rows, false)
 			c := dedup.ReadCounters(runOn(t, r, p, 2*time.Minute))
 			assert.Equal(t, int64(2000), c.RowsIn)
 			assert.Equal(t, int64(1500), c.Emitted)

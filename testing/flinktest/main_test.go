@@ -22,7 +22,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
-	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -126,10 +125,10 @@ func options(t *testing.T, o jobrun.Options) jobrun.Options {
 
 // process sets o to run the SDK workers as processes of the TaskManagers
 // (a PROCESS environment): Beam Go's boot loader, which fetches the
-// worker binary, this test binary, from the job's artifacts.
+// worker binary, this test binary, from the job's artifacts, each run of
+// it into a directory of its own (bootInADirOfItsOwn).
 func process(t *testing.T, o jobrun.Options) jobrun.Options {
-	boot, err := jobservertest.BootLoader()
-	require.NoError(t, err)
+	boot := bootInADirOfItsOwn(t)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, boot), exe

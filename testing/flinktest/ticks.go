@@ -14,19 +14,11 @@ import (
 
 // Ticks is an unbounded PCollection<int64> of the tick indexes 0, 1, ...
 // up to end: tick i at event time start + i*every, emitted once the wall
-// clock has passed it, the watermark following the ticks.
-//
-// It replaces periodic.Impulse on Flink. Beam's Flink runner (2.62.0)
-// rounds the delay a splittable DoFn asks to be resumed after down to
-// whole seconds, so periodic.Impulse, which asks for the time until its
-// next tick, is resumed at once, again and again, about a thousand times
-// a second; and it keeps each resumption in a keyed state of its own,
-// never released while the task runs, which filled a TaskManager's heap
-// within a minute (notes/beam-defects.md, 22). Ticks asks to be resumed
-// after whole seconds, at least one, and its ticks come in bursts of a
-// second's worth; whether the runner then resumes it less often was not
-// settled (see the defect's test), so the tests' cluster also keeps the
-// key groups, and with them a state's cost, small.
+// clock has passed it, the watermark following the ticks. It asks to be
+// resumed at its next tick (periodic.Impulse's way; on Flink it needs the
+// project's job server, which keeps a resumption's sub-second delay and one
+// state for all resumptions: notes/beam-defects.md, 22), and ends after its
+// last tick, and with it a job whose only source it is.
 func Ticks(s beam.Scope, start, end time.Time, every time.Duration) beam.PCollection {
 	s = s.Scope("flinktest.Ticks")
 	n := int64(0)
@@ -84,13 +76,7 @@ func (*ticksFn) ProcessElement(_ context.Context, we *sdf.ManualWatermarkEstimat
 		return sdf.StopProcessing(), rt.GetError()
 	}
 	we.UpdateWatermark(t.at(i)) // no tick before the next one comes
-	return sdf.ResumeProcessingIn(wholeSeconds(time.Until(t.at(i)))), nil
-}
-
-// wholeSeconds rounds d up to whole seconds, at least one: what Flink's
-// runner does not round down to nothing.
-func wholeSeconds(d time.Duration) time.Duration {
-	return max(time.Second, (d+time.Second-1)/time.Second*time.Second)
+	return sdf.ResumeProcessingIn(time.Until(t.at(i))), nil
 }
 
 func init() {

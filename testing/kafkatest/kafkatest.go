@@ -9,7 +9,7 @@
 //	topic := b.NewTopic(t, 2) // a topic of the test's own, deleted after it
 //
 // The classpath is resolved with mvn once per machine and cached
-// (flinktest.Project). Without java or mvn a test is skipped, unless the
+// (internal/maven). Without java or mvn a test is skipped, unless the
 // CI environment variable is set: then it fails, since CI (.ci/run)
 // installs what it needs. A broker dies with the process that started it,
 // and a small watcher process removes its storage then, however that
@@ -41,7 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/internal/maven"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
@@ -52,7 +52,7 @@ const KafkaVersion = "4.4.0"
 var pom []byte
 
 // Project is the broker's Maven project (kafka_2.13 and a log binding).
-var Project = &flinktest.Project{Name: "kafka-" + KafkaVersion, Pom: pom}
+var Project = &maven.Project{Name: "kafka-" + KafkaVersion, Pom: pom}
 
 // StartTimeout bounds formatting the storage and the wait for a started
 // broker to serve.
@@ -568,7 +568,7 @@ func SharedBroker() (*Broker, error) {
 // or mvn is missing outside CI, else a failure.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, flinktest.ErrNoJava) && os.Getenv("CI") == "" {
+	if errors.Is(err, maven.ErrNoJava) && os.Getenv("CI") == "" {
 		tb.Skipf("%v (tests against Kafka are skipped outside CI without a JDK and Maven; in CI they fail)", err)
 		return
 	}

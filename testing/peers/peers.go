@@ -10,7 +10,7 @@
 //
 // Each JVM program prints one line per result, "name key=value ...",
 // which Run parses. The Maven projects' classpaths are resolved once per
-// machine (flinktest.Project).
+// machine (internal/maven).
 package peers
 
 import (
@@ -18,13 +18,12 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
-	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/internal/maven"
 )
 
 //go:embed flinksql/pom.xml
@@ -33,16 +32,47 @@ var flinkSQLPom []byte
 //go:embed all:flinksql/src
 var flinkSQLSrc embed.FS
 
-func sub(f embed.FS, dir string) fs.FS {
-	s, err := fs.Sub(f, dir)
-	if err != nil {
-		panic(err)
-	}
-	return s
-}
-
 // FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
-var FlinkSQL = &flinktest.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: sub(flinkSQLSrc, "flinksql/src/main/java")}
+var FlinkSQL = &maven.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: maven.Sub(flinkSQLSrc, "flinksql/src/main/java")}
+
+//go:embed flinksql-cluster/pom.xml
+var flinkSQLClusterPom []byte
+
+//go:embed all:flinksql-cluster/src
+var flinkSQLClusterSrc embed.FS
+
+// FlinkSQLCluster is the Flink SQL peer that submits its queries to a
+// Flink 1.19 session cluster (FlinkSqlClusterPeer.java): RunOnCluster.
+var FlinkSQLCluster = &maven.Project{Name: "flinksql-cluster-peer-1.19.0", Pom: flinkSQLClusterPom, Sources: maven.Sub(flinkSQLClusterSrc, "flinksql-cluster/src/main/java")}
+
+// FlinkSQLClusterMain is the cluster peer's class.
+const FlinkSQLClusterMain = "beamdedup.peers.FlinkSqlClusterPeer"
+
+// RunOnCluster runs Flink SQL's queries (keep_first, keep_last) over the
+// orders file input on the Flink session cluster at rest ("host:port"),
+// at parallelism par, each a job of that cluster, and returns each one's
+// result ("cluster_keep_first": seconds, from its submission to its end).
+// The jars of the peer's classpath that cluster lacks (its classpath is
+// clusterCP: Flink and Beam's runner, not Flink's table runtime) go with
+// each job.
+func RunOnCluster(ctx context.Context, rest, clusterCP string, par int, input string, queries ...string) (map[string]Fields, error) {
+	cp, err := FlinkSQLCluster.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, jar := range filepath.SplitList(clusterCP) {
+		have[filepath.Base(jar)] = true
+	}
+	var ship []string
+	for _, jar := range filepath.SplitList(cp) {
+		if strings.HasSuffix(jar, ".jar") && !have[filepath.Base(jar)] {
+			ship = append(ship, jar)
+		}
+	}
+	args := append([]string{rest, fmt.Sprint(par), strings.Join(ship, string(os.PathListSeparator)), input}, queries...)
+	return Run(ctx, FlinkSQLCluster, FlinkSQLClusterMain, args...)
+}
 
 //go:embed beamjava/pom.xml
 var beamJavaPom []byte
@@ -57,8 +87,8 @@ var beamJavaSrc embed.FS
 // its direct runner; BeamJavaFlink the same program with Beam 2.62.0 and
 // Flink's classic runner.
 var (
-	BeamJava      = &flinktest.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
-	BeamJavaFlink = &flinktest.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJava      = &maven.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJavaFlink = &maven.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
 )
 
 // BeamJavaMain is the Beam Java peer's class.
@@ -72,7 +102,7 @@ type Fields map[string]string
 
 // Run runs main of p's classpath with args and returns its result lines
 // by name.
-func Run(ctx context.Context, p *flinktest.Project, main string, args ...string) (map[string]Fields, error) {
+func Run(ctx context.Context, p *maven.Project, main string, args ...string) (map[string]Fields, error) {
 	cp, err := p.Classpath()
 	if err != nil {
 		return nil, err

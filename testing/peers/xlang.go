@@ -20,10 +20,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/internal/maven"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
-	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
@@ -40,7 +40,7 @@ import (
 var beamXlangPom []byte
 
 // BeamXlang is the Java side of Beam Go's xlang kafkaio.
-var BeamXlang = &flinktest.Project{Name: "beam-xlang-kafka-2.62.0", Pom: beamXlangPom}
+var BeamXlang = &maven.Project{Name: "beam-xlang-kafka-2.62.0", Pom: beamXlangPom}
 
 func init() {
 	register.DoFn4x0[context.Context, []byte, []byte, func([]byte, []byte)](&xlangKeyFn{})

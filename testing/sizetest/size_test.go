@@ -22,12 +22,11 @@ var programs = map[string]string{
 	"beam": `
 	_ = rows`,
 	"keepfirst": `
-	_ = dedup.KeepFirst(s, rows, dedup.PartitionBy("id"))`,
+	_ = dedup.KeepFirst(s, rows, rowspec.PartitionBy("id"))`,
 	"all": `
-	last := dedup.KeepLast(s, rows, dedup.PartitionBy("id"), dedup.KindColumn("op"))
-	_ = dedup.WindowFirst(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), rows), dedup.PartitionBy("id"))
-	_ = pgsink.Write(s, last.Rows, pgsink.DSN("postgres://localhost/db"), pgsink.Table("t"), pgsink.PartitionBy("id"),
-		pgsink.KindColumn("op"), pgsink.SkipConstructionCheck())`,
+	last := dedup.KeepLast(s, rows, rowspec.PartitionBy("id"), rowspec.KindColumn("op"))
+	_ = dedup.WindowFirst(s, beam.WindowInto(s, window.NewFixedWindows(time.Minute), rows), rowspec.PartitionBy("id"))
+	_ = pgsink.Write(s, last.Rows, last.Spec, pgsink.DSN("postgres://localhost/db"), pgsink.Table("t"))`,
 }
 
 const program = `package main
@@ -43,10 +42,12 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 var (
 	_ = dedup.KeepFirst
+	_ = rowspec.PartitionBy
 	_ = pgsink.Write
 	_ = window.NewFixedWindows
 	_ = time.Minute
@@ -79,7 +80,8 @@ func source(name string) string {
 		drop = append(drop, "\t\"github.com/beamdedup/beamdedup/transforms/pgsink\"\n", "", "\t_ = pgsink.Write\n", "")
 	}
 	if name == "beam" {
-		drop = append(drop, "\t\"github.com/beamdedup/beamdedup/transforms/dedup\"\n", "", "\t_ = dedup.KeepFirst\n", "")
+		drop = append(drop, "\t\"github.com/beamdedup/beamdedup/transforms/dedup\"\n", "", "\t_ = dedup.KeepFirst\n", "",
+			"\t\"github.com/beamdedup/beamdedup/transforms/rowspec\"\n", "", "\t_ = rowspec.PartitionBy\n", "")
 	}
 	return strings.NewReplacer(drop...).Replace(src)
 }

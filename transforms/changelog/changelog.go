@@ -4,4 +4,14 @@
 // takes an earlier row back: the downstream half of keep-last
 // deduplication, where a GROUP BY over dedup.KeepLast's -U/+U pairs counts
 // each key once.
+//
+//	res := dedup.KeepLast(s, events, rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op"))
+//	counts := changelog.CountPerKey(s, res.Rows, res.Spec, changelog.GroupBy("status")).Counts
+//
+// The files: count.go is the API and its construction (CountPerKey,
+// Latest), options.go the options, metrics.go the counters, dofns.go the
+// DoFn types, element types and functions a pipeline's proto names (kept
+// here, so that their names, and a running job's state, stay), and
+// internal/count what the workers run: how a row is read, the rule of the
+// count and the counters' names.
 package changelog

@@ -69,7 +69,7 @@ func run(t *testing.T, p *beam.Pipeline) changelog.Counters {
 func TestCountPerKeyOnBoundedInputIsTheTotalPerGroup(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	rows := beam.CreateList(s, append(orderChanges, change{"?", "o4", "paid"}))
-	r1 := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("status-counts"))
+	r1 := changelog.CountPerKey(s, rows, rowspec.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("status-counts"))
 	counts, dead := r1.Counts, r1.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatCount, counts), "created=0@6", "paid=1@3", "shipped=1@1")
 	passert.Equals(s, beam.ParDo(s, formatDead, dead), `status-counts: KindColumn "op": unknown row kind "?": want one of +I, -U, +U, -D`)
@@ -91,7 +91,7 @@ func streamOf[T any](t *testing.T, s beam.Scope, rows []T) beam.PCollection {
 
 func TestCountPerKeyOnAStreamEmitsEachGroupsNewCountAfterEveryChange(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
-	r2 := changelog.CountPerKey(s, streamOf(t, s, orderChanges), changelog.KindColumn("op"), changelog.GroupBy("status"))
+	r2 := changelog.CountPerKey(s, streamOf(t, s, orderChanges), rowspec.KindColumn("op"), changelog.GroupBy("status"))
 	counts, dead := r2.Counts, r2.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatCount, counts),
 		"created=1@1", "created=0@2", "paid=1@1", "paid=0@2", "shipped=1@1", // o1
@@ -132,7 +132,7 @@ func TestCountPerKeyOnAStreamAppliesARetractionAheadOfItsInsertion(t *testing.T)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			r := changelog.CountPerKey(s, streamOf(t, s, tc.in), changelog.KindColumn("op"), changelog.GroupBy("status"))
+			r := changelog.CountPerKey(s, streamOf(t, s, tc.in), rowspec.KindColumn("op"), changelog.GroupBy("status"))
 			passert.Equals(s, beam.ParDo(s, formatCount, r.Counts), tc.counts...)
 			dead := func(uid string) []any {
 				if tc.dead == "" {
@@ -142,7 +142,7 @@ func TestCountPerKeyOnAStreamAppliesARetractionAheadOfItsInsertion(t *testing.T)
 			}
 			passert.Equals(s, beam.ParDo(s, formatDead, r.DeadLetters), dead("CountPerKey")...)
 			// The bounded expansion of the same rows: the same counts at the end.
-			bounded := changelog.CountPerKey(s, beam.CreateList(s, tc.in), changelog.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("bounded"))
+			bounded := changelog.CountPerKey(s, beam.CreateList(s, tc.in), rowspec.KindColumn("op"), changelog.GroupBy("status"), changelog.UID("bounded"))
 			passert.Equals(s, beam.ParDo(s, formatCount, bounded.Counts), tc.boundedAll...)
 			passert.Equals(s, beam.ParDo(s, formatDead, bounded.DeadLetters), dead("bounded")...)
 			c := changelog.CountersOf(prismtest.Run(t, p, 2*time.Minute), "CountPerKey")
@@ -163,7 +163,7 @@ func TestCountPerKeyOnAStreamJudgesEachWindowsCountAtItsEnd(t *testing.T) {
 	require.NoError(t, ts.AddElements(11, change{"-U", "o3", "created"}))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	rows := beam.WindowInto(s, window.NewFixedWindows(10*time.Millisecond), teststream.Create(s, ts))
-	r := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	r := changelog.CountPerKey(s, rows, rowspec.KindColumn("op"), changelog.GroupBy("status"))
 	global := func(col beam.PCollection) beam.PCollection { return beam.WindowInto(s, window.NewGlobalWindows(), col) }
 	passert.Equals(s, beam.ParDo(s, formatCount, global(r.Counts)), "created=1@1", "created=0@2")
 	passert.Equals(s, beam.ParDo(s, formatDead, global(r.DeadLetters)), `CountPerKey: group "created" ends below zero (-2): 2 more -U/-D rows than +I/+U rows`)
@@ -215,7 +215,7 @@ func TestCountPerKeyOnAStreamEndsWithTheSameCountsInAnyOrder(t *testing.T) {
 			shuffled := slices.Clone(rows)
 			rand.New(rand.NewPCG(seed, 0)).Shuffle(len(shuffled), reflect.Swapper(shuffled))
 			p, s := beam.NewPipelineWithRoot()
-			r := changelog.CountPerKey(s, streamOf(t, s, shuffled), changelog.KindColumn("op"), changelog.GroupBy("status"))
+			r := changelog.CountPerKey(s, streamOf(t, s, shuffled), rowspec.KindColumn("op"), changelog.GroupBy("status"))
 			passert.Equals(s, beam.ParDo(s, formatTotal, changelog.Latest(s, r.Counts)), finals...)
 			passert.Empty(s, filter.Include(s, r.Counts, negativeCount))
 			passert.Empty(s, r.DeadLetters)
@@ -231,7 +231,7 @@ func TestCountPerKeyOnAStreamEndsWithTheSameCountsInAnyOrder(t *testing.T) {
 func TestCountPerKeyOnBoundedInputDeadLettersAGroupEndingBelowZero(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	rows := beam.CreateList(s, []change{{"+I", "o1", "paid"}, {"-U", "o2", "created"}, {"-D", "o3", "created"}})
-	r4 := changelog.CountPerKey(s, rows, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	r4 := changelog.CountPerKey(s, rows, rowspec.KindColumn("op"), changelog.GroupBy("status"))
 	counts, dead := r4.Counts, r4.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatCount, counts), "paid=1@1")
 	passert.Equals(s, beam.ParDo(s, formatDead, dead), `CountPerKey: group "created" ends below zero (-2): 2 more -U/-D rows than +I/+U rows`)
@@ -257,10 +257,10 @@ func TestCountPerKeyOnBoundedInputWithTheKeyIgnoresARetractionOfARowItNeverAdded
 		want []any
 		c    changelog.Counters
 	}{
-		{"with the key", []changelog.Option{changelog.Spec(rowspec.Spec{Key: []string{"order_id"}, Kind: "op"})},
+		{"with the key", []changelog.Option{rowspec.Spec{Key: []string{"order_id"}, Kind: "op"}},
 			[]any{"paid=2@4", "created=0@2", "shipped=1@1"},
 			changelog.Counters{RowsIn: 9, Added: 5, Subtracted: 2, RetractionsIgnored: 2, CountsEmitted: 3}},
-		{"without it", []changelog.Option{changelog.KindColumn("op")},
+		{"without it", []changelog.Option{rowspec.KindColumn("op")},
 			[]any{"paid=1@5", "shipped=1@1"},
 			changelog.Counters{RowsIn: 9, Added: 5, Subtracted: 4, CountsEmitted: 2, GroupsBelowZero: 1}},
 	} {
@@ -285,12 +285,12 @@ func TestCountPerKeyGroupsByOneSeveralOrNoColumns(t *testing.T) {
 		{rowkind.Insert, nil, 1},
 	}
 	p, s := beam.NewPipelineWithRoot()
-	bounded := changelog.CountPerKey(s, beam.CreateList(s, in), changelog.KindColumn("kind"), changelog.GroupBy("region", "tier")).Counts
+	bounded := changelog.CountPerKey(s, beam.CreateList(s, in), rowspec.KindColumn("kind"), changelog.GroupBy("region", "tier")).Counts
 	want := []any{`["eu",1]=1@3`, `["us",2]=1@1`, `[null,1]=1@3`}
 	passert.Equals(s, beam.ParDo(s, formatCount, bounded), want...)
-	single := changelog.CountPerKey(s.Scope("single"), beam.CreateList(s, in), changelog.KindColumn("kind"), changelog.GroupBy("region")).Counts
+	single := changelog.CountPerKey(s.Scope("single"), beam.CreateList(s, in), rowspec.KindColumn("kind"), changelog.GroupBy("region")).Counts
 	passert.Equals(s, beam.ParDo(s, formatCount, single), "eu=1@3", "us=1@1", "NULL=1@3")
-	all := changelog.CountPerKey(s.Scope("all"), beam.CreateList(s, in), changelog.KindColumn("kind")).Counts
+	all := changelog.CountPerKey(s.Scope("all"), beam.CreateList(s, in), rowspec.KindColumn("kind")).Counts
 	passert.Equals(s, beam.ParDo(s, formatCount, all), "=3@7")
 	c := run(t, p)
 	assert.Equal(t, int64(3*len(in)), c.RowsIn)
@@ -303,9 +303,9 @@ func TestTryCountPerKeyReportsConfigurationErrors(t *testing.T) {
 		want string
 	}{
 		{"no kind column", []changelog.Option{changelog.GroupBy("status")}, "KindColumn is required"},
-		{"unknown kind column", []changelog.Option{changelog.KindColumn("kind")}, `"kind"`},
-		{"unknown group column", []changelog.Option{changelog.KindColumn("op"), changelog.GroupBy("state")}, `"state"`},
-		{"upserts, which retract nothing", []changelog.Option{changelog.Spec(rowspec.Spec{Kind: "op", Upsert: true})}, "retract nothing"},
+		{"unknown kind column", []changelog.Option{rowspec.KindColumn("kind")}, `"kind"`},
+		{"unknown group column", []changelog.Option{rowspec.KindColumn("op"), changelog.GroupBy("state")}, `"state"`},
+		{"upserts, which retract nothing", []changelog.Option{rowspec.Spec{Kind: "op", Upsert: true}}, "retract nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -318,7 +318,7 @@ func TestTryCountPerKeyReportsConfigurationErrors(t *testing.T) {
 
 func TestTryCountPerKeyRejectsAKindColumnThatIsNeitherStringNorKind(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	_, err := changelog.TryCountPerKey(s, beam.CreateList(s, []kindChange{{}}), changelog.KindColumn("tier"))
+	_, err := changelog.TryCountPerKey(s, beam.CreateList(s, []kindChange{{}}), rowspec.KindColumn("tier"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `KindColumn("tier"): the column has type int64; it must be a string`)
 }

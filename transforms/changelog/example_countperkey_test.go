@@ -15,6 +15,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Order is a version of an order: its status at time TS.
@@ -71,8 +72,8 @@ func ExampleCountPerKey() {
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	current := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"))
-	counts := changelog.CountPerKey(s, current.Rows, changelog.KindColumn("op"), changelog.GroupBy("status"))
+	current := dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op"))
+	counts := changelog.CountPerKey(s, current.Rows, rowspec.KindColumn("op"), changelog.GroupBy("status"))
 	beam.ParDo0(s, keepCount, changelog.Latest(s, counts.Counts))
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -10,10 +10,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // bucketRow is a row of the bucketed merge's tests: many keys, each with
@@ -97,12 +98,12 @@ func TestBucketedMerge_SameRowsAndCountersAsPerKeyMerge(t *testing.T) {
 		opts      []dedup.Option
 	}{
 		{"KeepFirst, rows tied on their timestamp", false, false, nil},
-		{"KeepFirst by SequenceBy, ties across parts", false, false, []dedup.Option{dedup.SequenceBy("seq")}},
-		{"KeepFirst by SequenceBy with the dropped rows", false, false, []dedup.Option{dedup.SequenceBy("seq"), dedup.OutputDropped()}},
-		{"KeepFirst of a changelog", false, true, []dedup.Option{dedup.KindColumn("op"), dedup.OutputDropped()}},
-		{"KeepLast by SequenceBy, ties across parts", true, false, []dedup.Option{dedup.SequenceBy("seq"), dedup.Upsert()}},
-		{"KeepLast of a changelog, upserts", true, true, []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq"), dedup.Upsert()}},
-		{"KeepLast of a changelog with the dropped rows", true, true, []dedup.Option{dedup.KindColumn("op"), dedup.OutputDropped()}},
+		{"KeepFirst by SequenceBy, ties across parts", false, false, []dedup.Option{rowspec.SequenceBy("seq")}},
+		{"KeepFirst by SequenceBy with the dropped rows", false, false, []dedup.Option{rowspec.SequenceBy("seq"), dedup.OutputDropped()}},
+		{"KeepFirst of a changelog", false, true, []dedup.Option{rowspec.KindColumn("op"), dedup.OutputDropped()}},
+		{"KeepLast by SequenceBy, ties across parts", true, false, []dedup.Option{rowspec.SequenceBy("seq"), rowspec.Upsert()}},
+		{"KeepLast of a changelog, upserts", true, true, []dedup.Option{rowspec.KindColumn("op"), rowspec.SequenceBy("seq"), rowspec.Upsert()}},
+		{"KeepLast of a changelog with the dropped rows", true, true, []dedup.Option{rowspec.KindColumn("op"), dedup.OutputDropped()}},
 	} {
 		for _, capBytes := range []int{0, 200} {
 			t.Run(fmt.Sprintf("%s, batch cap %d", tc.name, capBytes), func(t *testing.T) {
@@ -118,7 +119,7 @@ func TestBucketedMerge_SameRowsAndCountersAsPerKeyMerge(t *testing.T) {
 				if tc.last {
 					dedupe = dedup.KeepLast
 				}
-				opts := append([]dedup.Option{dedup.PartitionBy("key")}, tc.opts...)
+				opts := append([]dedup.Option{rowspec.PartitionBy("key")}, tc.opts...)
 				bucketed := dedupe(s, in, append(opts, dedup.UID("bucketed"), bucketBytes(capBytes))...)
 				perKey := dedupe(s, in, append(opts, dedup.UID("perkey"), perKeyMerge())...)
 				passert.Equals(s.Scope("Rows"), bucketed.Rows, perKey.Rows)

@@ -5,8 +5,8 @@
 // that work on streams and files and on every runner.
 //
 //	res := dedup.KeepFirst(s, rows,
-//	    dedup.PartitionBy("user_id"),   // key columns; omitted = one global partition
-//	    dedup.OnTime("rowtime"),        // event-time mode; omitted = watermarkless
+//	    rowspec.PartitionBy("user_id"), // key columns; omitted = one global partition
+//	    rowspec.OnTime("rowtime"),      // event-time mode; omitted = watermarkless
 //	    dedup.StateTTL(5*time.Minute),  // processing-time retention; 0 = forever
 //	    dedup.UID("user-events-dedup")) // stable identity of the transform and its state
 //	kept, dead := res.Rows, res.DeadLetters
@@ -15,6 +15,11 @@
 // (a column's name is its `beam:"name"` tag, else the field name), or of
 // KV<K,V>, keyed by K (a string, []byte, bool, integer or float; the options
 // then name columns of V). The output has the input's type.
+//
+// The columns' roles are package rowspec's options, which every transform
+// of beamdedup takes alike (the key, the kind, the event time, the
+// ordering column); the options of this package set how the transform
+// deduplicates (retention, its UID, its expansion).
 //
 // Each transform has two forms: X panics on a construction error, TryX
 // returns it. Both return a Result: the kept rows, the rows that could not
@@ -34,7 +39,7 @@
 // by its encoded PARTITION BY columns (coders/keycoder). What follows is
 // chosen once by the plan (plan.go) from the options and the input: on a
 // stream the stateful step, which keeps a key's state in a bag
-// (coders/statecoder) and asks the rules (no Beam imports) what to emit,
+// (internal/statecoder) and asks the rules (no Beam imports) what to emit,
 // store and time; on bounded input, or for window dedup, a merge of each
 // key's rows by the rules' one ordering. This package builds the pipeline
 // (expand.go); what runs on the workers is in internal/step, the rules in
@@ -46,12 +51,15 @@ package dedup
 
 import "github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-// KeepFirst keeps the first row per key of rows: by arrival, or with OnTime
-// the earliest event time, emitted once the watermark passes it. On bounded
-// input, where arrival has no order, it keeps the row with the smallest
-// OnTime or SequenceBy value, ties broken by the smaller encoded row, so a
-// rerun keeps the same rows. It panics on a construction error (see
-// TryKeepFirst).
+// KeepFirst keeps the first row per key of rows: by arrival, or with
+// rowspec.OnTime the earliest event time, emitted once the watermark
+// passes it. On bounded input, where arrival has no order, it keeps the
+// row with the smallest OnTime or SequenceBy value, ties broken by the
+// smaller encoded row, so a rerun keeps the same rows. With a
+// rowspec.KindColumn the input may be a changelog: a key's first +I/+U is
+// emitted as +I, and every later change of the key is swallowed (a -U/-D
+// of an unseen key is ignored); it cannot be combined with OnTime. It
+// panics on a construction error (see TryKeepFirst).
 func KeepFirst(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 	return must(TryKeepFirst(s, rows, opts...))
 }
@@ -72,11 +80,13 @@ func must(r Result, err error) Result {
 // KeepLast keeps the last row per key of rows and returns a changelog of
 // the same type: a key's first row as +I, each replacement as -U (the
 // previous row) then +U (the new one), a deletion as -D, with the kind
-// written into the KindColumn. Without OnTime or SequenceBy the last row is
-// the last to arrive; with them, the one with the largest value (ties: the
-// later arrival). A row equal to the stored one in every column but the
-// kind emits nothing. On bounded input the result is each key's final row,
-// as +I. It panics on a construction error (see TryKeepLast).
+// written into the rowspec.KindColumn, which it needs unless
+// rowspec.Upsert is set (then only the new rows, +I and +U). Without
+// OnTime or SequenceBy the last row is the last to arrive; with them, the
+// one with the largest value (ties: the later arrival). A row equal to the
+// stored one in every column but the kind emits nothing. On bounded input
+// the result is each key's final row, as +I. It panics on a construction
+// error (see TryKeepLast).
 func KeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 	return must(TryKeepLast(s, rows, opts...))
 }
@@ -103,12 +113,13 @@ func TryKeepLast(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, e
 // broken by the smaller encoded row, so a rerun keeps the same rows. It
 // panics on a construction error (see TryWindowFirst).
 //
-// Options: PartitionBy, PartitionByAll, OnTime (order by that column; the
-// output row then carries its value as timestamp), SequenceBy (order by
-// that column first, then by timestamp), UID, OutputDropped, MiniBatch (no
-// effect: the runner's combiner lifting pre-aggregates). StateTTL,
-// EventTimeTTL, CleanupTimers and KindColumn are construction errors, as is
-// a globally windowed input or a KV input.
+// Options: rowspec.PartitionBy, PartitionByAll, rowspec.OnTime (order by
+// that column; the output row then carries its value as timestamp),
+// rowspec.SequenceBy (order by that column first, then by timestamp), UID,
+// OutputDropped, MiniBatch (no effect: the runner's combiner lifting
+// pre-aggregates). StateTTL, EventTimeTTL, CleanupTimers, AsStream and
+// rowspec.KindColumn are construction errors, as is a globally windowed
+// input or a KV input.
 func WindowFirst(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 	return must(TryWindowFirst(s, rows, opts...))
 }

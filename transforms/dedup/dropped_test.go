@@ -18,6 +18,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // dropRow is a row whose N is unique in its input, so that every output
@@ -118,20 +119,20 @@ func TestOutputDropped_EveryInputRowEndsInRowsDeadLettersOrDropped(t *testing.T)
 	modes := []mode{
 		{name: "KeepFirst stream, pre-filter", stream: true},
 		{name: "KeepFirst stream, no mini-batch", stream: true, opts: []dedup.Option{dedup.MiniBatch(false)}},
-		{name: "KeepFirst stream, event time", stream: true, opts: []dedup.Option{dedup.OnTime("ts")}},
-		{name: "KeepFirst stream, changelog", stream: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op")}},
-		{name: "KeepFirst stream, KV input", stream: true, kv: true, opts: []dedup.Option{dedup.OnTime("ts")}},
-		{name: "KeepFirst file, in-bundle merge, changelog", changelog: true, opts: []dedup.Option{dedup.KindColumn("op")}},
-		{name: "KeepFirst file, grouped, SequenceBy", opts: []dedup.Option{dedup.MiniBatch(false), dedup.SequenceBy("seq")}},
-		{name: "KeepFirst file, KV input", kv: true, opts: []dedup.Option{dedup.KindColumn("op")}, changelog: true},
-		{name: "KeepFirst file, forced stateful", opts: []dedup.Option{dedup.AsStream(), dedup.OnTime("ts")}},
-		{name: "KeepLast stream, fold", last: true, stream: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op")}},
-		{name: "KeepLast stream, ordered", last: true, stream: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts"), dedup.MiniBatch(false)}},
-		{name: "KeepLast stream, SequenceBy, fold", last: true, stream: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.SequenceBy("seq")}},
-		{name: "KeepLast file", last: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.OnTime("ts")}},
-		{name: "KeepLast file, KV input, grouped", last: true, kv: true, changelog: true, opts: []dedup.Option{dedup.KindColumn("op"), dedup.MiniBatch(false)}},
-		{name: "WindowFirst", window: true, opts: []dedup.Option{dedup.OnTime("ts")}},
-		{name: "WindowLast, SequenceBy", window: true, last: true, opts: []dedup.Option{dedup.SequenceBy("seq")}},
+		{name: "KeepFirst stream, event time", stream: true, opts: []dedup.Option{rowspec.OnTime("ts")}},
+		{name: "KeepFirst stream, changelog", stream: true, changelog: true, opts: []dedup.Option{rowspec.KindColumn("op")}},
+		{name: "KeepFirst stream, KV input", stream: true, kv: true, opts: []dedup.Option{rowspec.OnTime("ts")}},
+		{name: "KeepFirst file, in-bundle merge, changelog", changelog: true, opts: []dedup.Option{rowspec.KindColumn("op")}},
+		{name: "KeepFirst file, grouped, SequenceBy", opts: []dedup.Option{dedup.MiniBatch(false), rowspec.SequenceBy("seq")}},
+		{name: "KeepFirst file, KV input", kv: true, opts: []dedup.Option{rowspec.KindColumn("op")}, changelog: true},
+		{name: "KeepFirst file, forced stateful", opts: []dedup.Option{dedup.AsStream(), rowspec.OnTime("ts")}},
+		{name: "KeepLast stream, fold", last: true, stream: true, changelog: true, opts: []dedup.Option{rowspec.KindColumn("op")}},
+		{name: "KeepLast stream, ordered", last: true, stream: true, changelog: true, opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts"), dedup.MiniBatch(false)}},
+		{name: "KeepLast stream, SequenceBy, fold", last: true, stream: true, opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.SequenceBy("seq")}},
+		{name: "KeepLast file", last: true, changelog: true, opts: []dedup.Option{rowspec.KindColumn("op"), rowspec.OnTime("ts")}},
+		{name: "KeepLast file, KV input, grouped", last: true, kv: true, changelog: true, opts: []dedup.Option{rowspec.KindColumn("op"), dedup.MiniBatch(false)}},
+		{name: "WindowFirst", window: true, opts: []dedup.Option{rowspec.OnTime("ts")}},
+		{name: "WindowLast, SequenceBy", window: true, last: true, opts: []dedup.Option{rowspec.SequenceBy("seq")}},
 	}
 	for i, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -151,7 +152,7 @@ func TestOutputDropped_EveryInputRowEndsInRowsDeadLettersOrDropped(t *testing.T)
 			}
 			opts := append([]dedup.Option{dedup.OutputDropped(), dedup.UID("d")}, m.opts...)
 			if !m.kv {
-				opts = append(opts, dedup.PartitionBy("key"))
+				opts = append(opts, rowspec.PartitionBy("key"))
 			}
 			var r dedup.Result
 			switch {
@@ -207,7 +208,7 @@ func TestOutputDropped_EveryInputRowEndsInRowsDeadLettersOrDropped(t *testing.T)
 // Without OutputDropped the Result has no Dropped collection.
 func TestOutputDropped_IsOptIn(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	r := dedup.KeepFirst(s, beam.Create(s, dropRow{}), dedup.PartitionBy("key"))
+	r := dedup.KeepFirst(s, beam.Create(s, dropRow{}), rowspec.PartitionBy("key"))
 	assert.False(t, r.Dropped.IsValid())
 }
 
@@ -216,9 +217,9 @@ func TestOutputDropped_IsOptIn(t *testing.T) {
 func TestCountersOf_ReadsOneInstanceByUID(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	rows := beam.CreateList(s, randomDropRows(1, 100, false))
-	dedup.KeepFirst(s, rows, dedup.PartitionBy("key"), dedup.UID("first-a"))
-	dedup.KeepFirst(s, rows, dedup.PartitionBy("key", "n"), dedup.UID("first-b"))
-	dedup.KeepLast(s, rows, dedup.PartitionBy("key"), dedup.Upsert(), dedup.UID("last"))
+	dedup.KeepFirst(s, rows, rowspec.PartitionBy("key"), dedup.UID("first-a"))
+	dedup.KeepFirst(s, rows, rowspec.PartitionBy("key", "n"), dedup.UID("first-b"))
+	dedup.KeepLast(s, rows, rowspec.PartitionBy("key"), rowspec.Upsert(), dedup.UID("last"))
 	pr := prismtest.Run(t, p, 2*time.Minute)
 	a, b := dedup.CountersOf(pr, "first-a"), dedup.CountersOf(pr, "first-b")
 	assert.Equal(t, int64(12), a.Emitted, "one row per key")

@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 type epochEvent struct {
@@ -57,7 +58,7 @@ func TestEventTime_LaterArrivingEarlierRowReplacesCandidateBeforeWatermark(t *te
 	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 2))+1))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/b@10:03")
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 1, DuplicatesDropped: 1}, deduptest.RowCounts(c), "a replaced; the tie c stays dropped")
@@ -75,7 +76,7 @@ func TestEventTime_RowsAfterFinalizationAreDroppedAsLate(t *testing.T) {
 	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 4))))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("ts_ms")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("ts_ms")).Rows
 	passert.Equals(s, beam.ParDo(s, epochName, out), "u1/first", "u2/other")
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, LateDropped: 1}, deduptest.RowCounts(c))
@@ -92,7 +93,7 @@ func TestEventTime_FirstRowBehindWatermarkIsEmittedNotLost(t *testing.T) {
 	require.NoError(t, ts.AdvanceWatermark(ms(at(11, 1))))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u9/old@10:00")
 	run(t, p)
 }
@@ -111,7 +112,7 @@ func TestEventTimeTTL_RowBeyondRetentionStartsNewPeriod(t *testing.T) {
 	// Watermarkless mode: the event time is the row's timestamp, set here
 	// from the rowtime column by a ParDo.
 	stamped := beam.ParDo(s, stampRowtime, in)
-	out := dedup.KeepFirst(s, stamped, dedup.PartitionBy("user_id"), dedup.EventTimeTTL(5*time.Minute)).Rows
+	out := dedup.KeepFirst(s, stamped, rowspec.PartitionBy("user_id"), dedup.EventTimeTTL(5*time.Minute)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/a@10:00", "u1/d@10:20")
 	c := run(t, p)
 	assert.Equal(t, int64(2), c.Emitted)
@@ -147,7 +148,7 @@ func TestEventTime_CandidatesInTimerTagsOrInStateEmitOnlyTheEarliestRow(t *testi
 				require.NoError(t, ts.AddElements(ms(e.Rowtime), e))
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+			out := dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimedShortID, out), "u1/e1@10:01")
 			c := run(t, p)
 			assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 1, CandidatesReplaced: 2}, deduptest.RowCounts(c))
@@ -185,7 +186,7 @@ func TestEventTime_TaggedAndStateFinalizationAgreeOnARandomStream(t *testing.T) 
 	p, s := beam.NewPipelineWithRoot()
 	small := teststream.Create(s, ts)
 	big := beam.ParDo(s, padEvent, small)
-	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}
+	opts := []dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")}
 	tagged := dedup.KeepFirst(s.Scope("tagged"), small, append(opts, dedup.UID("tagged"))...).Rows
 	inState := dedup.KeepFirst(s.Scope("state"), big, append(opts, dedup.UID("state"))...).Rows
 	got := beam.ParDo(s, formatTimedShortID, tagged)
@@ -233,7 +234,7 @@ func TestEventTime_AnEarlierRowInTheCandidatesMillisecondReplacesItOnce(t *testi
 	require.NoError(t, ts.AdvanceWatermark(ms(at(10, 1))))
 	require.NoError(t, ts.AddElements(ms(base), earlier...))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
-	out := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	out := dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), want...)
 	c := run(t, p)
 	assert.Equal(t, int64(5), c.Emitted)
@@ -252,7 +253,7 @@ func TestEventTime_AnEarlierRowInTheLastMillisecondOfAWindowReplacesItOnce(t *te
 	require.NoError(t, ts.AddElements(ms(last), timedEvent{"u1", "earlier", last.Add(200 * time.Microsecond)}))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), teststream.Create(s, ts))
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 	passert.Equals(s, beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatTimed, out)), "u1/earlier@10:09")
 	c := run(t, p)
 	assert.Equal(t, int64(1), c.Emitted)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Spec 4.1.3.5: watermark = max(rowtime) - 5 min; the earlier 10:01 view
@@ -29,7 +30,7 @@ func TestEventTime_Spec_4_1_3_5_EarliestRowEmittedAtWatermarkLateRowDropped(t *t
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
 
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.StateTTL(5*60e9)).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime"), dedup.StateTTL(5*60e9)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimed, out), "u1/view@10:01")
 
 	c := run(t, p)

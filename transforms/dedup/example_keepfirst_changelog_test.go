@@ -15,6 +15,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Profile is a row of an updating input: Op holds +I, -U, +U or -D.
@@ -65,7 +66,7 @@ func ExampleKeepFirst_changelog() {
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	res := dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_name"), dedup.KindColumn("op"))
+	res := dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"))
 	beam.ParDo0(s, keepProfile, res.Rows)
 	beam.ParDo0(s, deadProfile, res.DeadLetters)
 

@@ -13,8 +13,9 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Click is a user's event at Rowtime.
@@ -74,8 +75,8 @@ func ExampleKeepFirst_eventTime() {
 
 	p, s := beam.NewPipelineWithRoot()
 	first := dedup.KeepFirst(s, teststream.Create(s, ts),
-		dedup.PartitionBy("user_id"),
-		dedup.OnTime("rowtime"),
+		rowspec.PartitionBy("user_id"),
+		rowspec.OnTime("rowtime"),
 		dedup.StateTTL(5*time.Minute),
 		dedup.UID("first-clicks"),
 		deduptest.UseClock("event-time-clock")) // for tests only; production reads the wall clock

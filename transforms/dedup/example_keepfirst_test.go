@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Login is a row: a Go struct whose `beam` tags name the columns.
@@ -59,7 +60,7 @@ func ExampleKeepFirst() {
 
 	p, s := beam.NewPipelineWithRoot()
 	first := dedup.KeepFirst(s, teststream.Create(s, ts),
-		dedup.PartitionBy("user_id"),
+		rowspec.PartitionBy("user_id"),
 		dedup.StateTTL(24*time.Hour), // how long a key is remembered
 		dedup.UID("first-logins"))    // stable step names, so state survives updates
 	beam.ParDo0(s, keepLogin, first.Rows)

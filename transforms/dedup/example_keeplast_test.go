@@ -14,6 +14,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // OrderStatus is a version of an order: its status at time TS.
@@ -73,9 +74,9 @@ func ExampleKeepLast() {
 
 	p, s := beam.NewPipelineWithRoot()
 	current := dedup.KeepLast(s, teststream.Create(s, ts),
-		dedup.PartitionBy("order_id"),
-		dedup.OnTime("ts"),     // the newest version wins, whatever the arrival order
-		dedup.KindColumn("op"), // where each output row's kind is written
+		rowspec.PartitionBy("order_id"),
+		rowspec.OnTime("ts"),     // the newest version wins, whatever the arrival order
+		rowspec.KindColumn("op"), // where each output row's kind is written
 		dedup.UID("order-status"))
 	beam.ParDo0(s, collectChange, current.Rows)
 

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Trade is a row whose every column is part of its identity.
@@ -24,9 +25,9 @@ func init() { beam.RegisterType(reflect.TypeFor[Trade]()) }
 func ExampleTryKeepFirst() {
 	_, s := beam.NewPipelineWithRoot()
 	trades := beam.Create(s, Trade{"t1", "ACME", 10})
-	_, err := dedup.TryKeepFirst(s, trades, dedup.PartitionBy("trade_id"), dedup.StateTTL(-time.Minute))
+	_, err := dedup.TryKeepFirst(s, trades, rowspec.PartitionBy("trade_id"), dedup.StateTTL(-time.Minute))
 	fmt.Println(err)
-	_, err = dedup.TryKeepFirst(s, trades, dedup.PartitionBy("tradeid"))
+	_, err = dedup.TryKeepFirst(s, trades, rowspec.PartitionBy("tradeid"))
 	fmt.Println(err)
 	// Output:
 	// dedup.KeepFirst: StateTTL(-1m0s): it must be >= 0 (0 keeps state forever)

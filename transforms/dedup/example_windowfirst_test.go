@@ -15,6 +15,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/teststream"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Score is a player's score at a time (its element timestamp).
@@ -63,7 +64,7 @@ func ExampleWindowFirst() {
 
 	p, s := beam.NewPipelineWithRoot()
 	windowed := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), teststream.Create(s, ts))
-	first := dedup.WindowFirst(s, windowed, dedup.PartitionBy("player_id"))
+	first := dedup.WindowFirst(s, windowed, rowspec.PartitionBy("player_id"))
 	beam.ParDo0(s, keepFirstScore, first.Rows)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -14,6 +14,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Reading is a sensor's reading; Seq orders a sensor's readings.
@@ -63,7 +64,7 @@ func ExampleWindowLast() {
 		Reading{"s2", 1, 5.0, at(6)},
 		Reading{"s1", 4, 22.5, at(13)}))
 	windowed := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), readings)
-	last := dedup.WindowLast(s, windowed, dedup.PartitionBy("sensor_id"), dedup.SequenceBy("seq"))
+	last := dedup.WindowLast(s, windowed, rowspec.PartitionBy("sensor_id"), rowspec.SequenceBy("seq"))
 	beam.ParDo0(s, keepReading, last.Rows)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

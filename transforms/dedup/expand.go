@@ -36,11 +36,12 @@ type Result struct {
 	// Dropped are, with OutputDropped, the input rows the transform
 	// dropped, of the input's type; without it, the zero PCollection.
 	Dropped beam.PCollection
-	// Spec is the roles of Rows' columns as a sink needs them
-	// (pgsink.Spec): the key columns (none for a KV input, keyed by K);
+	// Spec is the roles of Rows' columns as a sink or a count needs
+	// them, an option of theirs as it is (pgsink.Write(s, res.Rows,
+	// res.Spec, ...)): the key columns (none for a KV input, keyed by K);
 	// for KeepLast also its kind and ordering columns, and whether its
-	// rows are upserts (Upsert). KeepFirst's and window dedup's rows are
-	// insert-only: a sink only inserts them.
+	// rows are upserts (rowspec.Upsert). KeepFirst's and window dedup's
+	// rows are insert-only: a sink only inserts them.
 	Spec rowspec.Spec
 }
 
@@ -224,6 +225,9 @@ func (b *builder) stateful(col beam.PCollection) Result {
 		keyFn = &foldRowsFn{step.FoldRows{Rows: kr}}
 	}
 	keyed, dead, early := beam.ParDo3(b.s.Scope("Key"), keyFn, col)
+	if p.buckets > 0 {
+		keyed = beam.ParDo(b.s.Scope("Buckets"), &bucketRowsFn{step.BucketRows{RowType: beam.EncodedType{T: vt}, Buckets: p.buckets}}, keyed)
+	}
 	kept, dropped := statefulStep(b.s, keyed, b.c, p, vt, b.metrics)
 	rows := beam.DropKey(b.s.Scope("DropKey"), kept)
 	if !p.dropped {
@@ -238,10 +242,13 @@ func (b *builder) keyPairs() *keyPairsFn {
 }
 
 // statefulStep applies the DoFn of the plan's layout and timer family to
-// keyed, KV<key, row> of row type vt, and returns its kept and dropped
-// rows, KV<key, row> both.
+// keyed, KV<key, row> of row type vt (or, per bucket, KV<bucket, batch of
+// rows>), and returns its kept and dropped rows, KV<key, row> both.
 func statefulStep(s beam.Scope, keyed beam.PCollection, c *config, p *plan, vt reflect.Type, metrics string) (kept, dropped beam.PCollection) {
 	fn := newStatefulFn(c, p, keyed.Type().Components()[0].Type(), vt, metrics)
+	if p.buckets > 0 {
+		return beam.ParDo2(s.Scope("Dedup"), fn, keyed, beam.TypeDefinition{Var: beam.TType, T: reflect.TypeFor[[]byte]()}, beam.TypeDefinition{Var: beam.VType, T: vt})
+	}
 	return beam.ParDo2(s.Scope("Dedup"), fn, keyed)
 }
 
@@ -251,7 +258,7 @@ func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any 
 	pr := step.Params{
 		Rules: p.rules, Last: p.last, KeyType: beam.EncodedType{T: kt}, ValueType: beam.EncodedType{T: vt},
 		KindCol: c.kindCol, OutKindCol: c.kindCol, SeqCol: c.sequenceBy, TimeCol: c.onTime, Clock: c.hooks.Clock, Dropped: p.dropped, Metrics: metrics,
-		Overlap: p.overlap,
+		Overlap: p.overlap, Buckets: p.buckets,
 	}
 	names := firstNames
 	if p.last {
@@ -259,6 +266,12 @@ func newStatefulFn(c *config, p *plan, kt, vt reflect.Type, metrics string) any 
 	}
 	var fn any
 	switch {
+	case p.buckets > 0 && p.family == core.EventTimeFamily:
+		fn = &bucketsEventFn{State: state.MakeBagState[[]byte](names.buckets), Timer: timers.InEventTime(names.bucketsEvent), BucketsTimed: step.BucketsTimed{P: pr}}
+	case p.buckets > 0 && p.family == core.ProcessingTimeFamily:
+		fn = &bucketsProcFn{State: state.MakeBagState[[]byte](names.buckets), Timer: timers.InProcessingTime(names.bucketsProc), BucketsTimed: step.BucketsTimed{P: pr}}
+	case p.buckets > 0:
+		fn = &bucketsFn{State: state.MakeBagState[[]byte](names.buckets), BucketsUntimed: step.BucketsUntimed{P: pr}}
 	case p.layout == marks && p.family == core.EventTimeFamily:
 		fn = &marksEventFn{State: state.MakeBagState[int64](names.state), Timer: timers.InEventTime(names.event), Timed: step.Timed{P: pr}}
 	case p.layout == marks && p.family == core.ProcessingTimeFamily:

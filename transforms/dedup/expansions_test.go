@@ -12,9 +12,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The combine expansion (bounded input) and the stateful one must agree
@@ -55,9 +56,9 @@ func TestExpansions_CombineAndStatefulAgreeWhereTheSpecDefinesTheResult(t *testi
 		opts []dedup.Option
 		want []any
 	}{
-		{"event time, distinct times", timed, []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}, wantTimed},
+		{"event time, distinct times", timed, []dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")}, wantTimed},
 		{"exact duplicates", trades, []dedup.Option{dedup.PartitionByAll()}, wantTrades},
-		{"changelog, one payload per key", changes, []dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op")}, wantChanges},
+		{"changelog, one payload per key", changes, []dedup.Option{rowspec.PartitionBy("user_name"), rowspec.KindColumn("op")}, wantChanges},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
@@ -85,7 +86,7 @@ func TestMiniBatch_BoundedSameRowsAndCountsWithAndWithoutInBundleMerge(t *testin
 		op := []string{"+I", "+U", "-U", "-D"}[rng.IntN(4)]
 		rows = append(rows, changeRow{op, string(rune('a' + rng.IntN(40))), fmt.Sprint(rng.IntN(6))})
 	}
-	opts := []dedup.Option{dedup.PartitionBy("user_name"), dedup.KindColumn("op")}
+	opts := []dedup.Option{rowspec.PartitionBy("user_name"), rowspec.KindColumn("op")}
 	counts := map[bool]dedup.Counters{}
 	for _, on := range []bool{true, false} {
 		p, s := beam.NewPipelineWithRoot()
@@ -141,7 +142,7 @@ func TestMiniBatch_EventTimeKeepsTheEarliestRowWithAndWithoutThePreFilter(t *tes
 	rows, want := randomTimedEvents(rng, at(10, 0), 600, 30)
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, rows...)
-	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime"), dedup.AsStream()}
+	opts := []dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime"), dedup.AsStream()}
 	with, without := withAndWithoutMiniBatch(s, in, opts...)
 	passert.Equals(s, with, want...)
 	passert.Equals(s, without, want...)
@@ -205,7 +206,7 @@ func TestExpansions_StatefulMergeAndWindowKeepTheSameRowPerKey(t *testing.T) {
 		tied = append(tied, timedEvent{UserID: string(rune('a' + rng.IntN(20))), Event: fmt.Sprint(i), Rowtime: at(10, rng.IntN(3))})
 	}
 	day := window.NewFixedWindows(24 * time.Hour) // one window holds every row
-	opts := []dedup.Option{dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")}
+	opts := []dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")}
 
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, distinct...)
@@ -216,7 +217,7 @@ func TestExpansions_StatefulMergeAndWindowKeepTheSameRowPerKey(t *testing.T) {
 	ties := beam.Create(s.Scope("ties"), tied...)
 	first := dedup.KeepFirst(s.Scope("merge-first"), ties, opts...).Rows
 	passert.Equals(s, global(s, dedup.WindowFirst(s.Scope("window-first"), beam.WindowInto(s, day, ties), opts...).Rows), first)
-	last := dedup.KeepLast(s.Scope("merge-last"), ties, append(opts, dedup.Upsert())...).Rows
+	last := dedup.KeepLast(s.Scope("merge-last"), ties, append(opts, rowspec.Upsert())...).Rows
 	passert.Equals(s, global(s, dedup.WindowLast(s.Scope("window-last"), beam.WindowInto(s, day, ties), opts...).Rows), last)
 	run(t, p)
 }

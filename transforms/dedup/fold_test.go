@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // KeepLast's mini-batch fold (docs/keeplast.md, rule 7) on Prism: each TestStream
@@ -106,7 +107,7 @@ func TestKeepLast_MiniBatchFoldsEachBundleToOneChangePerKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), dedup.PartitionBy("id"), dedup.KindColumn("op"), dedup.MiniBatch(tc.mb)).Rows
+			out := dedup.KeepLast(s, batches(t, s, rows, []int{3, 4}), rowspec.PartitionBy("id"), rowspec.KindColumn("op"), dedup.MiniBatch(tc.mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatStreamChange, out), toAny(tc.want)...)
 			c := runLast(t, p)
 			assert.Equal(t, tc.c, deduptest.LastRowCounts(c))
@@ -124,7 +125,7 @@ func TestKeepLast_MiniBatchWithStateTTLFoldsOnlyWithinTTLOver100(t *testing.T) {
 	t0 := ms(at(10, 0))
 	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+30_000), srow("", "o1", "c", t0+120_000)}
 	p, s := beam.NewPipelineWithRoot()
-	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), dedup.PartitionBy("id"), dedup.KindColumn("op"),
+	out := dedup.KeepLast(s, batches(t, s, rows, []int{3}), rowspec.PartitionBy("id"), rowspec.KindColumn("op"),
 		dedup.StateTTL(100*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false)).Rows
 	passert.Equals(s, beam.ParDo(s, formatStreamChange, out), "+I o1/b", "-U o1/b", "+U o1/c")
 	c := runLast(t, p)
@@ -139,7 +140,7 @@ func TestKeepLast_MiniBatchDoesNotFoldWindowedInput(t *testing.T) {
 	rows := []streamRow{srow("", "o1", "a", t0), srow("", "o1", "b", t0+1000)}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), batches(t, s, rows, []int{2}))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepLast(s, in, rowspec.PartitionBy("id"), rowspec.KindColumn("op")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatStreamChange, out)), "+I o1/a", "-U o1/a", "+U o1/b")
 	c := run(t, p)
 	assert.Zero(t, c.MiniBatchDropped)
@@ -216,8 +217,8 @@ func TestKeepLast_DifferentialStatefulWithAndWithoutMiniBatchAndBoundedReachTheS
 		less func(a, b streamRow) bool
 	}{
 		{"arrival", nil, func(a, b streamRow) bool { return a.Arr < b.Arr }},
-		{"OnTime", []dedup.Option{dedup.OnTime("ts")}, func(a, b streamRow) bool { return a.TS.Before(b.TS) }},
-		{"SequenceBy", []dedup.Option{dedup.SequenceBy("seq")}, func(a, b streamRow) bool { return a.Seq < b.Seq }},
+		{"OnTime", []dedup.Option{rowspec.OnTime("ts")}, func(a, b streamRow) bool { return a.TS.Before(b.TS) }},
+		{"SequenceBy", []dedup.Option{rowspec.SequenceBy("seq")}, func(a, b streamRow) bool { return a.Seq < b.Seq }},
 	}
 	for _, seed := range []uint64{1, 2} {
 		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
@@ -240,7 +241,7 @@ func TestKeepLast_DifferentialStatefulWithAndWithoutMiniBatchAndBoundedReachTheS
 					{"bounded", bounded, dedup.MiniBatch(true), fromBounded},
 				} {
 					name := m.name + " " + e.name
-					opts := slices.Concat([]dedup.Option{dedup.PartitionBy("id"), dedup.KindColumn("op"), dedup.UID(name), e.opt}, m.opts)
+					opts := slices.Concat([]dedup.Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), dedup.UID(name), e.opt}, m.opts)
 					out := dedup.KeepLast(s, e.in, opts...).Rows
 					sc := s.Scope(name)
 					final := beam.ParDo(sc, formatNet, stats.SumPerKey(sc, beam.ParDo(sc, netStreamChange, out)))

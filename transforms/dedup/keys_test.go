@@ -9,8 +9,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 type nullableRow struct {
@@ -45,7 +46,7 @@ func TestKeys_MultiColumnWithNullsFollowGroupBySemantics(t *testing.T) {
 		nullableRow{ptr("eu"), nil, ptr(-math.NaN()), 8}, // NaNs are equal
 		nullableRow{ptr("eu"), ptr(int64(1)), nil, 9},
 	)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("region", "zone", "score")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("region", "zone", "score")).Rows
 	seqs := beam.ParDo(s, seqOf, out)
 	passert.Equals(s, seqs, int64(1), int64(3), int64(5), int64(7), int64(9))
 	c := run(t, p)

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
@@ -88,7 +88,7 @@ func TestKeepLast_Seed003OrderO0018GivesInsertThenOnePairThenNothing(t *testing.
 		order("", "o0018", "created", at(10, 0), 1),
 		order("", "o0018", "paid", at(10, 5), 2),
 		order("", "o0018", "paid", at(10, 5), 2))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepLast(s, in, rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o0018/created", "-U o0018/created", "+U o0018/paid")
 	c := runLast(t, p)
 	assert.Equal(t, dedup.LastCounters{RowsIn: 3, Inserts: 1, Updates: 1, DuplicatesDropped: 1, EmittedUpdateBefore: 1, EmittedUpdateAfter: 1}, deduptest.LastRowCounts(c))
@@ -110,12 +110,12 @@ func TestKeepLast_ArrivalVersusEventTimeVersusSequenceBy(t *testing.T) {
 		ooo  int64
 	}{
 		{"arrival", nil, []string{"+I o1/a", "-U o1/a", "+U o1/b", "-U o1/b", "+U o1/c"}, 0},
-		{"event time", []dedup.Option{dedup.OnTime("ts")}, []string{"+I o1/a"}, 2},
-		{"sequence", []dedup.Option{dedup.SequenceBy("seq")}, []string{"+I o1/a", "-U o1/a", "+U o1/b"}, 1},
+		{"event time", []dedup.Option{rowspec.OnTime("ts")}, []string{"+I o1/a"}, 2},
+		{"sequence", []dedup.Option{rowspec.SequenceBy("seq")}, []string{"+I o1/a", "-U o1/a", "+U o1/b"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.KindColumn("op")}, tc.opt...)
+			opts := append([]dedup.Option{rowspec.PartitionBy("order_id"), rowspec.KindColumn("op")}, tc.opt...)
 			out := dedup.KeepLast(s, streamOf(t, s, rows...), opts...).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
 			c := runLast(t, p)
@@ -137,7 +137,7 @@ func toAny(ss []string) []any {
 func TestKeepLast_TiesGoToTheLaterArrival(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, order("", "o1", "first", at(10, 5), 7), order("", "o1", "second", at(10, 5), 7))
-	out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepLast(s, in, rowspec.PartitionBy("order_id"), rowspec.SequenceBy("seq"), rowspec.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/first", "-U o1/first", "+U o1/second")
 	run(t, p)
 }
@@ -154,7 +154,7 @@ func TestKeepLast_ChangelogInputDeletesAndReinserts(t *testing.T) {
 		changeRow{"+U", "Vas", "click"},
 		changeRow{"-D", "Vas", "click"},
 		changeRow{"upsert", "Vas", "?"})
-	r1 := dedup.KeepLast(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op"))
+	r1 := dedup.KeepLast(s, in, rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"))
 	out, dead := r1.Rows, r1.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatChange, out), "+I Vas/login", "-D Vas/login", "+I Vas/click", "-D Vas/click")
 	passert.Count(s, dead, "dead", 1)
@@ -166,14 +166,14 @@ func TestKeepLast_UpsertEmitsNoUpdateBefore(t *testing.T) {
 	rows := []any{order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2)}
 	t.Run("with a kind column", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
-		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"), dedup.Upsert()).Rows
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), rowspec.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/created", "+U o1/paid")
 		c := runLast(t, p)
 		assert.Zero(t, c.EmittedUpdateBefore)
 	})
 	t.Run("without one the rows are emitted as they are", func(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
-		out := dedup.KeepLast(s, streamOf(t, s, rows...), dedup.PartitionBy("order_id"), dedup.Upsert()).Rows
+		out := dedup.KeepLast(s, streamOf(t, s, rows...), rowspec.PartitionBy("order_id"), rowspec.Upsert()).Rows
 		passert.Equals(s, beam.ParDo(s, formatOrder, out), " o1/created", " o1/paid")
 		runLast(t, p)
 	})
@@ -214,7 +214,7 @@ func TestKeepLast_StateTTLAndRetractOnExpiryOnArrival(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("RetractOnExpiry=%v", tc.retract), func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			out := dedup.KeepLast(s, timedStream(t, s, rows...), dedup.PartitionBy("order_id"), dedup.KindColumn("op"),
+			out := dedup.KeepLast(s, timedStream(t, s, rows...), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"),
 				dedup.StateTTL(5*time.Minute), deduptest.UseClock("rowtime"), dedup.CleanupTimers(false), dedup.RetractOnExpiry(tc.retract)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), toAny(tc.want)...)
 			c := runLast(t, p)
@@ -237,7 +237,7 @@ func TestKeepLast_RetractOnExpiryFromTheCleanupTimer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := timedStream(t, s, order("", "o1", "a", at(10, 0), 1), order("", "o2", "b", at(10, 0), 1))
-			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.KindColumn("op"), tc.ttl, dedup.RetractOnExpiry(true)).Rows
+			out := dedup.KeepLast(s, in, rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), tc.ttl, dedup.RetractOnExpiry(true)).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "+I o2/b@10:00", "-D o1/a@10:00", "-D o2/b@10:00")
 			c := runLast(t, p)
 			assert.Equal(t, int64(2), c.EmittedDelete)
@@ -258,7 +258,7 @@ func TestKeepLast_RetractOnExpiryFromTheProcessingTimeCleanupTimer(t *testing.T)
 	require.NoError(t, ts.AdvanceWatermark(1000))
 	ts.AdvanceProcessingTime(int64(6 * time.Minute / time.Millisecond))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
-	out := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"),
+	out := dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op"),
 		dedup.StateTTL(5*time.Minute), dedup.RetractOnExpiry(true)).Rows
 	passert.Equals(s, beam.ParDo(s, formatTimedOrder, out), "+I o1/a@10:00", "-D o1/a@10:00")
 	c := runLast(t, p)
@@ -272,7 +272,7 @@ func TestKeepLast_PerKeyAndWindow(t *testing.T) {
 		order("", "o1", "a", at(10, 0), 1), order("", "o1", "b", at(10, 5), 2),
 		order("", "o1", "c", at(10, 12), 3))
 	w := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), in)
-	out := dedup.KeepLast(s, w, dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepLast(s, w, rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op")).Rows
 	global := beam.WindowInto(s, window.NewGlobalWindows(), beam.ParDo(s, formatOrder, out))
 	passert.Equals(s, global, "+I o1/a", "-U o1/a", "+U o1/b", "+I o1/c")
 	run(t, p)
@@ -289,7 +289,7 @@ func TestKeepLast_BoundedInputEmitsTheFinalRowPerKeyAsInsertOrDelete(t *testing.
 			in := beam.Create(s,
 				order("+I", "o1", "created", at(10, 0), 1), order("+U", "o1", "shipped", at(10, 9), 3), order("+U", "o1", "paid", at(10, 5), 2),
 				order("+I", "o2", "created", at(10, 0), 1), order("-D", "o2", "created", at(10, 1), 2))
-			out := dedup.KeepLast(s, in, dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op"), dedup.MiniBatch(mb)).Rows
+			out := dedup.KeepLast(s, in, rowspec.PartitionBy("order_id"), rowspec.SequenceBy("seq"), rowspec.KindColumn("op"), dedup.MiniBatch(mb)).Rows
 			passert.Equals(s, beam.ParDo(s, formatOrder, out), "+I o1/shipped", "-D o2/created")
 			c := runLast(t, p)
 			assert.Equal(t, dedup.LastCounters{RowsIn: 5, Inserts: 1, DeletesIn: 1, Superseded: 3, EmittedDelete: 1}, deduptest.LastRowCounts(c))
@@ -346,7 +346,7 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
-			opts := append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.KindColumn("op")}, tc.opts...)
+			opts := append([]dedup.Option{rowspec.PartitionBy("order_id"), rowspec.SequenceBy("seq"), rowspec.KindColumn("op")}, tc.opts...)
 			out := dedup.KeepLast(s, beam.Create(s, rows...), opts...).Rows
 			passert.Equals(s, finalState(s, out), tc.want...)
 			c := runLast(t, p)
@@ -358,7 +358,7 @@ func TestKeepLast_BoundedEqualsTheStatefulFinalStateOnRandomInputs(t *testing.T)
 func TestKeepLast_NullSequenceValueIsDeadLettered(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, seqRow{"a", ver(1), "x"}, seqRow{"a", nil, "null"})
-	r2 := dedup.KeepLast(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.Upsert())
+	r2 := dedup.KeepLast(s, in, rowspec.PartitionBy("id"), rowspec.SequenceBy("version"), rowspec.Upsert())
 	out, dead := r2.Rows, r2.DeadLetters
 	passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/x")
 	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"a","version":null,"tag":"null"}`, Reason: `SequenceBy column "version" is NULL`, Transform: "KeepLast"})
@@ -373,9 +373,9 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 		want string
 	}{
 		{"no kind column and no Upsert", nil, "KindColumn"},
-		{"RetractOnExpiry without retention", []dedup.Option{dedup.KindColumn("op"), dedup.RetractOnExpiry(true)}, "needs StateTTL or EventTimeTTL"},
-		{"RetractOnExpiry without a kind column", []dedup.Option{dedup.Upsert(), dedup.StateTTL(time.Minute), dedup.RetractOnExpiry(true)}, "kind column"},
-		{"a kind column of the wrong type", []dedup.Option{dedup.KindColumn("seq")}, "must be a string"},
+		{"RetractOnExpiry without retention", []dedup.Option{rowspec.KindColumn("op"), dedup.RetractOnExpiry(true)}, "needs StateTTL or EventTimeTTL"},
+		{"RetractOnExpiry without a kind column", []dedup.Option{rowspec.Upsert(), dedup.StateTTL(time.Minute), dedup.RetractOnExpiry(true)}, "kind column"},
+		{"a kind column of the wrong type", []dedup.Option{rowspec.KindColumn("seq")}, "must be a string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -385,7 +385,7 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "dedup.KeepLast: "), err.Error())
 		})
 	}
-	for _, o := range []dedup.Option{dedup.Upsert(), dedup.Spec(rowspec.Spec{Upsert: true}), dedup.RetractOnExpiry(true)} {
+	for _, o := range []dedup.Option{rowspec.Upsert(), rowspec.Spec{Upsert: true}, dedup.RetractOnExpiry(true)} {
 		_, s := beam.NewPipelineWithRoot()
 		_, err := dedup.TryKeepFirst(s, beam.Create(s, orderEvent{}), o)
 		assert.ErrorContains(t, err, "is a KeepLast option")
@@ -394,16 +394,17 @@ func TestKeepLast_ConstructionErrorsNameTheFix(t *testing.T) {
 
 // Result.Spec says what KeepLast emitted, so that a sink given it writes
 // the rows as they are meant: a changelog by its kind column, upserts as
-// upserts, and dedup.Spec of it builds the same KeepLast.
+// upserts, and given back to KeepLast as an option it builds the same
+// KeepLast.
 func TestKeepLast_ResultSpecDescribesItsOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []dedup.Option
 		want rowspec.Spec
 	}{
-		{"changelog", []dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")},
+		{"changelog", []dedup.Option{rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op")},
 			rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}},
-		{"upserts", []dedup.Option{dedup.PartitionBy("order_id"), dedup.SequenceBy("seq"), dedup.Upsert()},
+		{"upserts", []dedup.Option{rowspec.PartitionBy("order_id"), rowspec.SequenceBy("seq"), rowspec.Upsert()},
 			rowspec.Spec{Key: []string{"order_id"}, SequenceBy: "seq", Upsert: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,7 +412,7 @@ func TestKeepLast_ResultSpecDescribesItsOutput(t *testing.T) {
 			in := beam.Create(s, orderEvent{})
 			res := dedup.KeepLast(s, in, tc.opts...)
 			assert.Equal(t, tc.want, res.Spec)
-			again, err := dedup.TryKeepLast(s, in, dedup.Spec(res.Spec))
+			again, err := dedup.TryKeepLast(s, in, res.Spec)
 			require.NoError(t, err)
 			assert.Equal(t, res.Spec, again.Spec)
 		})
@@ -423,7 +424,7 @@ func TestKeepLast_KVInput_KeepsTheLastValuePerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, order("", "o1", "created", at(10, 0), 1), order("", "o1", "paid", at(10, 1), 2))
 	kvs := beam.ParDo(s, keyByOrder, in)
-	out := dedup.KeepLast(s, kvs, dedup.KindColumn("op")).Rows
+	out := dedup.KeepLast(s, kvs, rowspec.KindColumn("op")).Rows
 	passert.Equals(s, beam.ParDo(s, formatOrderKV, out), "o1: +I created", "o1: -U created", "o1: +U paid")
 	run(t, p)
 }

@@ -7,18 +7,15 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
-// Namespace is the prefix of the Beam metrics namespaces of this package's
-// counters: a transform counts in Namespace/<transform>/<UID>, for
-// example beamdedup/dedup/KeepFirst/orders-dedup, so that each instance is
-// read apart (CountersOf) and KeepLast's counters, whose rows have other
-// outcomes, apart from the others'. Every package of beamdedup counts
-// under beamdedup/<package>.
-const Namespace = "beamdedup/dedup"
+// namespace is the prefix of the Beam metrics namespaces of this package's
+// counters: a transform counts in beamdedup/dedup/<transform>/<UID> (see
+// Counters).
+const namespace = "beamdedup/dedup"
 
 // metricsNamespace is the namespace of the counters of transform t named
 // uid.
 func metricsNamespace(t transform, uid string) string {
-	return Namespace + "/" + t.String() + "/" + uid
+	return namespace + "/" + t.String() + "/" + uid
 }
 
 // readInto sums into fields the counters of the instances of ts whose UID
@@ -28,7 +25,7 @@ func readInto(pr beam.PipelineResult, uid string, fields map[string]*int64, ts .
 		if uid != "" {
 			metricsum.Sum(pr, metricsNamespace(t, uid), fields)
 		} else {
-			metricsum.SumPrefix(pr, Namespace+"/"+t.String()+"/", fields)
+			metricsum.SumPrefix(pr, namespace+"/"+t.String()+"/", fields)
 		}
 	}
 }
@@ -47,7 +44,9 @@ type Cost struct {
 
 // Counters are the counters of KeepFirst and window dedup, summed over the
 // instances read (ReadCounters, CountersOf). Each field is the sum of the
-// Beam counter of that name in namespace Namespace/<transform>/<UID>
+// Beam counter of that name in namespace beamdedup/dedup/<transform>/<UID>,
+// for example beamdedup/dedup/KeepFirst/orders-dedup, so that each
+// instance is read apart, as a runner's metrics show it
 // (docs/keepfirst.md, "Metrics"). Every input row lands in exactly one of
 // emitted, duplicates_dropped, late_dropped, candidates_replaced,
 // changelog_swallowed, retractions_ignored and dead_lettered, or is a

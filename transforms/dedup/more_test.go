@@ -16,10 +16,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 type kindRow struct {
@@ -100,7 +101,7 @@ func TestStateTTL_ExpiryCheckedOnArrivalWithInjectedClock(t *testing.T) {
 				rows = append(rows, timedEvent{"Vas", "login", at(10, m)})
 			}
 			in := beam.ParDo(s, stampRowtime, beam.Create(s, rows...))
-			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
+			out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), dedup.StateTTL(5*time.Minute),
 				dedup.ResetTTLOnDuplicate(tc.reset), deduptest.UseClock("rowtime"), dedup.AsStream()).Rows
 			passert.Equals(s, beam.ParDo(s, formatTimed, out), tc.want...)
 			c := run(t, p)
@@ -120,7 +121,7 @@ func TestWindows_FirstRowPerKeyPerFixedWindow(t *testing.T) {
 		timedEvent{"u2", "e", at(10, 59)},
 	)
 	windowed := beam.WindowInto(s, window.NewFixedWindows(time.Hour), beam.ParDo(s, stampRowtime, in))
-	out := dedup.KeepFirst(s, windowed, dedup.PartitionBy("user_id"), dedup.StateTTL(time.Hour)).Rows
+	out := dedup.KeepFirst(s, windowed, rowspec.PartitionBy("user_id"), dedup.StateTTL(time.Hour)).Rows
 	global := beam.WindowInto(s, window.NewGlobalWindows(), out) // passert needs the global window
 	passert.Equals(s, beam.ParDo(s, formatTimedPlain, global), "u1/a", "u1/c", "u2/e")
 	c := run(t, p)
@@ -199,7 +200,7 @@ func TestCounters_EveryRowLandsInExactlyOneCounter(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.ParDo(s, stampSeq, beam.Create(s, rows...))
-	r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("key"), dedup.KindColumn("kind"),
+	r1 := dedup.KeepFirst(s, in, rowspec.PartitionBy("key"), rowspec.KindColumn("kind"),
 		dedup.StateTTL(20*time.Second), deduptest.UseClock("rowtime"), dedup.AsStream())
 	out, dead := r1.Rows, r1.DeadLetters
 	c := run(t, p)
@@ -220,18 +221,18 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 		opts []dedup.Option
 		want string
 	}{
-		{"unknown column lists available ones", []dedup.Option{dedup.PartitionBy("nope")}, `"nope"`},
-		{"slice key column", []dedup.Option{dedup.PartitionBy("tags")}, "cannot be a deterministic key"},
-		{"map key column", []dedup.Option{dedup.PartitionBy("attrs")}, "cannot be a deterministic key"},
-		{"struct key column", []dedup.Option{dedup.PartitionBy("inner")}, "cannot be a deterministic key"},
+		{"unknown column lists available ones", []dedup.Option{rowspec.PartitionBy("nope")}, `"nope"`},
+		{"slice key column", []dedup.Option{rowspec.PartitionBy("tags")}, "cannot be a deterministic key"},
+		{"map key column", []dedup.Option{rowspec.PartitionBy("attrs")}, "cannot be a deterministic key"},
+		{"struct key column", []dedup.Option{rowspec.PartitionBy("inner")}, "cannot be a deterministic key"},
 		{"PartitionByAll with a slice column", []dedup.Option{dedup.PartitionByAll()}, "cannot be a deterministic key"},
-		{"OnTime of the wrong type", []dedup.Option{dedup.OnTime("when")}, "must be time.Time or int64"},
-		{"OnTime with Changelog", []dedup.Option{dedup.OnTime("when"), dedup.KindColumn("name")}, "cannot be combined with KindColumn"},
+		{"OnTime of the wrong type", []dedup.Option{rowspec.OnTime("when")}, "must be time.Time or int64"},
+		{"OnTime with Changelog", []dedup.Option{rowspec.OnTime("when"), rowspec.KindColumn("name")}, "cannot be combined with KindColumn"},
 		{"negative StateTTL", []dedup.Option{dedup.StateTTL(-time.Second)}, "StateTTL(-1s): it must be >= 0"},
 		{"negative EventTimeTTL", []dedup.Option{dedup.EventTimeTTL(-time.Second)}, "EventTimeTTL(-1s): it must be >= 0"},
-		{"column named twice", []dedup.Option{dedup.PartitionBy("name", "name")}, "twice"},
-		{"empty PartitionBy", []dedup.Option{dedup.PartitionBy()}, "at least one column"},
-		{"Changelog column of the wrong type", []dedup.Option{dedup.KindColumn("attrs")}, "must be a string"},
+		{"column named twice", []dedup.Option{rowspec.PartitionBy("name", "name")}, "twice"},
+		{"empty PartitionBy", []dedup.Option{rowspec.PartitionBy()}, "at least one column"},
+		{"Changelog column of the wrong type", []dedup.Option{rowspec.KindColumn("attrs")}, "must be a string"},
 		{"unregistered clock", []dedup.Option{deduptest.UseClock("no-such-clock")}, "no clock registered"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +246,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 	}
 	t.Run("unknown column error lists the available columns", func(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
-		_, err := dedup.TryKeepFirst(s, beam.Create(s, badKeyRow{}), dedup.PartitionBy("nope"))
+		_, err := dedup.TryKeepFirst(s, beam.Create(s, badKeyRow{}), rowspec.PartitionBy("nope"))
 		require.Error(t, err)
 		for _, col := range []string{"tags", "attrs", "inner", "name", "when"} {
 			assert.Contains(t, err.Error(), col)
@@ -254,7 +255,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 	t.Run("PartitionBy with KV input", func(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		kvs := beam.ParDo(s, splitPair, beam.Create(s, "a=1"))
-		_, err := dedup.TryKeepFirst(s, kvs, dedup.PartitionBy("a"))
+		_, err := dedup.TryKeepFirst(s, kvs, rowspec.PartitionBy("a"))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not allowed")
 	})
@@ -278,7 +279,7 @@ func TestConstruction_ErrorsNameTheProblemAndTheFix(t *testing.T) {
 func TestUID_NamesEveryStepOfTheTransform(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, userEvent{"Vas", "login", 1})
-	dedup.KeepFirst(s.Scope("Elsewhere"), in, dedup.PartitionBy("user_name"), dedup.UID("user-events-dedup"), dedup.AsStream())
+	dedup.KeepFirst(s.Scope("Elsewhere"), in, rowspec.PartitionBy("user_name"), dedup.UID("user-events-dedup"), dedup.AsStream())
 	edges, _, err := p.Build()
 	require.NoError(t, err)
 	var names []string
@@ -311,7 +312,7 @@ func TestBoundedInput_LongStateTTLSetsNoTimerAndFinishes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.Create(s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2})
-			opts := append([]dedup.Option{dedup.PartitionBy("user_name"), dedup.StateTTL(2 * time.Hour)}, tc.opts...)
+			opts := append([]dedup.Option{rowspec.PartitionBy("user_name"), dedup.StateTTL(2 * time.Hour)}, tc.opts...)
 			out := dedup.KeepFirst(s, in, opts...).Rows
 			passert.Count(s, out, "kept", 1)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -338,7 +339,7 @@ func TestEventTime_NullEventTimeIsDeadLettered(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	t0 := at(10, 0)
 	in := beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})
-	r7 := dedup.KeepFirst(s, in, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
+	r7 := dedup.KeepFirst(s, in, rowspec.PartitionBy("id"), rowspec.OnTime("when"), dedup.UID("timed"))
 	out, dead := r7.Rows, r7.DeadLetters
 	passert.Count(s, out, "kept", 1)
 	passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"b","when":null}`, Reason: `OnTime column "when" is NULL`, Transform: "timed"})
@@ -359,10 +360,10 @@ func TestTry_ReturnsTheConstructionErrorTheTransformPanicsWith(t *testing.T) {
 		windowed bool
 		valid    []dedup.Option
 	}{
-		{"KeepFirst", dedup.KeepFirst, dedup.TryKeepFirst, false, []dedup.Option{dedup.PartitionBy("name")}},
-		{"KeepLast", dedup.KeepLast, dedup.TryKeepLast, false, []dedup.Option{dedup.PartitionBy("name"), dedup.Upsert()}},
-		{"WindowFirst", dedup.WindowFirst, dedup.TryWindowFirst, true, []dedup.Option{dedup.PartitionBy("name")}},
-		{"WindowLast", dedup.WindowLast, dedup.TryWindowLast, true, []dedup.Option{dedup.PartitionBy("name")}},
+		{"KeepFirst", dedup.KeepFirst, dedup.TryKeepFirst, false, []dedup.Option{rowspec.PartitionBy("name")}},
+		{"KeepLast", dedup.KeepLast, dedup.TryKeepLast, false, []dedup.Option{rowspec.PartitionBy("name"), rowspec.Upsert()}},
+		{"WindowFirst", dedup.WindowFirst, dedup.TryWindowFirst, true, []dedup.Option{rowspec.PartitionBy("name")}},
+		{"WindowLast", dedup.WindowLast, dedup.TryWindowLast, true, []dedup.Option{rowspec.PartitionBy("name")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -370,9 +371,9 @@ func TestTry_ReturnsTheConstructionErrorTheTransformPanicsWith(t *testing.T) {
 			if tc.windowed {
 				in = beam.WindowInto(s, window.NewFixedWindows(time.Minute), in)
 			}
-			_, tryErr := tc.try(s, in, dedup.PartitionBy("nope"))
+			_, tryErr := tc.try(s, in, rowspec.PartitionBy("nope"))
 			require.Error(t, tryErr)
-			assert.PanicsWithError(t, tryErr.Error(), func() { tc.plain(s, in, dedup.PartitionBy("nope")) })
+			assert.PanicsWithError(t, tryErr.Error(), func() { tc.plain(s, in, rowspec.PartitionBy("nope")) })
 
 			r, err := tc.try(s, in, tc.valid...)
 			require.NoError(t, err)

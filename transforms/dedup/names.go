@@ -20,13 +20,15 @@ import (
 // testdata/update-surface.golden), so they stay here, and stay as they
 // are. What runs is package step's: each DoFn type embeds its runtime.
 
-// stepNames are the IDs of a step's state cell and timer families. They are
-// part of the persisted state's identity: never rename them.
-type stepNames struct{ state, event, proc string }
+// stepNames are the IDs of a step's state cell and timer families, per key
+// and per bucket. They are part of the persisted state's identity: never
+// rename them. The layouts' IDs differ, so that neither reads the other's
+// cells.
+type stepNames struct{ state, event, proc, buckets, bucketsEvent, bucketsProc string }
 
 var (
-	firstNames = stepNames{"keepfirst", "keepfirst-event", "keepfirst-cleanup"}
-	lastNames  = stepNames{"keeplast", "keeplast-event", "keeplast-cleanup"}
+	firstNames = stepNames{"keepfirst", "keepfirst-event", "keepfirst-cleanup", "keepfirst-buckets", "keepfirst-buckets-event", "keepfirst-buckets-cleanup"}
+	lastNames  = stepNames{"keeplast", "keeplast-event", "keeplast-cleanup", "keeplast-buckets", "keeplast-buckets-event", "keeplast-buckets-cleanup"}
 )
 
 // The stateful DoFns, one per state layout and timer family: each holds
@@ -69,6 +71,23 @@ type (
 		Timer timers.ProcessingTime
 		step.Timed
 	}
+	// bucketsFn keeps state per key-hash bucket, no timer.
+	bucketsFn struct {
+		State state.Bag[[]byte]
+		step.BucketsUntimed
+	}
+	// bucketsEventFn keeps state per bucket, with event-time timers.
+	bucketsEventFn struct {
+		State state.Bag[[]byte]
+		Timer timers.EventTime
+		step.BucketsTimed
+	}
+	// bucketsProcFn keeps state per bucket, with processing-time cleanup.
+	bucketsProcFn struct {
+		State state.Bag[[]byte]
+		Timer timers.ProcessingTime
+		step.BucketsTimed
+	}
 )
 
 func (f *marksFn) Setup() error         { return f.Init(step.Marks(&f.State)) }
@@ -77,6 +96,9 @@ func (f *marksProcFn) Setup() error     { return f.InitProc(step.Marks(&f.State)
 func (f *versionsFn) Setup() error      { return f.Init(step.Versions(&f.State)) }
 func (f *versionsEventFn) Setup() error { return f.InitEvent(step.Versions(&f.State), &f.Timer) }
 func (f *versionsProcFn) Setup() error  { return f.InitProc(step.Versions(&f.State), &f.Timer) }
+func (f *bucketsFn) Setup() error       { return f.Init(&f.State) }
+func (f *bucketsEventFn) Setup() error  { return f.InitEvent(&f.State, &f.Timer) }
+func (f *bucketsProcFn) Setup() error   { return f.InitProc(&f.State, &f.Timer) }
 
 // The DoFns of the keying steps and of the merge, and the merge's combine.
 type (
@@ -87,6 +109,7 @@ type (
 	fromCandidateFn struct{ step.FromCandidate }
 	mergeGroupFn    struct{ step.MergeGroup }
 	bucketFn        struct{ step.Bucket }
+	bucketRowsFn    struct{ step.BucketRows }
 	mergeBucketFn   struct{ step.MergeBucket }
 	keyCandidatesFn struct{ step.KeyCandidates }
 	windowKeyFn     struct{ step.WindowKey }
@@ -105,6 +128,7 @@ func decodeCandidate(b []byte) (candidate, error) { return step.DecodeCandidate(
 
 func init() {
 	step.Register(&marksFn{}, &marksEventFn{}, &marksProcFn{}, &versionsFn{}, &versionsEventFn{}, &versionsProcFn{},
+		&bucketsFn{}, &bucketsEventFn{}, &bucketsProcFn{}, &bucketRowsFn{},
 		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &bucketFn{}, &mergeBucketFn{},
 		&keyCandidatesFn{}, &windowKeyFn{})
 	register.Combiner1[candidate](&candidateMerge{})

@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/internal/option"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Option configures a transform of the family (KeepFirst, KeepLast,
-// WindowFirst, WindowLast). Options are applied in order; a later option of
-// the same kind replaces an earlier one. Each option's doc says which
-// transforms take it; the others reject it at construction. A mistake in an
-// option (a nil Option, an empty column name, a negative duration) is a
-// construction error that names the option.
-type Option func(*config)
+// WindowFirst, WindowLast): the roles of the rows' columns, which package
+// rowspec defines for every transform (rowspec.PartitionBy,
+// rowspec.OnTime, rowspec.SequenceBy, rowspec.KindColumn, rowspec.Upsert,
+// or a rowspec.Spec), and this package's settings (StateTTL, UID, ...).
+// Options are applied in order; a later option of the same kind replaces
+// an earlier one. Each option's doc says which transforms take it; the
+// others reject it at construction. A mistake in an option (a nil Option,
+// an empty column name, a negative duration) is a construction error that
+// names the option.
+type Option = rowspec.Option
 
 // transform is which transform of the family a config builds.
 type transform uint8
@@ -47,23 +53,29 @@ type config struct {
 	uid          string
 	kindCol      string
 	noMiniBatch  bool
-	noOverlap    bool
+	noOverlap    bool // a test's: each state request waited for in turn
 	noCleanup    bool
 	upsert       bool // KeepLast
 	retract      bool // KeepLast: RetractOnExpiry
 	dropped      bool // OutputDropped
 	asStream     bool // AsStream
+	buckets      int  // StateBuckets
 	hooks        testhook.Dedup
 	transform    transform
 	errs         []error
 	// set by StateTTL, EventTimeTTL, CleanupTimers: window dedup rejects
 	// them whatever their value
-	stateTTLSet, eventTTLSet, cleanupSet, overlapSet bool
+	stateTTLSet, eventTTLSet, cleanupSet, bucketsSet bool
+}
+
+// own is an option of this package's transforms.
+func own(name string, set func(*config)) Option {
+	return option.Own("dedup."+name, set).(Option)
 }
 
 func init() {
 	testhook.DedupOption = func(set func(*testhook.Dedup)) any {
-		return Option(func(c *config) { set(&c.hooks) })
+		return own("a test hook", func(c *config) { set(&c.hooks) })
 	}
 }
 
@@ -92,13 +104,11 @@ func defaultConfig() config { return config{resetOnDup: true} }
 func newConfig(opts []Option, t transform) config {
 	c := defaultConfig()
 	c.transform = t
-	for i, o := range opts {
-		if o == nil {
-			c.errs = append(c.errs, fmt.Errorf("option %d of %d is nil", i+1, len(opts)))
-			continue
-		}
-		o(&c)
-	}
+	var roles rowspec.Spec
+	c.errs = option.Apply("dedup."+t.String(), opts, &roles, &c)
+	c.partitionBy, c.partitionSet = roles.Key, len(roles.Key) > 0
+	c.kindCol, c.onTime, c.sequenceBy, c.upsert = roles.Kind, roles.OnTime, roles.SequenceBy, roles.Upsert
+	c.noOverlap = c.hooks.WaitEach
 	return c
 }
 
@@ -107,94 +117,18 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// column records a mistake when an option names the empty column.
-func (c *config) column(option, col string) string {
-	if col == "" {
-		c.fail(`%s(""): the column name is empty`, option)
-	}
-	return col
-}
-
-// PartitionBy names the key columns (PARTITION BY): rows with equal values
-// in all of them form one partition and keep one row. A nil pointer column
-// is NULL; NULLs are equal to each other (GROUP BY semantics). Without
-// PartitionBy the whole input is one partition, which runs on one key and
-// so on one worker. A KV input is keyed by its key, and takes neither
-// PartitionBy nor PartitionByAll.
-func PartitionBy(columns ...string) Option {
-	return func(c *config) {
-		if len(columns) == 0 {
-			c.fail("PartitionBy() needs at least one column; omit it for one global partition, or use PartitionByAll for every column")
-		}
-		// An empty name, a name twice: the roles' check (validate).
-		c.partitionBy, c.partitionSet, c.partitionAll = columns, true, false
-	}
-}
-
-// Spec states the roles of the rows' columns at once: Key as PartitionBy,
-// Kind as KindColumn, OnTime and SequenceBy as those options, and Upsert as
-// Upsert (an empty role sets nothing). A later option of the same kind
-// replaces what it set. Result.Spec hands the roles on to the sink
-// (pgsink.Spec).
-func Spec(spec rowspec.Spec) Option {
-	return func(c *config) {
-		if len(spec.Key) > 0 {
-			c.partitionBy, c.partitionSet, c.partitionAll = spec.Key, true, false
-		}
-		if spec.Kind != "" {
-			c.kindCol = spec.Kind
-		}
-		if spec.OnTime != "" {
-			c.onTime = spec.OnTime
-		}
-		if spec.SequenceBy != "" {
-			c.sequenceBy = spec.SequenceBy
-		}
-		if spec.Upsert {
-			c.upsert = true
-		}
-	}
-}
-
 // PartitionByAll makes every column of the row the key (but the kind
-// column): exact-duplicate deduplication without listing the columns.
-func PartitionByAll() Option {
-	return func(c *config) { c.partitionAll, c.partitionBy, c.partitionSet = true, nil, false }
-}
-
-// OnTime turns on event-time mode: per key the row with the smallest event
-// time in column is kept and emitted once the watermark reaches it. The
-// column is a time.Time or int64 Unix milliseconds (or a pointer to one).
-// Rows compare by its value at the column's precision: a time.Time to the
-// microsecond (what a PostgreSQL timestamp keeps, so pgsink's guard agrees;
-// nanoseconds within a microsecond tie), an int64 to the millisecond. The
-// row's Beam timestamp is set from its millisecond, as are watermarks and
-// timers. A nil pointer or a zero time.Time is no event time: the row is a
-// dead letter. KeepLast and window dedup only order their rows by it.
-func OnTime(column string) Option {
-	return func(c *config) { c.onTime = c.column("OnTime", column) }
-}
-
-// SequenceBy orders a key's rows by column instead of arrival or event
-// time: the largest value is the last, the smallest the first. The column
-// is a signed or unsigned integer, a float (-0 equals 0; NaN is larger than
-// every number), a time.Time (to the microsecond, as OnTime) or a string
-// (byte order), or a pointer to one;
-// a nil pointer is NULL, and such a row is dead-lettered with the reason
-// "NULL sequence value". Ties fall back to the event time, then to the
-// encoded row, so a rerun keeps the same rows. KeepFirst accepts it only
-// where a key's rows are all seen before output (bounded input); on a
-// stream use OnTime.
-func SequenceBy(column string) Option {
-	return func(c *config) { c.sequenceBy = c.column("SequenceBy", column) }
-}
+// column): exact-duplicate deduplication without listing the columns
+// (rowspec.PartitionBy names them). A KV input is keyed by its key and
+// takes neither.
+func PartitionByAll() Option { return own("PartitionByAll", func(c *config) { c.partitionAll = true }) }
 
 // StateTTL is the processing-time retention of a key's state. After it
 // expires the next row of the key starts a new period and is emitted again.
 // 0 (the default) keeps state forever: a key is emitted at most once.
 // KeepFirst and KeepLast only.
 func StateTTL(d time.Duration) Option {
-	return func(c *config) { c.stateTTL, c.stateTTLSet = d, true }
+	return own("StateTTL", func(c *config) { c.stateTTL, c.stateTTLSet = d, true })
 }
 
 // EventTimeTTL is an event-time retention: a key's period ends once the
@@ -203,13 +137,15 @@ func StateTTL(d time.Duration) Option {
 // runner, Flink included (no processing-time timers). With StateTTL too, a
 // period ends when either retention ends. KeepFirst and KeepLast only.
 func EventTimeTTL(d time.Duration) Option {
-	return func(c *config) { c.eventTTL, c.eventTTLSet = d, true }
+	return own("EventTimeTTL", func(c *config) { c.eventTTL, c.eventTTLSet = d, true })
 }
 
 // ResetTTLOnDuplicate sets whether a dropped +I/+U duplicate of an emitted
 // key refreshes its retention (default true). False measures retention from
 // the emitted row.
-func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOnDup = reset } }
+func ResetTTLOnDuplicate(reset bool) Option {
+	return own("ResetTTLOnDuplicate", func(c *config) { c.resetOnDup = reset })
+}
 
 // UID names the transform's scope, so its step names, and with them its
 // state, stay stable across pipeline versions (Dataflow update, Flink
@@ -218,27 +154,12 @@ func ResetTTLOnDuplicate(reset bool) Option { return func(c *config) { c.resetOn
 // "WindowLast", ...) within the enclosing scope; set a UID for any
 // pipeline you will update.
 func UID(uid string) Option {
-	return func(c *config) {
+	return own("UID", func(c *config) {
 		if uid == "" {
 			c.fail(`UID(""): the UID is empty; omit UID for the transform's default name`)
 		}
 		c.uid = uid
-	}
-}
-
-// KindColumn names the column that holds each row's kind: a string ("+I",
-// "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind. The input's kinds are
-// read from it, so the input may be a changelog (an updating input), and
-// the output's kinds are written into it.
-//
-// KeepFirst emits the first +I/+U of a key with its kind set to +I and
-// swallows every later change of the key; a -U/-D of an unseen key is
-// ignored; it cannot be combined with OnTime. KeepLast writes +I, -U, +U
-// and -D into it, and needs it unless Upsert is set. A row with an unknown
-// kind is a dead letter. Window dedup takes insert-only input and rejects
-// it.
-func KindColumn(column string) Option {
-	return func(c *config) { c.kindCol = c.column("KindColumn", column) }
+	})
 }
 
 // MiniBatch sets whether the keying step drops, before the shuffle, rows
@@ -258,7 +179,7 @@ func KindColumn(column string) Option {
 // deals a source's rows out to the keying step's parallel subtasks, so a
 // key's rows need not reach the step in the source's order
 // (docs/runners.md).
-func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } }
+func MiniBatch(on bool) Option { return own("MiniBatch", func(c *config) { c.noMiniBatch = !on }) }
 
 // AsStream expands KeepFirst and KeepLast on bounded input as on a stream:
 // the stateful step, row by row, rather than a merge of each key's rows. A
@@ -269,20 +190,25 @@ func MiniBatch(on bool) Option { return func(c *config) { c.noMiniBatch = !on } 
 // to try a pipeline's streaming expansion, its output and its cost, on a
 // file before a stream (docs/keepfirst.md). Unbounded input always expands
 // so; window dedup, which expands the same on both, rejects it.
-func AsStream() Option { return func(c *config) { c.asStream = true } }
+func AsStream() Option { return own("AsStream", func(c *config) { c.asStream = true }) }
 
-// OverlapState sets whether the stateful step keeps several state requests
-// in flight within a bundle (default true), rather than waiting for each
-// in turn: without timers, on globally windowed input, it decides a bundle's
-// rows in batches of up to 128 whose reads go out together; otherwise it
-// waits for a row's read but not for its writes. Decisions and requests are
-// the same either way, and every request is answered before the bundle
-// finishes, and a key's outputs leave in the order they were decided in.
-// A row's output may leave up to 127 rows later, or at its bundle's end,
-// which is when the runner passes a bundle's output on anyway. KeepFirst
-// and KeepLast only (docs/state.md).
-func OverlapState(on bool) Option {
-	return func(c *config) { c.noOverlap, c.overlapSet = !on, true }
+// StateBuckets sets how KeepFirst's and KeepLast's stateful expansion keeps
+// its state: with n > 0, the states of all the keys whose hash falls in one
+// of n buckets in one cell, with 0 a cell per key. Per bucket, a bundle
+// reads each of its buckets once and writes what changed in one request,
+// where per key it reads each key and writes each new one: a few requests
+// per bundle instead of about two per row, which is what a stateful step
+// costs on a portable runner. But a bucket is read whole: a bundle of a
+// few rows reads all the keys of their buckets, so the layout pays where
+// bundles hold many rows per bucket (a backlog, a high-rate stream, a
+// file), and costs more than a cell per key where they hold a few rows over
+// many stored keys. Without this option the expansion keeps bounded input
+// (AsStream, EventTimeTTL) in 128 buckets and a stream per key. The layout
+// and n are part of a running job's state: update or restore a job with
+// the ones it ran with, or drain it (docs/state.md). Struct rows in the
+// global window only; KeepFirst and KeepLast only.
+func StateBuckets(n int) Option {
+	return own("StateBuckets", func(c *config) { c.buckets, c.bucketsSet = n, true })
 }
 
 // CleanupTimers sets whether KeepFirst and KeepLast set timers that delete
@@ -296,13 +222,8 @@ func OverlapState(on bool) Option {
 // does not wait for them, they fire only if the stream advances processing
 // time past them (AdvanceProcessingTime). Bounded input sets none.
 func CleanupTimers(on bool) Option {
-	return func(c *config) { c.noCleanup, c.cleanupSet = !on, true }
+	return own("CleanupTimers", func(c *config) { c.noCleanup, c.cleanupSet = !on, true })
 }
-
-// Upsert makes KeepLast emit no -U rows: each change is only the new last
-// row (+I for a key's first, +U after), for sinks that upsert by the
-// partition key. Deletes (-D) still need a KindColumn. KeepLast only.
-func Upsert() Option { return func(c *config) { c.upsert = true } }
 
 // RetractOnExpiry sets whether KeepLast emits a -D of a key's last row when
 // the key expires (StateTTL or EventTimeTTL; default false), so a
@@ -310,7 +231,9 @@ func Upsert() Option { return func(c *config) { c.upsert = true } }
 // or when the key's next row arrives and finds it expired (then -D old, +I
 // new). On a runner without processing-time timers (or with
 // CleanupTimers(false)) only the on-arrival form happens. KeepLast only.
-func RetractOnExpiry(on bool) Option { return func(c *config) { c.retract = on } }
+func RetractOnExpiry(on bool) Option {
+	return own("RetractOnExpiry", func(c *config) { c.retract = on })
+}
 
 // OutputDropped makes Result.Dropped carry the input rows the transform
 // drops, each as it came in (its kind included) with the timestamp the
@@ -326,7 +249,7 @@ func RetractOnExpiry(on bool) Option { return func(c *config) { c.retract = on }
 // mini-batch; on bounded input and in window dedup the rows of a key then
 // meet in a GroupByKey instead of a combine (the combine keeps only the
 // winner), which shuffles every row.
-func OutputDropped() Option { return func(c *config) { c.dropped = true } }
+func OutputDropped() Option { return own("OutputDropped", func(c *config) { c.dropped = true }) }
 
 // validate checks the options against each other and the transform.
 func (c *config) validate() error {
@@ -345,6 +268,9 @@ func (c *config) validate() error {
 	if c.eventTTL > 0 && c.eventTTL < time.Millisecond {
 		return fmt.Errorf("EventTimeTTL(%v): below 1ms cannot be represented; use at least 1ms", c.eventTTL)
 	}
+	if c.buckets < 0 || c.buckets > maxStateBuckets {
+		return fmt.Errorf("StateBuckets(%d): it must be from 0 (a cell per key) to %d", c.buckets, maxStateBuckets)
+	}
 	if err := c.validateLast(); err != nil {
 		return err
 	}
@@ -356,8 +282,11 @@ func (c *config) validate() error {
 	if c.onTime != "" && c.kindCol != "" && c.transform == keepFirst {
 		return fmt.Errorf("OnTime(%q) cannot be combined with KindColumn(%q): a watermark asserts no earlier row will come, while an update can invalidate that at any time; drop OnTime to deduplicate the changelog by arrival", c.onTime, c.kindCol)
 	}
-	if err := c.spec().Err(); err != nil {
+	if err := rowcol.Err(c.spec()); err != nil {
 		return err // a column in two roles, a key column twice or empty
+	}
+	if c.partitionAll && c.partitionSet {
+		return fmt.Errorf("PartitionByAll and PartitionBy(%q): each names the key; choose one", c.partitionBy)
 	}
 	if c.hooks.Clock != "" && !testhook.HasClock(c.hooks.Clock) {
 		return fmt.Errorf("UseClock(%q): no clock registered under that name; call RegisterClock first", c.hooks.Clock)
@@ -398,8 +327,8 @@ func (c *config) validateWindow() error {
 		return fmt.Errorf("StateTTL/EventTimeTTL: window deduplication keeps a key's row only until its window closes, so there is no retention to set; choose the window size instead, or use KeepFirst/KeepLast for retention")
 	case c.cleanupSet:
 		return fmt.Errorf("CleanupTimers: window deduplication sets no timers (the runner drops a window's state when it closes); remove the option")
-	case c.overlapSet:
-		return fmt.Errorf("OverlapState: window deduplication keeps no per-row state (a combine per key and window); remove the option")
+	case c.bucketsSet:
+		return fmt.Errorf("StateBuckets: window deduplication keeps no per-row state (a combine per key and window); remove the option")
 	case c.asStream:
 		return fmt.Errorf("AsStream: window deduplication has no stateful expansion (a combine per key and window expands the same on a stream and on a file); remove the option, or use KeepFirst/KeepLast for per-row state")
 	}

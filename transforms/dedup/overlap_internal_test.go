@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Every mode of the stateful step, the timed ones too (their reads waited
@@ -19,15 +21,8 @@ import (
 // same and in the same order, never two of a key at once, none between
 // bundles. The backend's requests finish out of order.
 func TestOverlap_EveryModeDecidesAsWaitingForEachRequest(t *testing.T) {
-	const m = time.Minute
-	modes := append(restoreCases(),
-		restoreCase{name: "KeepFirst, watermarkless, EventTimeTTL (event-time cleanup)", opts: []Option{PartitionBy("id"), EventTimeTTL(m), OutputDropped()}},
-		restoreCase{name: "KeepLast, no TTL, upsert", last: true, opts: []Option{PartitionBy("id"), Upsert(), OutputDropped()}},
-		restoreCase{name: "KeepLast, no TTL, changelog", last: true, opts: []Option{PartitionBy("id"), KindColumn("op"), OutputDropped()},
-			events: []restoreEvent{rows(rr("+I", "a", "", 0))}},
-	)
 	fns := map[string]bool{}
-	for i, tc := range modes {
+	for i, tc := range everyMode() {
 		t.Run(tc.name, func(t *testing.T) {
 			events := randomStream(tc, rand.New(rand.NewPCG(uint64(i), 7)))
 			run := func(overlap bool) *restoreDriver {
@@ -48,6 +43,17 @@ func TestOverlap_EveryModeDecidesAsWaitingForEachRequest(t *testing.T) {
 		})
 	}
 	assert.Len(t, fns, 6, "every stateful DoFn: %v", fns)
+}
+
+// everyMode is the restore test's modes and the DoFns they leave out.
+func everyMode() []restoreCase {
+	const m = time.Minute
+	return append(restoreCases(),
+		restoreCase{name: "KeepFirst, watermarkless, EventTimeTTL (event-time cleanup)", opts: []Option{rowspec.PartitionBy("id"), EventTimeTTL(m), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, upsert", last: true, opts: []Option{rowspec.PartitionBy("id"), rowspec.Upsert(), OutputDropped()}},
+		restoreCase{name: "KeepLast, no TTL, changelog", last: true, opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), OutputDropped()},
+			events: []restoreEvent{rows(rr("+I", "a", "", 0))}},
+	)
 }
 
 // randomStream is 80 random events in tc's mode: bundles of 1 to 300 rows

@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/panetest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func init() {
@@ -39,16 +41,18 @@ func logKVOutput(_ string, r panetest.Version) { logOutput(r) }
 // the last row it is sent ends on B for every key.
 func TestKeepLast_AKeysOutputsLeaveInDecisionOrderWhenItsRowsComeInMixedPanes(t *testing.T) {
 	const keys = 200
-	changelog := []dedup.Option{dedup.PartitionBy("key"), dedup.KindColumn("op"), dedup.MiniBatch(false)}
+	// A cell per key: its step batches rows, and a row of another pane cuts
+	// the batch short (per bucket, a bucket's rows come in one element).
+	changelog := []dedup.Option{rowspec.PartitionBy("key"), rowspec.KindColumn("op"), dedup.MiniBatch(false), dedup.StateBuckets(0)}
 	for _, tc := range []struct {
 		name string
 		kv   bool
 		opts []dedup.Option
 		want []string
 	}{
-		{"KV input, upserts", true, []dedup.Option{dedup.Upsert()}, []string{"+I A", "+I B"}},
+		{"KV input, upserts", true, []dedup.Option{rowspec.Upsert()}, []string{"+I A", "+I B"}},
 		{"struct rows, changelog", false, changelog, []string{"+I A", "-U A", "+U B"}},
-		{"struct rows, changelog, requests waited for", false, append(changelog, dedup.OverlapState(false)), []string{"+I A", "-U A", "+U B"}},
+		{"struct rows, changelog, requests waited for", false, append(changelog, deduptest.OverlapState(false)), []string{"+I A", "-U A", "+U B"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outputOrder.Lock()

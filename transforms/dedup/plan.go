@@ -62,6 +62,10 @@ type plan struct {
 	// batch's reads together where no timer is set and the window is
 	// global, else only the writes not waited for.
 	overlap step.OverlapMode
+	// stateful: how many key-hash buckets the state is kept in (rows
+	// batched per bucket before the shuffle, a cell per bucket: step's
+	// buckets.go); 0 keeps a cell per key.
+	buckets int
 	// stateful: the keying step drops in-bundle duplicates before the
 	// shuffle (KeepFirst's pre-filter) or folds each key's rows of a
 	// bundle to the one that decides its state (KeepLast's fold). Both
@@ -88,7 +92,7 @@ type plan struct {
 	dropped bool
 }
 
-// layout is how a stateful step keeps a key's state (coders/statecoder).
+// layout is how a stateful step keeps a key's state (internal/statecoder).
 type layout uint8
 
 const (
@@ -100,6 +104,40 @@ const (
 	// one append of the new version.
 	versions
 )
+
+// defaultStateBuckets is how many key-hash buckets the stateful expansion
+// keeps bounded input's state in (AsStream, EventTimeTTL), which StateBuckets
+// overrides. Bounded input comes in large bundles on every runner (all of a
+// key's rows in one on a batch runner, whose bundle per key it spares), so a
+// bucket read once serves many rows; the count bounds a batch runner's
+// parallelism for the step (docs/state.md).
+const defaultStateBuckets = 128
+
+// maxStateBuckets bounds StateBuckets: past it a bucket serves too few rows
+// of a bundle to pay for its read.
+const maxStateBuckets = 1 << 16
+
+// stateBuckets is how many buckets the stateful expansion keeps its state
+// in: StateBuckets's, else the default on bounded input; 0 keeps a cell per
+// key (KV input and windowed input always do).
+func stateBuckets(c *config, in input) (int, error) {
+	bucketable := !in.perKey && in.globalWindows
+	if !c.bucketsSet {
+		if in.bounded && bucketable {
+			return defaultStateBuckets, nil
+		}
+		return 0, nil
+	}
+	switch {
+	case c.buckets == 0:
+		return 0, nil
+	case in.perKey:
+		return 0, fmt.Errorf("StateBuckets(%d): a KV input keeps a cell per key; drop the option, or key struct rows by their columns", c.buckets)
+	case !in.globalWindows:
+		return 0, fmt.Errorf("StateBuckets(%d): windowed input keeps a cell per key and window; drop the option", c.buckets)
+	}
+	return c.buckets, nil
+}
 
 // newPlan decides how the transform c describes expands on in.
 func newPlan(c *config, in input) (plan, error) {
@@ -132,6 +170,7 @@ func newPlan(c *config, in input) (plan, error) {
 	if p.expansion != statefulExpansion {
 		return p, nil
 	}
+	var err error
 	p.rules = core.Config{
 		// KeepLast's output is immediate, never held for the watermark:
 		// OnTime only orders its rows.
@@ -147,9 +186,16 @@ func newPlan(c *config, in input) (plan, error) {
 		RetractOnExpiry: c.retract,
 	}
 	p.family = p.rules.Family()
+	if p.buckets, err = stateBuckets(c, in); err != nil {
+		return plan{}, err
+	}
 	switch {
 	case c.noOverlap:
 		p.overlap = step.WaitEach
+	case p.buckets > 0:
+		// A bucket's rows are decided as their batch arrives; its writes
+		// wait for the bundle's end.
+		p.overlap = step.OverlapWrites
 	case p.family == core.NoFamily && in.globalWindows:
 		p.overlap = step.OverlapBatch
 	default:

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The plan, from options and input: which expansion, which rules, which
@@ -28,6 +29,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 		bucketed   bool
 		eventTime  bool
 		cleanup    bool
+		buckets    int
 	}
 	for _, tc := range []struct {
 		name string
@@ -44,7 +46,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, layout: marks, family: core.EventTimeFamily, cleanup: true}},
 		{"KeepFirst with StateTTL, no cleanup timers", keepFirst, []Option{StateTTL(time.Hour), CleanupTimers(false)}, stream,
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
-		{"KeepFirst in event time: versions, event-time finalization", keepFirst, []Option{OnTime("ts")}, stream,
+		{"KeepFirst in event time: versions, event-time finalization", keepFirst, []Option{rowspec.OnTime("ts")}, stream,
 			want{expansion: statefulExpansion, layout: versions, family: core.EventTimeFamily, preFilter: true, eventTime: true, cleanup: true}},
 		{"KeepFirst without mini-batch", keepFirst, []Option{MiniBatch(false)}, stream,
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
@@ -54,23 +56,31 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: mergeExpansion}},
 		{"KeepFirst on a file without mini-batch: lifted combine, not bucketed", keepFirst, []Option{MiniBatch(false)}, file,
 			want{expansion: mergeExpansion}},
-		{"KeepFirst on a file, forced stateful: no cleanup timers", keepFirst, []Option{forceStateful(), StateTTL(time.Hour)}, file,
+		{"KeepFirst on a file, forced stateful: no cleanup timers, state per bucket", keepFirst, []Option{forceStateful(), StateTTL(time.Hour)}, file,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true, buckets: defaultStateBuckets}},
+		{"KeepFirst on a file, forced stateful, a cell per key", keepFirst, []Option{forceStateful(), StateBuckets(0)}, file,
 			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
-		{"KeepFirst on a file with EventTimeTTL: stateful", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
-			want{expansion: statefulExpansion, layout: marks}},
-		{"KeepFirst on a file by SequenceBy: merge, bucketed", keepFirst, []Option{SequenceBy("seq")}, file,
+		{"KeepFirst on a file with EventTimeTTL: stateful, state per bucket", keepFirst, []Option{EventTimeTTL(time.Hour)}, file,
+			want{expansion: statefulExpansion, layout: marks, buckets: defaultStateBuckets}},
+		{"KeepFirst on a stream, state per bucket", keepFirst, []Option{StateBuckets(16)}, stream,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true, cleanup: true, buckets: 16}},
+		{"KeepLast on a stream in event time, state per bucket", keepLast, []Option{rowspec.Upsert(), EventTimeTTL(time.Hour), StateBuckets(16)}, stream,
+			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, family: core.EventTimeFamily, cleanup: true, buckets: 16}},
+		{"KeepFirst on a file, forced stateful, windowed: a cell per key", keepFirst, []Option{forceStateful()}, windowed,
+			want{expansion: statefulExpansion, layout: marks, preFilter: true}},
+		{"KeepFirst on a file by SequenceBy: merge, bucketed", keepFirst, []Option{rowspec.SequenceBy("seq")}, file,
 			want{expansion: mergeExpansion, localMerge: true, bucketed: true}},
-		{"KeepLast on a stream: versions, fold", keepLast, []Option{Upsert()}, stream,
+		{"KeepLast on a stream: versions, fold", keepLast, []Option{rowspec.Upsert()}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
-		{"KeepLast on windowed stream: no fold", keepLast, []Option{Upsert()}, input{},
+		{"KeepLast on windowed stream: no fold", keepLast, []Option{rowspec.Upsert()}, input{},
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
-		{"KeepLast with StateTTL", keepLast, []Option{Upsert(), StateTTL(time.Hour)}, stream,
+		{"KeepLast with StateTTL", keepLast, []Option{rowspec.Upsert(), StateTTL(time.Hour)}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, family: core.ProcessingTimeFamily, fold: true, cleanup: true}},
-		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{Upsert(), OnTime("ts")}, stream,
+		{"KeepLast with OnTime orders, never finalizes", keepLast, []Option{rowspec.Upsert(), rowspec.OnTime("ts")}, stream,
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, fold: true, cleanup: true}},
-		{"KeepLast on a file: merge, last, bucketed", keepLast, []Option{Upsert()}, file,
+		{"KeepLast on a file: merge, last, bucketed", keepLast, []Option{rowspec.Upsert()}, file,
 			want{expansion: mergeExpansion, last: true, dir: core.KeepLast, localMerge: true, bucketed: true}},
-		{"KeepLast of KVs: no fold", keepLast, []Option{Upsert()}, input{globalWindows: true, perKey: true},
+		{"KeepLast of KVs: no fold", keepLast, []Option{rowspec.Upsert()}, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
 		{"KeepFirst of KVs: no pre-filter", keepFirst, nil, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
@@ -87,7 +97,7 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			p, err := newPlan(&c, tc.in)
 			require.NoError(t, err)
 			got := want{expansion: p.expansion, last: p.last, dir: p.dir, layout: p.layout, family: p.family,
-				preFilter: p.preFilter, fold: p.fold, localMerge: p.localMerge, bucketed: p.bucketed, eventTime: p.rules.EventTime, cleanup: p.rules.CleanupTimers}
+				preFilter: p.preFilter, fold: p.fold, localMerge: p.localMerge, bucketed: p.bucketed, eventTime: p.rules.EventTime, cleanup: p.rules.CleanupTimers, buckets: p.buckets}
 			assert.Equal(t, tc.want, got)
 		})
 	}
@@ -104,8 +114,39 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 		{"forced stateful", []Option{forceStateful()}, input{bounded: true, globalWindows: true}, "only supported by KeepFirst's bounded expansion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newConfig(append(tc.opts, SequenceBy("seq")), keepFirst)
+			c := newConfig(append(tc.opts, rowspec.SequenceBy("seq")), keepFirst)
 			_, err := newPlan(&c, tc.in)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// State per bucket takes struct rows in the global window, and a count the
+// state can be kept in.
+func TestPlan_StateBucketsNeedsStructRowsInTheGlobalWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		t    transform
+		n    int
+		in   input
+		want string
+	}{
+		{"KV input", keepFirst, 8, input{globalWindows: true, perKey: true}, "a KV input keeps a cell per key"},
+		{"windowed input", keepLast, 8, input{}, "windowed input keeps a cell per key and window"},
+		{"a negative count", keepFirst, -1, input{globalWindows: true}, "it must be from 0"},
+		{"too many", keepFirst, maxStateBuckets + 1, input{globalWindows: true}, "it must be from 0"},
+		{"window dedup", windowFirst, 8, input{}, "window deduplication keeps no per-row state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []Option{StateBuckets(tc.n)}
+			if tc.t == keepLast {
+				opts = append(opts, rowspec.Upsert())
+			}
+			c := newConfig(opts, tc.t)
+			err := c.validate()
+			if err == nil {
+				_, err = newPlan(&c, tc.in)
+			}
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}

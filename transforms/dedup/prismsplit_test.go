@@ -14,6 +14,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // splitWarningChild names the case TestPrismSplitWarningChild runs in a
@@ -61,7 +62,7 @@ func TestPrismSplitWarningChild(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2}, userEvent{"Bob", "x", 3})
-	first := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.UID("first-dedup")).Rows
+	first := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), dedup.UID("first-dedup")).Rows
 	dedup.KeepFirst(s, first, dedup.PartitionByAll(), dedup.UID("second-dedup"))
 	c := dedup.ReadCounters(prismtest.Run(t, p, 2*time.Minute))
 	assert.Equal(t, int64(2+2), c.Emitted)

@@ -27,9 +27,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/testing/statetest"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/step"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The restore test: what a Flink savepoint restore or a Dataflow update
@@ -110,12 +112,7 @@ func stateOf(key string) func(*testing.T, restoreSnapshot) {
 }
 func pendingTimer(key string, tagged bool) func(*testing.T, restoreSnapshot) {
 	return func(t *testing.T, s restoreSnapshot) {
-		for _, tm := range s.Timers {
-			if bytes.Equal(tm.Key, restoreKey(key)) && (tm.Tag != "") == tagged {
-				return
-			}
-		}
-		assert.Failf(t, "no pending timer", "key %s, tagged %v: %+v", key, tagged, s.Timers)
+		assert.True(t, s.timerOf(key, tagged), "a pending timer of key %s, a finalization %v: %+v", key, tagged, s.Timers)
 	}
 }
 func all(checks ...func(*testing.T, restoreSnapshot)) func(*testing.T, restoreSnapshot) {
@@ -130,7 +127,7 @@ func restoreCases() []restoreCase {
 	const m = time.Minute
 	return []restoreCase{{
 		name: "KeepFirst, watermarkless, no TTL",
-		opts: []Option{PartitionBy("id"), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "a1", 0)),
 			rows(rr("", "b", "b1", m), rr("", "a", "a2", m)),
@@ -143,7 +140,7 @@ func restoreCases() []restoreCase {
 		},
 	}, {
 		name: "KeepFirst, watermarkless, StateTTL (processing-time cleanup)",
-		opts: []Option{PartitionBy("id"), StateTTL(m), useClock(restoreClockName), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), StateTTL(m), useClock(restoreClockName), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "a1", 0)),
 			rows(rr("", "b", "b1", 0), rr("", "a", "a2", 0)),
@@ -162,7 +159,7 @@ func restoreCases() []restoreCase {
 		},
 	}, {
 		name: "KeepFirst, event time, EventTimeTTL",
-		opts: []Option{PartitionBy("id"), OnTime("ts"), EventTimeTTL(10 * m), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.OnTime("ts"), EventTimeTTL(10 * m), OutputDropped()},
 		events: []restoreEvent{
 			wmAt(-m),
 			rows(rr("", "a", "later", 5*m)),
@@ -185,7 +182,7 @@ func restoreCases() []restoreCase {
 	}, {
 		name: "KeepLast, ordered, StateTTL and RetractOnExpiry (processing-time cleanup)",
 		last: true,
-		opts: []Option{PartitionBy("id"), KindColumn("op"), OnTime("ts"), StateTTL(m), RetractOnExpiry(true), useClock(restoreClockName), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), StateTTL(m), RetractOnExpiry(true), useClock(restoreClockName), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("", "a", "created", 0)),
 			rows(rr("", "a", "paid", time.Second), rr("", "b", "x", 0)),
@@ -203,7 +200,7 @@ func restoreCases() []restoreCase {
 	}, {
 		name: "KeepLast, changelog, EventTimeTTL and RetractOnExpiry (event-time cleanup)",
 		last: true,
-		opts: []Option{PartitionBy("id"), KindColumn("op"), OnTime("ts"), EventTimeTTL(10 * m), RetractOnExpiry(true), OutputDropped()},
+		opts: []Option{rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), EventTimeTTL(10 * m), RetractOnExpiry(true), OutputDropped()},
 		events: []restoreEvent{
 			rows(rr("+I", "a", "created", 0)),
 			rows(rr("-D", "a", "created", m)),
@@ -229,7 +226,7 @@ type rowEmit = func(beam.EventTime, beam.T, beam.V)
 
 // useClock is deduptest.UseClock, which this package's internal tests
 // cannot import.
-func useClock(name string) Option { return func(c *config) { c.hooks.Clock = name } }
+func useClock(name string) Option { return own("useClock", func(c *config) { c.hooks.Clock = name }) }
 
 // TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun
 // cuts every case's stream at every boundary between its events, with the
@@ -238,17 +235,50 @@ func useClock(name string) Option { return func(c *config) { c.hooks.Clock = nam
 // the test's own backend it waits for each unless told that the backend
 // stands for the harness's (restoreDriver.overlap).
 func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun(t *testing.T) {
+	restoreEveryCut(t, restoreCases())
+}
+
+// TestRestore_AStepOnStatePerBucketRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun
+// does the same to the step that keeps state per key-hash bucket
+// (StateBuckets), every case in one bucket and in 8: a bucket's cell and
+// its one timer are what a runner holds. Its rows come a bucket at a
+// time, so the uninterrupted run's output is each key's of the case, in
+// the key's order.
+func TestRestore_AStepOnStatePerBucketRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun(t *testing.T) {
+	restoreEveryCut(t, bucketedRestoreCases())
+}
+
+// bucketedRestoreCases are the restore cases on state per bucket.
+func bucketedRestoreCases() []restoreCase {
+	var out []restoreCase
+	for _, n := range []int{1, 8} {
+		for _, tc := range restoreCases() {
+			tc.name = fmt.Sprintf("%s, %d buckets", tc.name, n)
+			tc.opts = append(slices.Clone(tc.opts), StateBuckets(n))
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// restoreEveryCut runs each case uninterrupted, then cut after each event
+// and restored, in this process and in a new one.
+func restoreEveryCut(t *testing.T, cases []restoreCase) {
 	if os.Getenv(restoreChildEnv) != "" {
-		restoreChild(t)
+		restoreChild(t, cases)
 		return
 	}
 	var work []restoreWork
 	for _, overlap := range []bool{false, true} {
-		for _, tc := range restoreCases() {
+		for _, tc := range cases {
 			t.Run(fmt.Sprintf("%s/overlapped_%v", tc.name, overlap), func(t *testing.T) {
 				whole := newRestoreDriver(t, tc, nil, overlap)
 				whole.run(tc.events)
-				assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
+				if whole.buckets > 0 {
+					assert.Equal(t, byKey(tc.want), byKey(whole.out), "the uninterrupted run, key by key")
+				} else {
+					assert.Equal(t, tc.want, whole.out, "the uninterrupted run")
+				}
 				assert.Equal(t, overlap, whole.step.Overlapping(), "the step overlapped its requests")
 				final := whole.snapshot()
 				for _, mo := range tc.moments {
@@ -263,14 +293,25 @@ func TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRu
 					// A fresh DoFn instance and backend, in this process.
 					second := newRestoreDriver(t, tc, &snap, overlap)
 					second.run(tc.events[cut:])
-					assert.Equal(t, tc.want, slices.Concat(first.out, second.out), "restored after event %d", cut)
+					assert.Equal(t, whole.out, slices.Concat(first.out, second.out), "restored after event %d", cut)
 					assert.Equal(t, final, second.snapshot(), "restored after event %d: the final state and timers", cut)
-					work = append(work, restoreWork{Case: tc.name, Overlap: overlap, Cut: cut, Snapshot: snap, Before: first.out, Want: tc.want, Final: final})
+					work = append(work, restoreWork{Case: tc.name, Overlap: overlap, Cut: cut, Snapshot: snap, Before: first.out, Want: whole.out, Final: final})
 				}
 			})
 		}
 	}
 	t.Run("in a new process", func(t *testing.T) { restoreInANewProcess(t, work) })
+}
+
+// byKey is each key's output rows, in their order.
+func byKey(out []string) map[string][]string {
+	m := map[string][]string{}
+	for _, o := range out {
+		f := strings.Fields(o)
+		id, _, _ := strings.Cut(f[len(f)-1], "/")
+		m[id] = append(m[id], o)
+	}
+	return m
 }
 
 // A new process: this test binary again, restoring every case at every cut
@@ -298,7 +339,8 @@ func restoreInANewProcess(t *testing.T, work []restoreWork) {
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRestore_AStepRestoredFromItsStateAndTimersContinuesAsTheUninterruptedRun$", "-test.count=1")
+	test, _, _ := strings.Cut(t.Name(), "/")
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), restoreChildEnv+"="+path)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "the new process:\n%s", out)
@@ -315,14 +357,14 @@ func restoreInANewProcess(t *testing.T, work []restoreWork) {
 
 // restoreChild is the new process's side: it continues each stream from
 // its snapshot and writes what it gave back into the file.
-func restoreChild(t *testing.T) {
+func restoreChild(t *testing.T, all []restoreCase) {
 	path := os.Getenv(restoreChildEnv)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var work []restoreWork
 	require.NoError(t, json.Unmarshal(b, &work))
 	cases := map[string]restoreCase{}
-	for _, tc := range restoreCases() {
+	for _, tc := range all {
 		cases[tc.name] = tc
 	}
 	for i, w := range work {
@@ -345,6 +387,9 @@ type restoreSnapshot struct {
 	Watermark, Now int64
 	Cells          []restoreCell
 	Timers         []restoreTimer
+	// Buckets is the step's bucket count when it keeps state per bucket:
+	// a cell is then a bucket's, its key the bucket's.
+	Buckets int `json:",omitempty"`
 }
 
 type restoreCell struct {
@@ -359,13 +404,74 @@ type restoreTimer struct {
 	Hold int64
 }
 
+// cellOf is what the snapshot holds of key: its cell's elements, or, per
+// bucket, its entry's state in its bucket's cell.
 func (s restoreSnapshot) cellOf(key string) [][]byte {
+	if s.Buckets > 0 {
+		if e, ok := s.entryOf(key); ok {
+			return [][]byte{e.State}
+		}
+		return nil
+	}
 	for _, c := range s.Cells {
 		if bytes.Equal(c.Key, restoreKey(key)) {
 			return c.Elements
 		}
 	}
 	return nil
+}
+
+// entryOf is key's current entry in its bucket's cell.
+func (s restoreSnapshot) entryOf(key string) (e statecoder.Entry, ok bool) {
+	bucket := step.BucketKey(restoreKey(key), s.Buckets)
+	for _, c := range s.Cells {
+		if !bytes.Equal(c.Key, bucket) {
+			continue
+		}
+		// The cell's elements as its coder encodes them (a length, then
+		// the segment).
+		dec := beam.NewElementDecoder(reflect.TypeFor[[]byte]())
+		var segs [][]byte
+		for _, el := range c.Elements {
+			v, err := dec.Decode(bytes.NewReader(el))
+			if err != nil {
+				panic(err)
+			}
+			segs = append(segs, v.([]byte))
+		}
+		if _, err := statecoder.FoldSegments(segs, s.Buckets, func(en *statecoder.Entry) {
+			if bytes.Equal(en.Key, restoreKey(key)) {
+				e, ok = *en, len(en.State) > 0
+			}
+		}); err != nil {
+			panic(err)
+		}
+	}
+	return e, ok
+}
+
+// timerOf reports whether key has a pending timer, a finalization
+// (tagged, per key) or a cleanup: per bucket, its entry's, with its
+// bucket's timer set.
+func (s restoreSnapshot) timerOf(key string, tagged bool) bool {
+	want := restoreKey(key)
+	if s.Buckets > 0 {
+		e, ok := s.entryOf(key)
+		kind := statecoder.CleanupTimer
+		if tagged {
+			kind = statecoder.FinalizeTimer
+		}
+		if !ok || e.Timer != kind {
+			return false
+		}
+		want = step.BucketKey(want, s.Buckets)
+	}
+	for _, tm := range s.Timers {
+		if bytes.Equal(tm.Key, want) && (s.Buckets > 0 || (tm.Tag != "") == tagged) {
+			return true
+		}
+	}
+	return false
 }
 
 // restoreKey is a row's key as the keying step encodes it.
@@ -389,6 +495,10 @@ type restoreDriver struct {
 	family   string
 	proc     bool
 	hasTimer bool
+	// buckets: the step keeps state per bucket, its rows batched per
+	// bucket by batcher, as the expansion's step before it does.
+	buckets int
+	batcher *step.BucketRows
 
 	// req follows the state requests and guards cells (and the coders)
 	// against the step's overlapped ones, which come from goroutines of
@@ -422,7 +532,11 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 	d := &restoreDriver{
 		t: t, fn: reflect.ValueOf(fn), req: statetest.NewRequests(false), cells: map[string][][]byte{}, timers: map[[2]string]restoreTimer{},
 		wm: int64(mtime.MinTimestamp), now: restoreT0.UnixMilli(),
-		ctx: metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "restore"), "dedup"),
+		ctx: metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "restore"), "dedup"), buckets: p.buckets,
+	}
+	if p.buckets > 0 {
+		d.batcher = &step.BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[restoreRow]()}, Buckets: p.buckets}
+		require.NoError(t, d.batcher.Setup())
 	}
 	// The cell and the timer family, from the DoFn's fields.
 	v := d.fn.Elem()
@@ -465,7 +579,7 @@ func newRestoreDriver(t *testing.T, tc restoreCase, from *restoreSnapshot, overl
 
 // snapshot is what the runner holds now, in a canonical order.
 func (d *restoreDriver) snapshot() restoreSnapshot {
-	s := restoreSnapshot{Watermark: d.wm, Now: d.now}
+	s := restoreSnapshot{Watermark: d.wm, Now: d.now, Buckets: d.buckets}
 	for k, els := range d.cells {
 		s.Cells = append(s.Cells, restoreCell{Key: []byte(k), Elements: slices.Clone(els)})
 	}
@@ -498,17 +612,39 @@ func (d *restoreDriver) run(events []restoreEvent) {
 
 // bundle runs rows through the DoFn as one bundle, each keyed and timed as
 // the keying step does (its key's bytes; its OnTime value's millisecond,
-// which is also its element time here).
+// which is also its element time here); per bucket, batched as the
+// expansion's step before it does, a batch an element.
 func (d *restoreDriver) bundle(rows []restoreRow) {
 	restoreNow.Store(d.now)
 	d.req.Bundle(true)
 	d.call("StartBundle", "")
-	for _, r := range rows {
-		key := string(restoreKey(r.ID))
-		d.call("ProcessElement", key, reflect.ValueOf(beam.EventTime(r.TS.UnixMilli())), reflect.ValueOf(r))
+	if d.buckets > 0 {
+		for _, b := range d.batches(rows) {
+			d.call("ProcessElement", string(b.key), reflect.ValueOf(b.key), reflect.ValueOf(b.rows))
+		}
+	} else {
+		for _, r := range rows {
+			key := string(restoreKey(r.ID))
+			d.call("ProcessElement", key, reflect.ValueOf(beam.EventTime(r.TS.UnixMilli())), reflect.ValueOf(r))
+		}
 	}
 	d.call("FinishBundle", "")
 	d.req.Bundle(false)
+}
+
+// restoreBatch is a bucket's batch of a bundle's rows.
+type restoreBatch struct{ key, rows []byte }
+
+// batches are rows batched per bucket by the expansion's batching step.
+func (d *restoreDriver) batches(rows []restoreRow) []restoreBatch {
+	var out []restoreBatch
+	emit := func(_ beam.EventTime, key, rows []byte) { out = append(out, restoreBatch{key, rows}) }
+	d.batcher.StartBundle(emit)
+	for _, r := range rows {
+		require.NoError(d.t, d.batcher.ProcessElement(beam.EventTime(r.TS.UnixMilli()), restoreKey(r.ID), r, emit))
+	}
+	d.batcher.FinishBundle(emit)
+	return out
 }
 
 // fireDue fires the timers due, in bundles, until none is: event-time
@@ -542,7 +678,11 @@ func (d *restoreDriver) fireDue() {
 		d.call("StartBundle", "")
 		for _, tm := range due {
 			delete(d.timers, [2]string{string(tm.Key), tm.Tag})
-			d.call("OnTimer", string(tm.Key), reflect.ValueOf(beam.EventTime(tm.Hold)), reflect.ValueOf(timers.Context{Family: d.family, Tag: tm.Tag}))
+			vals := []reflect.Value{reflect.ValueOf(beam.EventTime(tm.Hold)), reflect.ValueOf(timers.Context{Family: d.family, Tag: tm.Tag})}
+			if d.buckets > 0 {
+				vals = append(vals, reflect.ValueOf(tm.Key)) // the bucket's key
+			}
+			d.call("OnTimer", string(tm.Key), vals...)
 		}
 		d.call("FinishBundle", "")
 		d.req.Bundle(false)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // seqRow is ordered by its Version column; Tag tells which row was kept.
@@ -41,7 +42,7 @@ func TestSequenceBy_KeepFirstOnBoundedInputKeepsTheSmallestValue(t *testing.T) {
 			in := beam.Create(s,
 				seqRow{"a", ver(3), "v3"}, seqRow{"a", ver(-1), "v-1"}, seqRow{"a", ver(2), "v2"},
 				seqRow{"b", ver(10), "v10"}, seqRow{"b", nil, "null"}, seqRow{"b", ver(9.5), "v9.5"})
-			r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("id"), dedup.SequenceBy("version"), dedup.MiniBatch(mb))
+			r1 := dedup.KeepFirst(s, in, rowspec.PartitionBy("id"), rowspec.SequenceBy("version"), dedup.MiniBatch(mb))
 			out, dead := r1.Rows, r1.DeadLetters
 			passert.Equals(s, beam.ParDo(s, formatSeqRow, out), "a/v-1", "b/v9.5")
 			passert.Equals(s, dead, deadletter.DeadLetter{Row: `{"id":"b","version":null,"tag":"null"}`, Reason: `SequenceBy column "version" is NULL`, Transform: "KeepFirst"})
@@ -57,7 +58,7 @@ func TestSequenceBy_KeepFirstOnAStreamIsAConstructionErrorPointingToOnTime(t *te
 	_, s := beam.NewPipelineWithRoot()
 	ts := teststream.NewConfig()
 	require.NoError(t, ts.AddElements(0, seqRow{"a", ver(1), "x"}))
-	_, err := dedup.TryKeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("id"), dedup.SequenceBy("version"))
+	_, err := dedup.TryKeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("id"), rowspec.SequenceBy("version"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "OnTime")
 }
@@ -65,8 +66,8 @@ func TestSequenceBy_KeepFirstOnAStreamIsAConstructionErrorPointingToOnTime(t *te
 func TestSequenceBy_UnknownColumnOrUnsupportedTypeIsAConstructionError(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
 	in := beam.Create(s, badKeyRow{Name: "x"})
-	_, err := dedup.TryKeepFirst(s, in, dedup.SequenceBy("nope"))
+	_, err := dedup.TryKeepFirst(s, in, rowspec.SequenceBy("nope"))
 	assert.ErrorContains(t, err, `"nope"`)
-	_, err = dedup.TryKeepFirst(s, in, dedup.SequenceBy("tags"))
+	_, err = dedup.TryKeepFirst(s, in, rowspec.SequenceBy("tags"))
 	assert.ErrorContains(t, err, "must be a signed or unsigned integer, a float, a time.Time or a string")
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The spec's use cases of section 4.1.3 through KeepFirst on Prism.
@@ -60,7 +61,7 @@ func TestSpec_4_1_3_1_UnkeyedWatermarklessKeepsTheFirstRowObserved(t *testing.T)
 func TestSpec_4_1_3_2_KeyedWatermarklessKeepsTheFirstRowPerKey(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "click", 2}, userEvent{"Bob", "view", 3})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name")).Rows
 	passert.Equals(s, out, userEvent{"Vas", "login", 1}, userEvent{"Bob", "view", 3})
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 3, Emitted: 2, DuplicatesDropped: 1}, deduptest.RowCounts(c))
@@ -80,7 +81,7 @@ func TestSpec_4_1_3_3_KeyedStateTTLReemitsAfterExpiry(t *testing.T) {
 	}
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := teststream.Create(s, ts)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute)).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute)).Rows
 	passert.Equals(s, beam.ParDo(s, formatUser, out), "Vas/login#0", "Vas/login#10")
 	c := run(t, p)
 	assert.Equal(t, int64(2), c.Emitted)
@@ -93,7 +94,7 @@ func TestSpec_4_1_3_4_WholeRowKeyDropsExactDuplicates(t *testing.T) {
 		name string
 		opt  dedup.Option
 	}{
-		{"explicit column list", dedup.PartitionBy("trade_id", "ticker", "quantity", "price")},
+		{"explicit column list", rowspec.PartitionBy("trade_id", "ticker", "quantity", "price")},
 		{"PartitionByAll", dedup.PartitionByAll()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestSpec_4_1_3_7_UpdatingInputBecomesInsertOnly(t *testing.T) {
 		changeRow{"+U", "Vas", "click"},
 		changeRow{"-D", "Vas", "click"},
 	)
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), rowspec.KindColumn("op")).Rows
 	passert.Equals(s, out, changeRow{"+I", "Vas", "login"})
 	c := run(t, p)
 	assert.Equal(t, dedup.Counters{RowsIn: 6, Emitted: 1, DuplicatesDropped: 2, ChangelogSwallowed: 2, RetractionsIgnored: 1}, deduptest.RowCounts(c))
@@ -128,7 +129,7 @@ func TestSpec_4_1_3_7_UpdatingInputBecomesInsertOnly(t *testing.T) {
 func TestChangelog_FirstUpdateAfterIsEmittedAsInsert(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, changeRow{"-U", "Vas", "login"}, changeRow{"+U", "Vas", "click"})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op")).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), rowspec.KindColumn("op")).Rows
 	passert.Equals(s, out, changeRow{"+I", "Vas", "click"})
 	run(t, p)
 }
@@ -136,7 +137,7 @@ func TestChangelog_FirstUpdateAfterIsEmittedAsInsert(t *testing.T) {
 func TestChangelog_UnknownKindIsDeadLetteredWithReason(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, changeRow{"+I", "Vas", "login"}, changeRow{"upsert", "Bob", "x"})
-	r1 := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.KindColumn("op"), dedup.UID("cdc"))
+	r1 := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"), dedup.UID("cdc"))
 	out, dead := r1.Rows, r1.DeadLetters
 	passert.Equals(s, out, changeRow{"+I", "Vas", "login"})
 	passert.Equals(s, dead, deadletter.DeadLetter{

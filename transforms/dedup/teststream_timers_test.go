@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // What a TestStream does with a processing-time timer on Prism: the
@@ -38,7 +39,7 @@ func TestCleanupTimers_ATestStreamEndsWithoutWaitingForAProcessingTimeTimer(t *t
 				ts.AdvanceProcessingTime(int64(61 * time.Minute / time.Millisecond))
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
-			dedup.KeepFirst(s, teststream.Create(s, ts), dedup.PartitionBy("user_name"), dedup.StateTTL(time.Hour))
+			dedup.KeepFirst(s, teststream.Create(s, ts), rowspec.PartitionBy("user_name"), dedup.StateTTL(time.Hour))
 			c := run(t, p) // a 2-minute deadline: far less than the hour's timers
 			assert.Equal(t, int64(2), c.Emitted)
 			assert.Equal(t, int64(2), c.TimerSets, "a cleanup timer per key")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Spec 4.1.3.6 through the real transform and Prism's processing-time
@@ -40,7 +41,7 @@ func TestStateTTL_Spec_4_1_3_6_RefreshContrastOnPrismTimers(t *testing.T) {
 			}
 			require.NoError(t, ts.AdvanceWatermarkToInfinity())
 			in := teststream.Create(s, ts)
-			out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute), dedup.ResetTTLOnDuplicate(tc.reset)).Rows
+			out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), dedup.StateTTL(5*time.Minute), dedup.ResetTTLOnDuplicate(tc.reset)).Rows
 			passert.Equals(s, beam.ParDo(s, formatUser, out), tc.want...)
 			c := run(t, p)
 			assert.Equal(t, tc.emitted, c.Emitted)
@@ -56,7 +57,7 @@ func TestStateTTL_Spec_4_1_3_6_RefreshContrastOnPrismTimers(t *testing.T) {
 func TestCleanupTimers_OffSetsNoTimerOnUnboundedInput(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := streamOf(t, s, userEvent{"Vas", "login", 1}, userEvent{"Vas", "login", 2}, userEvent{"Bob", "x", 3})
-	out := dedup.KeepFirst(s, in, dedup.PartitionBy("user_name"), dedup.StateTTL(time.Hour), dedup.CleanupTimers(false)).Rows
+	out := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_name"), dedup.StateTTL(time.Hour), dedup.CleanupTimers(false)).Rows
 	passert.Equals(s, beam.ParDo(s, formatUser, out), "Vas/login#1", "Bob/x#3")
 	c := run(t, p)
 	assert.Zero(t, c.TimerSets)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The update surface: what a runner matches a running job's state by when
@@ -68,7 +69,7 @@ type surfaceMode struct {
 const surfaceUID = "order-status-dedup"
 
 func surfaceModes() []surfaceMode {
-	key, uid := dedup.PartitionBy("order_id"), dedup.UID(surfaceUID)
+	key, uid := rowspec.PartitionBy("order_id"), dedup.UID(surfaceUID)
 	hour := time.Hour
 	first := func(name string, opts ...dedup.Option) surfaceMode {
 		return surfaceMode{name: "KeepFirst, " + name, transform: "KeepFirst", opts: append([]dedup.Option{key, uid}, opts...)}
@@ -76,7 +77,7 @@ func surfaceModes() []surfaceMode {
 	last := func(name string, opts ...dedup.Option) surfaceMode {
 		return surfaceMode{name: "KeepLast, " + name, transform: "KeepLast", opts: append([]dedup.Option{key, uid}, opts...)}
 	}
-	kind := dedup.KindColumn("op")
+	kind := rowspec.KindColumn("op")
 	modes := []surfaceMode{
 		first("watermarkless"),
 		first("watermarkless, StateTTL", dedup.StateTTL(hour)),
@@ -85,34 +86,41 @@ func surfaceModes() []surfaceMode {
 		first("watermarkless, StateTTL and EventTimeTTL", dedup.StateTTL(hour), dedup.EventTimeTTL(hour)),
 		first("watermarkless, ResetTTLOnDuplicate(false)", dedup.StateTTL(hour), dedup.ResetTTLOnDuplicate(false)),
 		first("watermarkless, no mini-batch", dedup.MiniBatch(false)),
-		first("event time", dedup.OnTime("ts")),
-		first("event time, StateTTL", dedup.OnTime("ts"), dedup.StateTTL(hour)),
-		first("event time, StateTTL without cleanup timers", dedup.OnTime("ts"), dedup.StateTTL(hour), dedup.CleanupTimers(false)),
-		first("event time, EventTimeTTL", dedup.OnTime("ts"), dedup.EventTimeTTL(hour)),
-		first("changelog input", dedup.KindColumn("op")),
-		first("changelog input, StateTTL", dedup.KindColumn("op"), dedup.StateTTL(hour)),
+		first("event time", rowspec.OnTime("ts")),
+		first("event time, StateTTL", rowspec.OnTime("ts"), dedup.StateTTL(hour)),
+		first("event time, StateTTL without cleanup timers", rowspec.OnTime("ts"), dedup.StateTTL(hour), dedup.CleanupTimers(false)),
+		first("event time, EventTimeTTL", rowspec.OnTime("ts"), dedup.EventTimeTTL(hour)),
+		first("changelog input", rowspec.KindColumn("op")),
+		first("changelog input, StateTTL", rowspec.KindColumn("op"), dedup.StateTTL(hour)),
+		first("state per bucket", dedup.StateBuckets(64)),
+		first("state per bucket, StateTTL", dedup.StateBuckets(64), dedup.StateTTL(hour)),
+		first("state per bucket, EventTimeTTL", dedup.StateBuckets(64), dedup.EventTimeTTL(hour)),
+		first("state per bucket, event time", dedup.StateBuckets(64), rowspec.OnTime("ts")),
 		{name: "KeepFirst, the default UID", transform: "KeepFirst", opts: []dedup.Option{key}},
 		{name: "KeepFirst, fixed windows", transform: "KeepFirst", windowed: true, opts: []dedup.Option{key, uid}},
 		{name: "KeepFirst, KV input", transform: "KeepFirst, KV input", opts: []dedup.Option{uid}},
-		{name: "KeepFirst, KV input, event time", transform: "KeepFirst, KV input", opts: []dedup.Option{uid, dedup.OnTime("ts")}},
+		{name: "KeepFirst, KV input, event time", transform: "KeepFirst, KV input", opts: []dedup.Option{uid, rowspec.OnTime("ts")}},
 
 		last("arrival order", kind),
-		last("OnTime", kind, dedup.OnTime("ts")),
-		last("SequenceBy", kind, dedup.SequenceBy("seq")),
-		last("Upsert", dedup.Upsert()),
-		last("changelog input", dedup.KindColumn("op")),
-		last("changelog input, OnTime", dedup.KindColumn("op"), dedup.OnTime("ts")),
+		last("OnTime", kind, rowspec.OnTime("ts")),
+		last("SequenceBy", kind, rowspec.SequenceBy("seq")),
+		last("Upsert", rowspec.Upsert()),
+		last("changelog input", rowspec.KindColumn("op")),
+		last("changelog input, OnTime", rowspec.KindColumn("op"), rowspec.OnTime("ts")),
 		last("StateTTL", kind, dedup.StateTTL(hour)),
 		last("StateTTL without cleanup timers", kind, dedup.StateTTL(hour), dedup.CleanupTimers(false)),
 		last("StateTTL, RetractOnExpiry", kind, dedup.StateTTL(hour), dedup.RetractOnExpiry(true)),
 		last("EventTimeTTL", kind, dedup.EventTimeTTL(hour)),
 		last("EventTimeTTL, RetractOnExpiry", kind, dedup.EventTimeTTL(hour), dedup.RetractOnExpiry(true)),
 		last("no mini-batch", kind, dedup.MiniBatch(false)),
+		last("state per bucket", kind, dedup.StateBuckets(64)),
+		last("state per bucket, StateTTL", kind, dedup.StateBuckets(64), dedup.StateTTL(hour)),
+		last("state per bucket, EventTimeTTL", kind, dedup.StateBuckets(64), dedup.EventTimeTTL(hour)),
 		{name: "KeepLast, fixed windows", transform: "KeepLast", windowed: true, opts: []dedup.Option{key, uid, kind}},
-		{name: "KeepLast, KV input", transform: "KeepLast, KV input", opts: []dedup.Option{uid, kind, dedup.OnTime("ts")}},
+		{name: "KeepLast, KV input", transform: "KeepLast, KV input", opts: []dedup.Option{uid, kind, rowspec.OnTime("ts")}},
 
 		{name: "WindowFirst", transform: "WindowFirst", windowed: true, opts: []dedup.Option{key, uid}},
-		{name: "WindowLast, SequenceBy", transform: "WindowLast", windowed: true, opts: []dedup.Option{key, uid, dedup.SequenceBy("seq")}},
+		{name: "WindowLast, SequenceBy", transform: "WindowLast", windowed: true, opts: []dedup.Option{key, uid, rowspec.SequenceBy("seq")}},
 	}
 	return modes
 }

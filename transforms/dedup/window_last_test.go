@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // playerActivity is seed 002's gaming_player_activity row; its $rowtime is
@@ -149,11 +150,11 @@ func TestWindowLast_SequenceByOrdersBeforeTheTimestampAndTiesKeepTheLargerRow(t 
 		opts []dedup.Option
 		want []any
 	}{
-		{"last by seq", dedup.WindowLast, []dedup.Option{dedup.SequenceBy("seq")}, []any{"u1/s3@10:01 [10:00,10:10)", "u2/y@10:04 [10:00,10:10)"}},
-		{"first by seq", dedup.WindowFirst, []dedup.Option{dedup.SequenceBy("seq")}, []any{"u1/s1@10:02 [10:00,10:10)", "u2/x@10:04 [10:00,10:10)"}},
+		{"last by seq", dedup.WindowLast, []dedup.Option{rowspec.SequenceBy("seq")}, []any{"u1/s3@10:01 [10:00,10:10)", "u2/y@10:04 [10:00,10:10)"}},
+		{"first by seq", dedup.WindowFirst, []dedup.Option{rowspec.SequenceBy("seq")}, []any{"u1/s1@10:02 [10:00,10:10)", "u2/x@10:04 [10:00,10:10)"}},
 		{"last by time", dedup.WindowLast, nil, []any{"u1/s2@10:03 [10:00,10:10)", "u2/y@10:04 [10:00,10:10)"}},
 	} {
-		out := tc.dd(s.Scope(tc.name), in, append(tc.opts, dedup.PartitionBy("user_id"))...).Rows
+		out := tc.dd(s.Scope(tc.name), in, append(tc.opts, rowspec.PartitionBy("user_id"))...).Rows
 		passert.Equals(s, global(s, beam.ParDo(s, formatSeqWindowed, out)), tc.want...)
 	}
 	c := run(t, p)
@@ -168,10 +169,10 @@ func TestWindowLast_SessionAndSlidingWindows(t *testing.T) {
 	rows := beam.Create(s,
 		timedEvent{"u1", "c", at(10, 8)}, timedEvent{"u1", "b", at(10, 4)},
 		timedEvent{"u1", "a", at(10, 0)}, timedEvent{"u1", "d", at(10, 30)})
-	sessions := dedup.WindowLast(s.Scope("sessions"), windowed(s, window.NewSessions(5*time.Minute), rows), dedup.PartitionBy("user_id")).Rows
+	sessions := dedup.WindowLast(s.Scope("sessions"), windowed(s, window.NewSessions(5*time.Minute), rows), rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, sessions)),
 		"u1/c@10:08 [10:00,10:13)", "u1/d@10:30 [10:30,10:35)")
-	sliding := dedup.WindowLast(s.Scope("sliding"), windowed(s, window.NewSlidingWindows(5*time.Minute, 10*time.Minute), rows), dedup.PartitionBy("user_id")).Rows
+	sliding := dedup.WindowLast(s.Scope("sliding"), windowed(s, window.NewSlidingWindows(5*time.Minute, 10*time.Minute), rows), rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, sliding)),
 		"u1/b@10:04 [09:55,10:05)", "u1/c@10:08 [10:00,10:10)", "u1/c@10:08 [10:05,10:15)",
 		"u1/d@10:30 [10:25,10:35)", "u1/d@10:30 [10:30,10:40)")

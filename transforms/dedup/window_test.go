@@ -16,9 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func init() {
@@ -93,14 +94,14 @@ func TestWindowFirst_EarliestRowPerKeyAndWindowEmittedOnceWhenTheWindowCloses(t 
 	fixed := window.NewFixedWindows(10 * time.Minute)
 	in := beam.WindowInto(s, fixed, teststream.Create(s, ts))
 
-	out := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id")).Rows
+	out := dedup.WindowFirst(s, in, rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, out)),
 		"u1/c@10:03 [10:00,10:10)",
 		"u2/b@10:02 [10:00,10:10)",
 		"u1/f@10:11 [10:10,10:20)")
 	// The same rows as a bounded PCollection: the same result.
 	bounded := windowed(s, fixed, beam.Create(s, rows...))
-	batch := dedup.WindowFirst(s.Scope("bounded"), bounded, dedup.PartitionBy("user_id")).Rows
+	batch := dedup.WindowFirst(s.Scope("bounded"), bounded, rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, batch)),
 		"u1/c@10:03 [10:00,10:10)", "u2/b@10:02 [10:00,10:10)", "u1/f@10:11 [10:10,10:20)")
 	c := run(t, p)
@@ -114,7 +115,7 @@ func TestWindowFirst_SlidingWindowsKeepARowInEachOfItsWindows(t *testing.T) {
 	p, s := beam.NewPipelineWithRoot()
 	in := windowed(s, window.NewSlidingWindows(5*time.Minute, 10*time.Minute), beam.Create(s,
 		timedEvent{"u1", "a", at(10, 7)}, timedEvent{"u1", "b", at(10, 3)}, timedEvent{"u1", "c", at(10, 12)}))
-	out := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id")).Rows
+	out := dedup.WindowFirst(s, in, rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, out)),
 		"u1/b@10:03 [09:55,10:05)", "u1/b@10:03 [10:00,10:10)", // b in both of its windows
 		"u1/a@10:07 [10:05,10:15)", "u1/c@10:12 [10:10,10:20)")
@@ -135,7 +136,7 @@ func TestWindowFirst_SessionWindowsMergeAndKeepTheSessionsEarliestRow(t *testing
 	}
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := beam.WindowInto(s, window.NewSessions(5*time.Minute), teststream.Create(s, ts))
-	out := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id")).Rows
+	out := dedup.WindowFirst(s, in, rowspec.PartitionBy("user_id")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, out)),
 		"u1/a@10:00 [10:00,10:13)", // a, b, c merged: 10:08 + 5 min
 		"u1/d@10:30 [10:30,10:35)",
@@ -154,8 +155,8 @@ func TestWindowFirst_OnTimeOrdersByTheColumnNotTheTimestamp(t *testing.T) {
 	require.NoError(t, ts.AddElements(ms(at(10, 5)), epochEvent{"u1", "y", ms(at(10, 2))}))
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 	in := beam.WindowInto(s, window.NewFixedWindows(10*time.Minute), teststream.Create(s, ts))
-	byTime := dedup.WindowFirst(s.Scope("timestamp"), in, dedup.PartitionBy("user_id")).Rows
-	byCol := dedup.WindowFirst(s.Scope("column"), in, dedup.PartitionBy("user_id"), dedup.OnTime("ts_ms")).Rows
+	byTime := dedup.WindowFirst(s.Scope("timestamp"), in, rowspec.PartitionBy("user_id")).Rows
+	byCol := dedup.WindowFirst(s.Scope("column"), in, rowspec.PartitionBy("user_id"), rowspec.OnTime("ts_ms")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, formatEpochWindowed, byTime)), "u1/x@10:01 [10:00,10:10)")
 	passert.Equals(s, global(s, beam.ParDo(s, formatEpochWindowed, byCol)), "u1/y@10:02 [10:00,10:10)")
 	run(t, p)
@@ -169,7 +170,7 @@ func TestWindowFirst_TiesKeepTheSmallerEncodedRowInAnyArrivalOrder(t *testing.T)
 	x, y := timedEvent{"u1", "y", at(10, 3)}, timedEvent{"u1", "x", at(10, 3)}
 	for i, rows := range [][]any{{x, y}, {y, x}} {
 		in := windowed(s, fixed, beam.Create(s, rows...))
-		out := dedup.WindowFirst(s.Scope(fmt.Sprint("order", i)), in, dedup.PartitionBy("user_id")).Rows
+		out := dedup.WindowFirst(s.Scope(fmt.Sprint("order", i)), in, rowspec.PartitionBy("user_id")).Rows
 		passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, out)), "u1/x@10:03 [10:00,10:10)")
 	}
 	run(t, p)
@@ -185,13 +186,13 @@ func TestWindowFirst_NullAndFloatKeysAndDeadLettersAreCounted(t *testing.T) {
 		nullableRow{nil, nil, ptr(0.0), 3}, nullableRow{nil, nil, ptr(math.Copysign(0, -1)), 4},
 		nullableRow{nil, nil, ptr(math.NaN()), 5}, nullableRow{nil, nil, ptr(-math.NaN()), 6}))
 	in := beam.WindowInto(s, window.NewFixedWindows(time.Hour), rows)
-	out := dedup.WindowFirst(s, in, dedup.PartitionBy("region", "score")).Rows
+	out := dedup.WindowFirst(s, in, rowspec.PartitionBy("region", "score")).Rows
 	passert.Equals(s, global(s, beam.ParDo(s, seqOf, out)), int64(1), int64(3), int64(5))
 
 	t0 := at(10, 0)
 	timed := beam.WindowInto(s, window.NewFixedWindows(time.Hour), beam.ParDo(s, stampTenOClock,
 		beam.Create(s, maybeTimed{"a", &t0}, maybeTimed{"a", &t0}, maybeTimed{"b", nil})))
-	r1 := dedup.WindowFirst(s, timed, dedup.PartitionBy("id"), dedup.OnTime("when"), dedup.UID("timed"))
+	r1 := dedup.WindowFirst(s, timed, rowspec.PartitionBy("id"), rowspec.OnTime("when"), dedup.UID("timed"))
 	kept, dead := r1.Rows, r1.DeadLetters
 	passert.Count(s, global(s, kept), "kept", 1)
 	passert.Equals(s, global(s, dead), deadletter.DeadLetter{Row: `{"id":"b","when":null}`, Reason: `OnTime column "when" is NULL`, Transform: "timed"})
@@ -211,10 +212,10 @@ func TestWindow_ConstructionErrorsNameTheFix(t *testing.T) {
 		{"StateTTL", false, []dedup.Option{dedup.StateTTL(time.Minute)}, "choose the window size instead, or use KeepFirst/KeepLast"},
 		{"StateTTL zero", false, []dedup.Option{dedup.StateTTL(0)}, "choose the window size instead"},
 		{"EventTimeTTL", false, []dedup.Option{dedup.EventTimeTTL(time.Minute)}, "choose the window size instead"},
-		{"Changelog", false, []dedup.Option{dedup.KindColumn("event")}, "deduplicate a changelog with KeepFirst or KeepLast"},
+		{"Changelog", false, []dedup.Option{rowspec.KindColumn("event")}, "deduplicate a changelog with KeepFirst or KeepLast"},
 		{"CleanupTimers", false, []dedup.Option{dedup.CleanupTimers(true)}, "sets no timers"},
 		{"ForceStateful", false, []dedup.Option{dedup.AsStream()}, "no stateful expansion"},
-		{"unknown column", false, []dedup.Option{dedup.PartitionBy("nope")}, "PartitionBy"},
+		{"unknown column", false, []dedup.Option{rowspec.PartitionBy("nope")}, "PartitionBy"},
 		{"global window", true, nil, "window it first, e.g. beam.WindowInto"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,7 +264,7 @@ func TestWindowFirst_LateRowsDroppedOrRefireWithinAllowedLateness(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.WindowInto(s, fixed, teststream.Create(s, stream(t)), tc.opts...)
-			out := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id")).Rows
+			out := dedup.WindowFirst(s, in, rowspec.PartitionBy("user_id")).Rows
 			passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, out)), tc.want...)
 			c := run(t, p)
 			assert.Equal(t, int64(2), c.RowsIn)
@@ -327,12 +328,12 @@ func TestWindowFirst_EqualsEventTimeKeepFirstOnRandomWindowedStreams(t *testing.
 
 			p, s := beam.NewPipelineWithRoot()
 			in := beam.WindowInto(s, tc.wfn, teststream.Create(s, ts))
-			first := dedup.WindowFirst(s, in, dedup.PartitionBy("user_id")).Rows
-			keepFirst := dedup.KeepFirst(s, in, dedup.PartitionBy("user_id"), dedup.OnTime("rowtime")).Rows
+			first := dedup.WindowFirst(s, in, rowspec.PartitionBy("user_id")).Rows
+			keepFirst := dedup.KeepFirst(s, in, rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime")).Rows
 			got := global(s, beam.ParDo(s, formatWindowed, first))
 			passert.Equals(s, got, global(s, beam.ParDo(s, formatWindowed, keepFirst)))
 			passert.Count(s, got, "one row per key and window", len(last))
-			lastOut := dedup.WindowLast(s, in, dedup.PartitionBy("user_id")).Rows
+			lastOut := dedup.WindowLast(s, in, rowspec.PartitionBy("user_id")).Rows
 			passert.Equals(s, global(s, beam.ParDo(s, formatWindowed, lastOut)), wantLast...)
 			c := run(t, p)
 			assert.Positive(t, c.DuplicatesDropped)

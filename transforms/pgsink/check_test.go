@@ -15,9 +15,10 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-var eventOpts = []pgsink.Option{pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted")}
+var eventOpts = []pgsink.Option{pgsink.Table("order_status"), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), pgsink.Tombstone("deleted")}
 
 // untagged names its status column by its Go field name.
 type untagged struct {
@@ -113,20 +114,20 @@ func TestOptionsAndRowTypesAreCheckedBeforeConnecting(t *testing.T) {
 		opts []pgsink.Option
 		want string
 	}{
-		{"no DSN", event{}, []pgsink.Option{pgsink.Table("t"), pgsink.PartitionBy("order_id")}, "no database"},
-		{"no table", event{}, []pgsink.Option{dsn, pgsink.PartitionBy("order_id")}, "no table"},
+		{"no DSN", event{}, []pgsink.Option{pgsink.Table("t"), rowspec.PartitionBy("order_id")}, "no database"},
+		{"no table", event{}, []pgsink.Option{dsn, rowspec.PartitionBy("order_id")}, "no table"},
 		{"no key", event{}, []pgsink.Option{dsn, pgsink.Table("t")}, "no key"},
-		{"a key column twice", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id", "order_id")}, "twice"},
-		{"an unknown key column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id")}, `unknown column "id"`},
-		{"ordering an insert-only sink", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.OnTime("ts")}, "insert-only sink replaces nothing"},
-		{"a tombstone without a changelog", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.Upsert(), pgsink.Tombstone("deleted")}, "only an input with a KindColumn(column) has"},
-		{"a guarded changelog without a tombstone", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts")}, "needs Tombstone(column)"},
-		{"the kind column as key", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("op"), pgsink.KindColumn("op")}, `column "op" is both PartitionBy and KindColumn`},
-		{"a tombstone that is a row column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.Tombstone("status")}, "must be a table column only"},
-		{"a kind column of another type", kindAsInt{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id"), pgsink.KindColumn("op")}, "must be a string"},
-		{"OnTime on a string", stringTime{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("id"), pgsink.Upsert(), pgsink.OnTime("ts")}, "must be time.Time or int64"},
-		{"a batch size of 0", event{}, []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id"), pgsink.BatchSize(0)}, "BatchSize"},
-		{"rows that are not structs", "a string", []pgsink.Option{dsn, pgsink.Table("t"), pgsink.PartitionBy("order_id")}, "struct type"},
+		{"a key column twice", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id", "order_id")}, "twice"},
+		{"an unknown key column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("id")}, `unknown column "id"`},
+		{"ordering an insert-only sink", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id"), rowspec.OnTime("ts")}, "insert-only sink replaces nothing"},
+		{"a tombstone without a changelog", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id"), rowspec.Upsert(), pgsink.Tombstone("deleted")}, "only an input with a KindColumn(column) has"},
+		{"a guarded changelog without a tombstone", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), rowspec.OnTime("ts")}, "needs Tombstone(column)"},
+		{"the kind column as key", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("op"), rowspec.KindColumn("op")}, `column "op" is both PartitionBy and KindColumn`},
+		{"a tombstone that is a row column", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), pgsink.Tombstone("status")}, "must be a table column only"},
+		{"a kind column of another type", kindAsInt{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("id"), rowspec.KindColumn("op")}, "must be a string"},
+		{"OnTime on a string", stringTime{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("id"), rowspec.Upsert(), rowspec.OnTime("ts")}, "must be time.Time or int64"},
+		{"a batch size of 0", event{}, []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id"), pgsink.BatchSize(0)}, "BatchSize"},
+		{"rows that are not structs", "a string", []pgsink.Option{dsn, pgsink.Table("t"), rowspec.PartitionBy("order_id")}, "struct type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()

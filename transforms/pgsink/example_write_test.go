@@ -3,7 +3,6 @@ package pgsink_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"reflect"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // StatusChange is a version of an order: its status at time TS.
@@ -32,17 +32,13 @@ func init() { beam.RegisterType(reflect.TypeFor[StatusChange]()) }
 // runner retries or reorders the writes (a -D would mark its row deleted,
 // keeping its ts for the guard).
 //
-// It needs a database to write to, named by BEAMDEDUP_EXAMPLE_DSN (go test
-// starts a throwaway server and sets it when the PostgreSQL server binaries
-// are installed); to run it against your own:
-//
-//	BEAMDEDUP_EXAMPLE_DSN=postgres://me@localhost:5432/scratch go test -run ExampleWrite ./transforms/pgsink/
-//
-// It creates the table example_order_status there.
+// It writes to a database of the throwaway PostgreSQL server go test
+// starts (testing/pgtest); yours is the DSN you give pgsink.DSN. It
+// creates the table example_order_status there.
 func ExampleWrite() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dsn := os.Getenv("BEAMDEDUP_EXAMPLE_DSN")
+	dsn := exampleDSN // postgres://user@host:5432/db
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		panic(err)
@@ -74,14 +70,12 @@ func ExampleWrite() {
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	current := dedup.KeepLast(s, teststream.Create(s, ts), dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op"))
+	current := dedup.KeepLast(s, teststream.Create(s, ts), rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op"))
 	pgsink.Write(s, current.Rows,
+		current.Spec,    // KeepLast's roles: order_id the table's unique key, op read (not written), ts the guard
 		pgsink.DSN(dsn), // or DSNFromEnv, to keep a password out of the pipeline graph
 		pgsink.Table("example_order_status"),
-		pgsink.PartitionBy("order_id"), // the table's unique key
-		pgsink.KindColumn("op"),        // read, not written: +I/+U upsert, -U is skipped, -D deletes
-		pgsink.OnTime("ts"),            // the guard
-		pgsink.Tombstone("deleted"))    // a -D keeps its key's ts, so an older row stays out
+		pgsink.Tombstone("deleted")) // a -D keeps its key's ts, so an older row stays out
 	if _, err := beam.Run(ctx, "prism", p); err != nil {
 		panic(err)
 	}

@@ -5,14 +5,13 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beamdedup/beamdedup/internal/pgwrite"
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
-// Namespace is the prefix of the Beam metrics namespaces of the sink's
-// counters: a sink counts in Namespace/<UID> (for example
-// beamdedup/pgsink/PostgresWrite), so that each is read apart
-// (CountersOf).
-const Namespace = "beamdedup/pgsink"
+// namespace is the prefix of the Beam metrics namespaces of the sink's
+// counters (see Counters).
+const namespace = "beamdedup/pgsink"
 
 // The counters' names (Counters' fields, and docs/pgsink.md, "Metrics").
 const (
@@ -24,11 +23,12 @@ const (
 	metricRetries      = "retries"       // batch (or setup) attempts repeated after a lost connection or transient error
 )
 
-// Counters are the sink's counts, each field the Beam counter of that name
-// in namespace Namespace/<UID>: over a pipeline run (ReadCounters,
-// CountersOf), or of the batch a Writer's Add or Flush wrote. Every input
-// row lands in exactly one of written, skipped, deleted and dead_lettered
-// once its batch is committed (Unaccounted is 0 after a run).
+// Counters are the sink's counts over a pipeline run (ReadCounters,
+// CountersOf), each field the Beam counter of that name in namespace
+// beamdedup/pgsink/<UID> (for example beamdedup/pgsink/PostgresWrite), so
+// that each sink is read apart. Every input row lands in exactly one of
+// written, skipped, deleted and dead_lettered once its batch is committed
+// (Unaccounted is 0 after a run).
 type Counters struct {
 	RowsIn  int64 // rows_in: rows entering the sink
 	Written int64 // written: rows inserted or updated
@@ -54,7 +54,7 @@ func ReadCounters(pr beam.PipelineResult) Counters { return CountersOf(pr, "") }
 // uid; "" sums every one.
 func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	var c Counters
-	metricsum.Of(pr, Namespace+"/", uid, map[string]*int64{
+	metricsum.Of(pr, namespace+"/", uid, map[string]*int64{
 		metricRowsIn: &c.RowsIn, metricWritten: &c.Written, metricSkipped: &c.Skipped,
 		metricDeleted: &c.Deleted, metricDeadLettered: &c.DeadLettered, metricRetries: &c.Retries,
 	})
@@ -67,7 +67,7 @@ type sinkMetrics struct {
 }
 
 func newSinkMetrics(uid string) *sinkMetrics {
-	ns := Namespace + "/" + uid
+	ns := namespace + "/" + uid
 	return &sinkMetrics{
 		rowsIn: beam.NewCounter(ns, metricRowsIn), written: beam.NewCounter(ns, metricWritten), skipped: beam.NewCounter(ns, metricSkipped),
 		deleted: beam.NewCounter(ns, metricDeleted), deadLettered: beam.NewCounter(ns, metricDeadLettered), retries: beam.NewCounter(ns, metricRetries),
@@ -75,10 +75,10 @@ func newSinkMetrics(uid string) *sinkMetrics {
 }
 
 // count adds a committed batch's outcome to the counters.
-func (m *sinkMetrics) count(ctx context.Context, r result) {
-	m.rowsIn.Inc(ctx, r.in)
-	m.written.Inc(ctx, r.written)
-	m.skipped.Inc(ctx, r.skipped)
-	m.deleted.Inc(ctx, r.deleted)
-	m.deadLettered.Inc(ctx, int64(len(r.dead)))
+func (m *sinkMetrics) count(ctx context.Context, r pgwrite.Result) {
+	m.rowsIn.Inc(ctx, r.In)
+	m.written.Inc(ctx, r.Written)
+	m.skipped.Inc(ctx, r.Skipped)
+	m.deleted.Inc(ctx, r.Deleted)
+	m.deadLettered.Inc(ctx, int64(len(r.Dead)))
 }

@@ -6,19 +6,24 @@
 //	res := pgsink.Write(s, changes,
 //	    pgsink.DSN(dsn),
 //	    pgsink.Table("order_status"),
-//	    pgsink.PartitionBy("order_id"), // the table's unique key
-//	    pgsink.KindColumn("op"),        // +I/+U upsert, -U is skipped, -D deletes
-//	    pgsink.OnTime("ts"),            // guard: an older version never overwrites a newer one
-//	    pgsink.Tombstone("deleted"))    // a -D keeps its key's ts, so older rows stay out
+//	    rowspec.PartitionBy("order_id"), // the table's unique key
+//	    rowspec.KindColumn("op"),        // +I/+U upsert, -U is skipped, -D deletes
+//	    rowspec.OnTime("ts"),            // guard: an older version never overwrites a newer one
+//	    pgsink.Tombstone("deleted"))     // a -D keeps its key's ts, so older rows stay out
+//
+// The rows' roles are package rowspec's options, as dedup takes them: a
+// dedup Result's Spec hands them on (pgsink.Write(s, res.Rows, res.Spec,
+// ...)).
 //
 // Three modes, by the input:
 //
 //   - insert-only (KeepFirst, WindowFirst/WindowLast output; the default):
 //     INSERT ... ON CONFLICT (key) DO NOTHING.
-//   - upserts (Upsert, for KeepLast's Upsert output) and changelogs
-//     (KindColumn, for KeepLast's -U/+U output): INSERT ... ON
-//     CONFLICT (key) DO UPDATE, -U skipped, -D a DELETE or a tombstone.
-//   - guarded (SequenceBy/OnTime with either): the update happens only when
+//   - upserts (rowspec.Upsert, for KeepLast's upsert output) and
+//     changelogs (rowspec.KindColumn, for KeepLast's -U/+U output):
+//     INSERT ... ON CONFLICT (key) DO UPDATE, -U skipped, -D a DELETE or a
+//     tombstone.
+//   - guarded (rowspec.SequenceBy/OnTime with either): the update happens only when
 //     the incoming row's ordering value is at least the stored one, so the
 //     table ends with each key's largest version in any arrival order.
 //
@@ -31,7 +36,7 @@
 // the bundle fails. Rows equal to the stored one are not rewritten, so a
 // retried bundle changes nothing. Counters (ReadCounters) add up to the
 // rows in. docs/pgsink.md has the table layout, guarantees and
-// measurements.
+// measurements. What each worker runs is internal/pgwrite's.
 package pgsink
 
 import (
@@ -41,8 +46,8 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/jackc/pgx/v5"
 
+	"github.com/beamdedup/beamdedup/internal/pgwrite"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 )
@@ -89,187 +94,81 @@ func Write(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 }
 
 // TryWrite is Write returning construction errors instead of panicking:
-// invalid options, a row type the options do not fit, and (unless
-// SkipConstructionCheck) a table the row type does not map onto, checked
-// by connecting to the database (CheckTable).
+// invalid options, a row type the options do not fit, and a table the row
+// type does not map onto, checked by connecting to the database
+// (CheckTable).
 func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
-	c := newConfig(opts)
+	c, err := newConfig(opts)
 	fail := func(err error) (Result, error) {
 		return Result{}, fmt.Errorf("pgsink.Write: %w", err)
 	}
-	if err := c.validate(); err != nil {
+	if err != nil {
 		return fail(err)
 	}
 	if !rows.IsValid() {
 		return fail(fmt.Errorf("input PCollection is invalid"))
 	}
 	t := rows.Type().Type()
-	l, err := newLayout(t, &c)
-	if err != nil {
+	if err := pgwrite.CheckRowType(c.w, t); err != nil {
 		return fail(err)
 	}
-	if !c.skipCheck {
+	if !c.hooks.SkipCheck {
 		ctx, cancel := context.WithTimeout(context.Background(), constructionTimeout)
 		defer cancel()
-		if err := checkTable(ctx, &c, l); err != nil {
+		if err := pgwrite.Check(ctx, c.w, t); err != nil {
 			return fail(err)
 		}
 	}
-	return Result{DeadLetters: beam.ParDo(s.Scope(c.stepName()), newWriteFn(&c, t), rows)}, nil
+	return Result{DeadLetters: beam.ParDo(s.Scope(c.w.UID), &writeFn{RowType: beam.EncodedType{T: t}, Config: c.w}, rows)}, nil
 }
 
-// CheckTable checks that rows of rowType map onto the table of opts (DSN,
-// Table, PartitionBy and the rest, as for Write): every written column
-// exists with a type it can take, the table's NOT NULL columns without a
-// default are written, the tombstone column is boolean, and a unique index
-// on exactly the key columns exists, NULLS NOT DISTINCT where a key can be
-// NULL. The error names every column that does not map. Write calls it at
-// construction, and every worker runs it before its first bundle.
+// CheckTable checks that rows of rowType map onto the table of opts
+// (rowspec.PartitionBy, DSN, Table and the rest, as for Write): every
+// written column exists with a type it can take, the table's NOT NULL
+// columns without a default are written, the tombstone column is boolean,
+// and a unique index on exactly the key columns exists, NULLS NOT DISTINCT
+// where a key can be NULL. The error names every column that does not
+// map. Write calls it at construction, and every worker runs it before its
+// first bundle.
 func CheckTable(ctx context.Context, rowType reflect.Type, opts ...Option) error {
-	c := newConfig(opts)
-	if err := c.validate(); err != nil {
-		return fmt.Errorf("pgsink: %w", err)
-	}
-	l, err := newLayout(rowType, &c)
+	c, err := newConfig(opts)
 	if err != nil {
 		return fmt.Errorf("pgsink: %w", err)
 	}
-	return checkTable(ctx, &c, l)
+	if err := pgwrite.CheckRowType(c.w, rowType); err != nil {
+		return fmt.Errorf("pgsink: %w", err)
+	}
+	return pgwrite.Check(ctx, c.w, rowType)
 }
 
-func checkTable(ctx context.Context, c *config, l *layout) error {
-	dsn, err := c.resolveDSN()
-	if err != nil {
-		return err
-	}
-	cfg, err := parseDSN(dsn, 1)
-	if err != nil {
-		return err
-	}
-	t := newTarget(&cfg.ConnConfig.Config)
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		return t.errorf("connect to check table %s: %w (SkipConstructionCheck defers the check to the workers)", c.table, err)
-	}
-	defer conn.Close(context.Background())
-	ti, err := readTable(ctx, conn, c.table)
-	if err != nil {
-		return t.errorf("%w", err)
-	}
-	if err := ti.check(l, c); err != nil {
-		return t.errorf("%w", err)
-	}
-	return nil
-}
-
-// writeFn writes its bundles' rows. Its exported fields are the
-// configuration it travels to the workers with.
+// writeFn writes its bundles' rows (pgwrite.Writer). Its exported fields
+// are the configuration it travels to the workers with.
 type writeFn struct {
-	DSN       string           `json:"dsn,omitempty"`
-	DSNEnv    string           `json:"dsn_env,omitempty"`
-	Table     string           `json:"table"`
-	RowType   beam.EncodedType `json:"row_type"`
-	Keys      []string         `json:"keys"`
-	KindCol   string           `json:"kind_col,omitempty"`
-	Upsert    bool             `json:"upsert,omitempty"`
-	SeqCol    string           `json:"seq_col,omitempty"`
-	TimeCol   string           `json:"time_col,omitempty"`
-	Tombstone string           `json:"tombstone,omitempty"`
-	BatchSize int              `json:"batch_size"`
-	MaxConns  int              `json:"max_conns"`
-	Retries   int              `json:"retries"`
-	Backoff   time.Duration    `json:"backoff"`
-	UID       string           `json:"uid"`
+	RowType beam.EncodedType `json:"row_type"`
+	Config  pgwrite.Config   `json:"config"`
 
-	w        *writer
-	inflight *inflight // the batch being written while the next one fills
+	w        *pgwrite.Writer
+	inflight *pgwrite.Inflight // the batch being written while the next one fills
 	m        *sinkMetrics
-}
-
-func newWriteFn(c *config, t reflect.Type) *writeFn {
-	return &writeFn{
-		DSN: c.dsn, DSNEnv: c.dsnEnv, Table: c.table, RowType: beam.EncodedType{T: t},
-		Keys: c.keys, KindCol: c.kindCol, Upsert: c.upsert, SeqCol: c.seqCol, TimeCol: c.timeCol, Tombstone: c.tombstone,
-		BatchSize: c.batchSize, MaxConns: c.maxConns, Retries: c.retries, Backoff: c.backoff, UID: c.stepName(),
-	}
-}
-
-func (f *writeFn) config() config {
-	return config{
-		dsn: f.DSN, dsnEnv: f.DSNEnv, table: f.Table, keys: f.Keys, kindCol: f.KindCol, upsert: f.Upsert,
-		seqCol: f.SeqCol, timeCol: f.TimeCol, tombstone: f.Tombstone, batchSize: f.BatchSize,
-		maxConns: f.MaxConns, retries: f.Retries, backoff: f.Backoff, uid: f.UID,
-	}
 }
 
 // Setup opens (or shares) the worker's pool and checks the table, as at
 // construction; a lost connection is retried as for a batch.
 func (f *writeFn) Setup(ctx context.Context) error {
-	c := f.config()
-	f.m = newSinkMetrics(f.UID)
-	w, err := openWriter(ctx, &c, f.RowType.T)
+	f.m = newSinkMetrics(f.Config.UID)
+	w, err := pgwrite.Open(ctx, f.Config, f.RowType.T)
 	f.w = w
 	return err
-}
-
-// openWriter resolves the DSN, opens (or shares) the process's pool and
-// reads and checks the table, retrying a lost connection as for a batch.
-func openWriter(ctx context.Context, c *config, rowType reflect.Type) (*writer, error) {
-	dsn, err := c.resolveDSN()
-	if err != nil {
-		return nil, fmt.Errorf("pgsink: %w", err)
-	}
-	l, err := newLayout(rowType, c)
-	if err != nil {
-		return nil, fmt.Errorf("pgsink: %w", err)
-	}
-	pool, t, err := acquirePool(dsn, c.maxConns)
-	if err != nil {
-		return nil, err
-	}
-	var p *plan
-	_, err = newRetrier(t, c).retry(ctx, "reading table "+c.table, func(ctx context.Context) error {
-		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			return setupFault(classify(ctx, err, nil))
-		}
-		defer conn.Release()
-		ti, err := readTable(ctx, conn, c.table)
-		if err != nil {
-			return setupFault(classify(ctx, err, conn.Conn()))
-		}
-		if err := ti.check(l, c); err != nil {
-			return &fault{class: fatalFault, err: err}
-		}
-		p = newPlan(l, ti, c)
-		return nil
-	})
-	if err != nil {
-		releasePool(dsn, c.maxConns)
-		return nil, err
-	}
-	w := newWriter(p, pool, t, c)
-	w.dsn = dsn
-	return w, nil
-}
-
-// setupFault makes every fault but a transient one fatal: reading the
-// catalog refuses no row.
-func setupFault(f *fault) *fault {
-	if f.class != transientFault {
-		f.class = fatalFault
-	}
-	return f
 }
 
 // StartBundle drops what a failed bundle may have left. (Beam Go wants
 // the emitters of ProcessElement here too.)
 func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) {
 	if f.inflight != nil {
-		f.w.wait(f.inflight)
+		f.w.Wait(f.inflight)
 		f.inflight = nil
 	}
-	f.w.reset()
+	f.w.Reset()
 }
 
 // ProcessElement adds row to the batch. A full batch is written in the
@@ -277,13 +176,13 @@ func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) 
 // in order); its outcome is collected when the next one is full, or at
 // the end of the bundle.
 func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {
-	if !f.w.add(row) {
+	if !f.w.Add(row) {
 		return nil
 	}
 	if err := f.collect(ctx, dead); err != nil {
 		return err
 	}
-	f.inflight = f.w.flushAsync(ctx)
+	f.inflight = f.w.FlushAsync(ctx)
 	return nil
 }
 
@@ -293,7 +192,7 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 	if err := f.collect(ctx, dead); err != nil {
 		return err
 	}
-	r, err := f.w.flush(ctx)
+	r, err := f.w.Flush(ctx)
 	return f.report(ctx, r, err, dead)
 }
 
@@ -301,9 +200,9 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 func (f *writeFn) Teardown() {
 	if f.w != nil {
 		if f.inflight != nil {
-			f.w.wait(f.inflight)
+			f.w.Wait(f.inflight)
 		}
-		f.w.close()
+		f.w.Close()
 		f.w = nil
 	}
 }
@@ -313,18 +212,18 @@ func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter))
 	if f.inflight == nil {
 		return nil
 	}
-	r, err := f.w.wait(f.inflight)
+	r, err := f.w.Wait(f.inflight)
 	f.inflight = nil
 	return f.report(ctx, r, err, dead)
 }
 
 // report counts a written batch and emits its dead letters.
-func (f *writeFn) report(ctx context.Context, r result, err error, dead func(deadletter.DeadLetter)) error {
-	f.m.retries.Inc(ctx, r.retries)
+func (f *writeFn) report(ctx context.Context, r pgwrite.Result, err error, dead func(deadletter.DeadLetter)) error {
+	f.m.retries.Inc(ctx, r.Retries)
 	if err != nil {
 		return err
 	}
-	for _, d := range r.dead {
+	for _, d := range r.Dead {
 		dead(d.DeadLetter)
 	}
 	f.m.count(ctx, r)

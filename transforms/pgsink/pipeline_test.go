@@ -17,13 +17,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/panetest"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -123,7 +123,7 @@ func TestInsertOnlyWritesEachKeyOnceAndARerunChangesNothing(t *testing.T) {
 		}
 	}
 	write := func(s beam.Scope) {
-		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id")).DeadLetters
+		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), rowspec.PartitionBy("order_id")).DeadLetters
 		passert.Empty(s, dead)
 	}
 	const table = "SELECT xmin::text, * FROM orders ORDER BY order_id"
@@ -174,9 +174,9 @@ func TestKeepLastChangelogLandsAsEachKeysLastRowAndARerunLeavesTheTableUnchanged
 			in, want := events(rand.New(rand.NewPCG(7, 19)), 40)
 			write := func(s beam.Scope) {
 				changes := dedup.KeepLast(s, beam.CreateList(s, in),
-					append([]dedup.Option{dedup.PartitionBy("order_id"), dedup.OnTime("ts"), dedup.KindColumn("op")}, tc.opts...)...).Rows
+					append([]dedup.Option{rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op")}, tc.opts...)...).Rows
 				dead := pgsink.Write(s, changes, pgsink.DSN(dsn), pgsink.Table("order_status"),
-					pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.OnTime("ts"), pgsink.Tombstone("deleted"), pgsink.BatchSize(16)).DeadLetters
+					rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), pgsink.Tombstone("deleted"), pgsink.BatchSize(16)).DeadLetters
 				passert.Empty(s, dead)
 			}
 			c := run(t, write)
@@ -225,7 +225,7 @@ func TestUpsertsGuardedBySequenceByKeepTheLargestVersionInAnyOrder(t *testing.T)
 		// Batches of 7 rows: most keys' versions meet in the table, where
 		// the SQL guard decides, rather than in one batch's fold.
 		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("versions"),
-			pgsink.PartitionBy("id"), pgsink.Upsert(), pgsink.SequenceBy("seq"), pgsink.BatchSize(7)).DeadLetters
+			rowspec.PartitionBy("id"), rowspec.Upsert(), rowspec.SequenceBy("seq"), pgsink.BatchSize(7)).DeadLetters
 		passert.Empty(s, dead)
 	})
 	assert.Zero(t, c.Unaccounted())
@@ -255,7 +255,7 @@ func TestAChangelogWithoutOrderingUpsertsAndDeletesByKeyIncludingTheNullKey(t *t
 			dsn, conn := newDB(t, `CREATE TABLE order_status (order_id text UNIQUE NULLS NOT DISTINCT, status text, ts timestamptz)`)
 			c := run(t, func(s beam.Scope) {
 				dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("order_status"),
-					pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.BatchSize(batch)).DeadLetters
+					rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), pgsink.BatchSize(batch)).DeadLetters
 				passert.Empty(s, dead)
 			})
 			assert.Zero(t, c.Unaccounted())
@@ -265,7 +265,7 @@ func TestAChangelogWithoutOrderingUpsertsAndDeletesByKeyIncludingTheNullKey(t *t
 			// Deleting the NULL key deletes its one row.
 			c = run(t, func(s beam.Scope) {
 				pgsink.Write(s, beam.CreateList(s, []event{{Op: "-D", OrderID: nil, Status: "paid", TS: at}}), pgsink.DSN(dsn),
-					pgsink.Table("order_status"), pgsink.PartitionBy("order_id"), pgsink.KindColumn("op"), pgsink.BatchSize(batch))
+					pgsink.Table("order_status"), rowspec.PartitionBy("order_id"), rowspec.KindColumn("op"), pgsink.BatchSize(batch))
 			})
 			assert.Equal(t, pgsink.Counters{RowsIn: 1, Deleted: 1}, c)
 			assert.Equal(t, []string{"b created"}, snapshot(t, conn, "SELECT coalesce(order_id, '<nil>'), status FROM order_status"))
@@ -280,7 +280,7 @@ func TestRowsViolatingAConstraintGoToTheDeadLettersAndTheRestIsWritten(t *testin
 		rows = append(rows, order{OrderID: fmt.Sprintf("o%02d", i), Status: "created", Amount: int64(i%20 - 1)}) // i = 0, 20 are negative
 	}
 	c := run(t, func(s beam.Scope) {
-		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"), pgsink.UID("orders-sink")).DeadLetters
+		dead := pgsink.Write(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), rowspec.PartitionBy("order_id"), pgsink.UID("orders-sink")).DeadLetters
 		passert.Count(s, dead, "dead letters", 2)
 		passert.True(s, dead, isCheckViolation)
 	})
@@ -295,7 +295,7 @@ func TestConnectionsDroppedMidRunAreRetriedAndTheTableIsComplete(t *testing.T) {
 		rows = append(rows, order{OrderID: fmt.Sprintf("o%05d", i), Status: "created", Amount: int64(i)})
 	}
 	p, s := beam.NewPipelineWithRoot()
-	r, err := pgsink.TryWrite(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), pgsink.PartitionBy("order_id"),
+	r, err := pgsink.TryWrite(s, beam.CreateList(s, rows), pgsink.DSN(dsn), pgsink.Table("orders"), rowspec.PartitionBy("order_id"),
 		pgsink.BatchSize(200), pgsink.Retries(20, 5*time.Millisecond))
 	require.NoError(t, err)
 	passert.Empty(s, r.DeadLetters)
@@ -361,8 +361,8 @@ func TestKeepLastAndTheTableAgreeOnTwoVersionsInTheSameMillisecond(t *testing.T)
 	require.NoError(t, ts.AdvanceWatermarkToInfinity())
 
 	p, s := beam.NewPipelineWithRoot()
-	res := dedup.KeepLast(s, teststream.Create(s, ts), dedup.Spec(rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}))
-	passert.Empty(s, pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
+	res := dedup.KeepLast(s, teststream.Create(s, ts), rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"})
+	passert.Empty(s, pgsink.Write(s, res.Rows, res.Spec, pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
 	pr := prismtest.Run(t, p, 3*time.Minute)
 	lc := dedup.ReadLastCounters(pr)
 	assert.Equal(t, int64(20), lc.Inserts)
@@ -395,9 +395,9 @@ func TestABoundedKeepLastBackfillDeletesTheKeysItEndsDeleted(t *testing.T) {
 		{Op: "+U", OrderID: ptr("o2"), Status: "paid", TS: ts0.Add(time.Second)},
 	}
 	p, s := beam.NewPipelineWithRoot()
-	res := dedup.KeepLast(s, beam.CreateList(s, rows), dedup.Spec(rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"}))
-	passert.Empty(s, pgsink.Write(s, res.Rows, pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
-	counts := changelog.CountPerKey(s, res.Rows, changelog.Spec(res.Spec), changelog.GroupBy("status"))
+	res := dedup.KeepLast(s, beam.CreateList(s, rows), rowspec.Spec{Key: []string{"order_id"}, OnTime: "ts", Kind: "op"})
+	passert.Empty(s, pgsink.Write(s, res.Rows, res.Spec, pgsink.DSN(dsn), pgsink.Table("order_status"), pgsink.Tombstone("deleted")).DeadLetters)
+	counts := changelog.CountPerKey(s, res.Rows, res.Spec, changelog.GroupBy("status"))
 	passert.Equals(s, beam.ParDo(s, formatGroupCount, counts.Counts), "paid=1")
 	pr := prismtest.Run(t, p, 3*time.Minute)
 
@@ -420,8 +420,8 @@ func TestKeepLastIntoATableWithoutOrderingEndsOnEachKeysLastRowWhenItsRowsComeIn
 		opts []dedup.Option
 		sink []pgsink.Option
 	}{
-		{"changelog", []dedup.Option{dedup.KindColumn("op")}, nil},
-		{"upserts", []dedup.Option{dedup.Upsert()}, nil}, // Spec says they are
+		{"changelog", []dedup.Option{rowspec.KindColumn("op")}, nil},
+		{"upserts", []dedup.Option{rowspec.Upsert()}, nil}, // Spec says they are
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn, conn := newDB(t, `CREATE TABLE versions (key text PRIMARY KEY, ver text NOT NULL, op text)`)
@@ -429,9 +429,9 @@ func TestKeepLastIntoATableWithoutOrderingEndsOnEachKeysLastRowWhenItsRowsComeIn
 				rows := beam.DropKey(s, panetest.Versions(s, keys))
 				// Without the mini-batch, which would fold each key's rows to the
 				// one that arrived last at the keying step, before the shuffle.
-				opts := []dedup.Option{dedup.AsStream(), dedup.PartitionBy("key"), dedup.MiniBatch(false)}
+				opts := []dedup.Option{dedup.AsStream(), rowspec.PartitionBy("key"), dedup.MiniBatch(false)}
 				res := dedup.KeepLast(s, rows, append(opts, tc.opts...)...)
-				sink := append([]pgsink.Option{pgsink.Spec(res.Spec), pgsink.DSN(dsn), pgsink.Table("versions")}, tc.sink...)
+				sink := append([]pgsink.Option{res.Spec, pgsink.DSN(dsn), pgsink.Table("versions")}, tc.sink...)
 				passert.Empty(s, pgsink.Write(s, res.Rows, sink...).DeadLetters)
 			})
 			assert.Zero(t, c.Unaccounted())

@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/pgwrite"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/internal/rowjson"
@@ -35,7 +38,7 @@ const evDDL = `CREATE TABLE ev (
 	deleted boolean NOT NULL DEFAULT false,
 	UNIQUE NULLS NOT DISTINCT (id))`
 
-var evOpts = []Option{Table("ev"), PartitionBy("id"), KindColumn("op"), OnTime("ts"), Tombstone("deleted")}
+var evOpts = []Option{Table("ev"), rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.OnTime("ts"), Tombstone("deleted")}
 
 // fixture is a database of its own with one table.
 type fixture struct {
@@ -59,9 +62,9 @@ func newFixture(t *testing.T, ddl string) *fixture {
 // fn builds and sets up the DoFn Write would run, for rows of type T.
 func fn[T any](fx *fixture, opts ...Option) *writeFn {
 	fx.t.Helper()
-	c := newConfig(append([]Option{DSN(fx.dsn)}, opts...))
-	require.NoError(fx.t, c.validate())
-	f := newWriteFn(&c, reflect.TypeFor[T]())
+	c, err := newConfig(append([]Option{DSN(fx.dsn)}, opts...))
+	require.NoError(fx.t, err)
+	f := &writeFn{RowType: beam.EncodedType{T: reflect.TypeFor[T]()}, Config: c.w}
 	require.NoError(fx.t, f.Setup(context.Background()))
 	fx.t.Cleanup(f.Teardown)
 	return f
@@ -86,7 +89,7 @@ func bundle[T any](f *writeFn, rows []T) (Counters, []deadletter.DeadLetter, err
 func counters(ctx context.Context) Counters {
 	var c Counters
 	metrics.Extractor{SumInt64: func(l metrics.Labels, v int64) {
-		if !strings.HasPrefix(l.Namespace(), Namespace+"/") {
+		if !strings.HasPrefix(l.Namespace(), namespace+"/") {
 			return
 		}
 		switch l.Name() {
@@ -222,7 +225,9 @@ func writeInBundles[T any](t *testing.T, r *rand.Rand, f *writeFn, rows []T) []T
 		n := min(len(rows), 1+r.IntN(40))
 		b := rows[:n]
 		rows = rows[n:]
-		f.w.batchSize = int64(1 + r.IntN(20))
+		f.Teardown()
+		f.Config.BatchSize = 1 + r.IntN(20)
+		require.NoError(t, f.Setup(context.Background()))
 		_, _, err := bundle(f, b)
 		require.NoError(t, err)
 		sent, done = append(sent, b...), append(done, b)
@@ -332,13 +337,13 @@ func TestAConnectionLostInTheMiddleOfABatchIsRetriedOnANewOne(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	f := fn[ev](fx, append(slices.Clone(evOpts), Retries(3, time.Millisecond))...)
 	kills := 0
-	testHookAfterStatement = func(_ context.Context, conn *pgx.Conn) {
+	pgwrite.AfterStatement = func(_ context.Context, conn *pgx.Conn) {
 		if kills == 0 {
 			kills++
 			fx.terminateOwnBackend(conn)
 		}
 	}
-	t.Cleanup(func() { testHookAfterStatement = nil })
+	t.Cleanup(func() { pgwrite.AfterStatement = nil })
 
 	rows := []ev{
 		{Op: "+I", ID: ptr("a"), Status: "created", TS: t0},
@@ -359,8 +364,8 @@ func TestAConnectionLostInTheMiddleOfABatchIsRetriedOnANewOne(t *testing.T) {
 func TestABatchFailsTheBundleAfterItsRetriesWithAClearErrorWithoutThePassword(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	f := fn[ev](fx, append(slices.Clone(evOpts), Retries(2, time.Millisecond))...)
-	testHookAfterStatement = func(_ context.Context, conn *pgx.Conn) { fx.terminateOwnBackend(conn) }
-	t.Cleanup(func() { testHookAfterStatement = nil })
+	pgwrite.AfterStatement = func(_ context.Context, conn *pgx.Conn) { fx.terminateOwnBackend(conn) }
+	t.Cleanup(func() { pgwrite.AfterStatement = nil })
 
 	_, _, err := bundle(f, []ev{{Op: "+I", ID: ptr("a"), Status: "created", TS: t0}})
 	require.Error(t, err)
@@ -377,9 +382,9 @@ func TestSetupGivesUpOnAnUnreachableServerWithoutShowingThePassword(t *testing.T
 	c := pgtest.Shared(t)
 	port := closedPort(t)
 	dsn := strings.Replace(c.DSN("nowhere"), c.Addr(), fmt.Sprintf("127.0.0.1:%d", port), 1)
-	cfg := newConfig(append([]Option{DSN(dsn), Retries(2, time.Millisecond)}, evOpts...))
-	require.NoError(t, cfg.validate())
-	err := newWriteFn(&cfg, reflect.TypeFor[ev]()).Setup(context.Background())
+	cfg, err := newConfig(append([]Option{DSN(dsn), Retries(2, time.Millisecond)}, evOpts...))
+	require.NoError(t, err)
+	err = (&writeFn{RowType: beam.EncodedType{T: reflect.TypeFor[ev]()}, Config: cfg.w}).Setup(context.Background())
 	require.Error(t, err)
 	msg := err.Error()
 	assert.Contains(t, msg, fmt.Sprintf("127.0.0.1:%d/nowhere (user postgres)", port))
@@ -394,7 +399,7 @@ func TestRowsTheTableRefusesAreFoundByHalvesAndTheRestCommits(t *testing.T) {
 		Amount int64  `beam:"amount"`
 		Code   string `beam:"code"`
 	}
-	f := fn[acct](fx, Table("acct"), PartitionBy("id"), Upsert())
+	f := fn[acct](fx, Table("acct"), rowspec.PartitionBy("id"), rowspec.Upsert())
 	var rows []acct
 	for i := range 100 {
 		a := acct{ID: fmt.Sprintf("a%03d", i), Amount: int64(i), Code: "ok"}
@@ -431,7 +436,7 @@ func TestUnreadableRowsAreDeadLetteredBeforeTheDatabase(t *testing.T) {
 		Seq *int64 `beam:"seq"`
 	}
 	one := int64(1)
-	f := fn[v](fx, Table("v"), PartitionBy("id"), KindColumn("op"), SequenceBy("seq"), Tombstone("deleted"))
+	f := fn[v](fx, Table("v"), rowspec.PartitionBy("id"), rowspec.KindColumn("op"), rowspec.SequenceBy("seq"), Tombstone("deleted"))
 	c, dead, err := bundle(f, []v{{Op: "+X", ID: "a", Seq: &one}, {Op: "+I", ID: "b"}, {Op: "+I", ID: "c", Seq: &one}})
 	require.NoError(t, err)
 	assert.Equal(t, Counters{RowsIn: 3, Written: 1, DeadLettered: 2}, c)
@@ -452,34 +457,38 @@ func closedPort(t *testing.T) int {
 func TestTheStandaloneWriterWritesAsTheDoFnDoesAndReturnsTheRowsItRefused(t *testing.T) {
 	fx := newFixture(t, evDDL)
 	ctx := context.Background()
-	w, err := NewWriter(ctx, reflect.TypeFor[ev](), append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...)...)
+	c, err := newConfig(append([]Option{DSN(fx.dsn), BatchSize(2)}, evOpts...))
+	require.NoError(t, err)
+	w, err := pgwrite.Open(ctx, c.w, reflect.TypeFor[ev]())
 	require.NoError(t, err)
 	defer w.Close()
-	var total Counters
-	var dead []Refused
+	var total pgwrite.Result
+	add := func(r pgwrite.Result) {
+		total.In, total.Written, total.Skipped = total.In+r.In, total.Written+r.Written, total.Skipped+r.Skipped
+		total.Deleted, total.Retries, total.Dead = total.Deleted+r.Deleted, total.Retries+r.Retries, append(total.Dead, r.Dead...)
+	}
 	for _, r := range []ev{
 		{Op: "+I", ID: ptr("a"), Status: "created", TS: t0},
 		{Op: "-U", ID: ptr("a"), Status: "created", TS: t0},
 		{Op: "+U", ID: ptr("a"), Status: "paid", TS: t0.Add(time.Second)},
 		{Op: "?", ID: ptr("b"), Status: "paid", TS: t0},
 	} {
-		c, d, err := w.Add(ctx, r)
-		require.NoError(t, err)
-		total, dead = add(total, c), append(dead, d...)
+		if w.Add(r) {
+			res, err := w.Flush(ctx)
+			require.NoError(t, err)
+			add(res)
+		}
 	}
-	c, d, err := w.Flush(ctx)
+	res, err := w.Flush(ctx)
 	require.NoError(t, err)
-	total, dead = add(total, c), append(dead, d...)
-	if assert.Len(t, dead, 1) {
-		assert.Equal(t, ev{Op: "?", ID: ptr("b"), Status: "paid", TS: t0}, dead[0].Row, "the row as added")
-		assert.Contains(t, dead[0].DeadLetter.Reason, `unknown row kind "?"`)
+	add(res)
+	if assert.Len(t, total.Dead, 1) {
+		assert.Equal(t, ev{Op: "?", ID: ptr("b"), Status: "paid", TS: t0}, total.Dead[0].Row, "the row as added")
+		assert.Contains(t, total.Dead[0].DeadLetter.Reason, `unknown row kind "?"`)
 	}
-	assert.Equal(t, Counters{RowsIn: 4, Written: 2, Skipped: 1, DeadLettered: 1}, total, "batches of 2: +I a, then -U skipped and +U a")
+	total.Dead = nil
+	assert.Equal(t, pgwrite.Result{In: 4, Written: 2, Skipped: 1}, total, "batches of 2: +I a, then -U skipped and +U a")
 	assert.Equal(t, map[string]evRow{"a": {Status: "paid", TS: t0.Add(time.Second)}}, fx.evTable("ev"))
-}
-
-func add(a, b Counters) Counters {
-	return Counters{a.RowsIn + b.RowsIn, a.Written + b.Written, a.Skipped + b.Skipped, a.Deleted + b.Deleted, a.DeadLettered + b.DeadLettered, a.Retries + b.Retries}
 }
 
 func TestInsertOnlyTriesAPlainInsertAndFallsBackToOnConflictWhenAKeyIsPresent(t *testing.T) {
@@ -488,7 +497,7 @@ func TestInsertOnlyTriesAPlainInsertAndFallsBackToOnConflictWhenAKeyIsPresent(t 
 		ID    string `beam:"id"`
 		Email string `beam:"email"`
 	}
-	f := fn[user](fx, Table("users"), PartitionBy("id"))
+	f := fn[user](fx, Table("users"), rowspec.PartitionBy("id"))
 	for _, tc := range []struct {
 		name string
 		rows []user
@@ -545,10 +554,10 @@ func TestTheGuardKeepsTheComparatorsWinnerOfEveryKey(t *testing.T) {
 		{Key: []string{"id"}, Kind: "op", SequenceBy: "seq", OnTime: "ts"},
 	} {
 		t.Run(fmt.Sprintf("SequenceBy %q OnTime %q", spec.SequenceBy, spec.OnTime), func(t *testing.T) {
-			f := fn[ver](fx, Table("ver"), Spec(spec), Tombstone("deleted"))
-			cols, err := spec.Resolve(reflect.TypeFor[ver]())
+			f := fn[ver](fx, Table("ver"), spec, Tombstone("deleted"))
+			cols, err := rowcol.Resolve(spec, reflect.TypeFor[ver]())
 			require.NoError(t, err)
-			order := func(v ver) rowspec.Order {
+			order := func(v ver) rowcol.Order {
 				vals, reason := cols.Read(reflect.ValueOf(v), nil)
 				require.Empty(t, reason)
 				return vals.Order
@@ -588,7 +597,7 @@ func TestTheGuardKeepsTheComparatorsWinnerOfEveryKey(t *testing.T) {
 						k = *v.ID
 					}
 					o := order(v)
-					if w, ok := kept[k]; ok && !rowspec.Later(o, order(w)) {
+					if w, ok := kept[k]; ok && !rowcol.Later(o, order(w)) {
 						continue
 					}
 					kept[k] = v

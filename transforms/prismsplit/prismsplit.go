@@ -25,25 +25,13 @@
 package prismsplit
 
 import (
-	"slices"
-	"strings"
-
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
+
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 )
 
 // Experiment turns Prism's bundle splitting off.
-const Experiment = "prism_disable_sdf_split"
-
-// MayBePrism reports whether runner (as beam.Run names it) may submit to
-// Prism: prism, or universal (portable), whose job server is often a
-// standalone Prism.
-func MayBePrism(runner string) bool {
-	switch strings.ToLower(runner) {
-	case "prism", "prismrunner", "universal", "portable", "portablerunner":
-		return true
-	}
-	return false
-}
+const Experiment = prismexp.Experiment
 
 // Disable adds Experiment to --experiments, keeping the experiments given,
 // for every job this process submits from then on. Call it after
@@ -51,24 +39,6 @@ func MayBePrism(runner string) bool {
 // function that restores the previous experiments.
 func Disable() (restore func()) {
 	old := *jobopts.Experiments
-	*jobopts.Experiments = WithExperiment(old)
+	*jobopts.Experiments = prismexp.WithExperiment(old)
 	return func() { *jobopts.Experiments = old }
-}
-
-// Disabled reports whether --experiments has Experiment.
-func Disabled() bool { return slices.Contains(jobopts.GetExperiments(), Experiment) }
-
-// WithExperiment returns the comma-separated experiments exps with
-// Experiment added, unless exps has it.
-func WithExperiment(exps string) string {
-	var list []string
-	for e := range strings.SplitSeq(exps, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			list = append(list, e)
-		}
-	}
-	if !slices.Contains(list, Experiment) {
-		list = append(list, Experiment)
-	}
-	return strings.Join(list, ",")
 }

@@ -9,6 +9,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
@@ -23,18 +24,9 @@ func TestDisable_AddsTheExperimentOnceAndKeepsOthersUntilRestored(t *testing.T) 
 			*jobopts.Experiments = tc.given
 			restore := prismsplit.Disable()
 			assert.Equal(t, tc.want, *jobopts.Experiments)
-			assert.True(t, prismsplit.Disabled())
+			assert.True(t, prismexp.Disabled())
 			restore()
 			assert.Equal(t, tc.given, *jobopts.Experiments)
 		})
-	}
-}
-
-func TestMayBePrism_PrismAndTheUniversalRunnerOnly(t *testing.T) {
-	for _, r := range []string{"prism", "PrismRunner", "universal", "portable", "PortableRunner"} {
-		assert.True(t, prismsplit.MayBePrism(r), r)
-	}
-	for _, r := range []string{"flink", "spark", "dataflow", "dot", ""} {
-		assert.False(t, prismsplit.MayBePrism(r), r)
 	}
 }

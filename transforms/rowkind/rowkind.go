@@ -5,7 +5,7 @@
 // imports.
 //
 // A row's kind column is a string holding one of the four forms, or a Kind;
-// rowspec.KindColumn reads and writes either.
+// rowspec.KindColumn names it.
 package rowkind
 
 import "fmt"

@@ -1,10 +1,10 @@
 // Package pgkept writes the rows a streaming pipeline kept into a
-// PostgreSQL table with pgsink's Writer (the sink's folding, batches,
-// retries and dead letters), and says which rows the table refused once
-// their batch is committed: for the pipelines that pass each input on (to
-// ack or commit it) only once its row is in the table, which pgsink.Write,
-// returning no committed rows, cannot do (pipelines/streaming,
-// pipelines/kafka).
+// PostgreSQL table with pgsink's writer (internal/pgwrite: the sink's
+// folding, batches, retries and dead letters), and says which rows the
+// table refused once their batch is committed: for the pipelines that
+// pass each input on (to ack or commit it) only once its row is in the
+// table, which pgsink.Write, returning no committed rows, cannot do
+// (pipelines/streaming, pipelines/kafka).
 package pgkept
 
 import (
@@ -12,14 +12,14 @@ import (
 	"reflect"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/transforms/pgsink"
+	"github.com/beamdedup/beamdedup/internal/pgwrite"
 )
 
 // Writer writes rows of type T into a table keyed by its columns,
 // insert-only: a row that is there already is left alone, so an input
 // read again after a restart changes nothing.
 type Writer[T any] struct {
-	w       *pgsink.Writer
+	w       *pgwrite.Writer
 	enc     *keycoder.Encoder
 	reasons map[string]string // key of a refused row -> the table's reason
 }
@@ -34,7 +34,12 @@ func New[T any](ctx context.Context, dsn, table string, columns []string) (*Writ
 	if err != nil {
 		return nil, err
 	}
-	w, err := pgsink.NewWriter(ctx, reflect.TypeFor[T](), pgsink.DSN(dsn), pgsink.Table(table), pgsink.PartitionBy(columns...))
+	c := pgwrite.Defaults()
+	c.DSN, c.Table, c.Roles.Key = dsn, table, columns
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	w, err := pgwrite.Open(ctx, c, reflect.TypeFor[T]())
 	if err != nil {
 		return nil, err
 	}
@@ -46,14 +51,19 @@ func (w *Writer[T]) Start() { clear(w.reasons) }
 
 // Add adds row to the current batch, which it commits when full.
 func (w *Writer[T]) Add(ctx context.Context, row T) (Counts, error) {
-	c, dead, err := w.w.Add(ctx, row)
-	return w.note(c, dead), err
+	if !w.w.Add(row) {
+		return Counts{}, nil
+	}
+	return w.Flush(ctx)
 }
 
 // Flush commits the rest.
 func (w *Writer[T]) Flush(ctx context.Context) (Counts, error) {
-	c, dead, err := w.w.Flush(ctx)
-	return w.note(c, dead), err
+	r, err := w.w.Flush(ctx)
+	if err != nil {
+		return Counts{}, err
+	}
+	return w.note(r), nil
 }
 
 // Refused returns the table's reason for the row of key (the key columns'
@@ -66,9 +76,9 @@ func (w *Writer[T]) Refused(key []byte) (reason string, refused bool) {
 // Close closes the connection.
 func (w *Writer[T]) Close() { w.w.Close() }
 
-func (w *Writer[T]) note(c pgsink.Counters, refused []pgsink.Refused) Counts {
-	for _, r := range refused {
-		w.reasons[string(w.enc.Append(nil, reflect.ValueOf(r.Row)))] = r.DeadLetter.Reason
+func (w *Writer[T]) note(r pgwrite.Result) Counts {
+	for _, d := range r.Dead {
+		w.reasons[string(w.enc.Append(nil, reflect.ValueOf(d.Row)))] = d.DeadLetter.Reason
 	}
-	return Counts{Written: c.Written + c.Skipped, Refused: int64(len(refused))}
+	return Counts{Written: r.Written + r.Skipped, Refused: int64(len(r.Dead))}
 }

@@ -35,9 +35,41 @@ func TestValues_AreTheRunnersFormatAndOmitWhatIsUnset(t *testing.T) {
 			map[string]string{"savepoint_path": "file:///sp/x", "allow_non_restored_state": "true", "max_parallelism": "64"}},
 		{"state backend, streaming", flinkopts.Options{StateBackend: "rocksdb", StateBackendStoragePath: "file:///cp", Streaming: true},
 			map[string]string{"state_backend": "rocksdb", "state_backend_storage_path": "file:///cp", "streaming": "true"}},
+		{"no checkpoints, bundles not finished: said, not left to the job server", flinkopts.Options{CheckpointingInterval: flinkopts.NoCheckpoints, FinishBundleBeforeCheckpointing: ptr(false)},
+			map[string]string{"checkpointing_interval": "-1", "finish_bundle_before_checkpointing": "false"}},
+		{"bundles finished", flinkopts.Options{FinishBundleBeforeCheckpointing: ptr(true)},
+			map[string]string{"finish_bundle_before_checkpointing": "true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, tc.o.Values())
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A flag set to false, or to no checkpoints, is sent as such: the job
+// server's defaults (a checkpoint interval, bundles finished before each
+// checkpoint) apply only to what a job leaves unset.
+func TestRegister_AFlagSetToFalseOrNoneIsSentAndAnUnsetOneIsNot(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want map[string]string
+	}{
+		{nil, map[string]string{}},
+		{[]string{"--finish_bundle_before_checkpointing=false", "--checkpointing_interval=0"},
+			map[string]string{"finish_bundle_before_checkpointing": "false", "checkpointing_interval": "-1"}},
+		{[]string{"--finish_bundle_before_checkpointing"}, map[string]string{"finish_bundle_before_checkpointing": "true"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			o := flinkopts.Register(fs)
+			require.NoError(t, fs.Parse(tc.args))
+			require.NoError(t, o.Check())
+			sent := map[string]string{}
+			fs.Visit(func(f *flag.Flag) { sent[f.Name] = f.Value.String() })
+			assert.Equal(t, tc.want, sent, "what Beam sends: each set flag's String")
+			assert.Equal(t, tc.want, o.Values())
 		})
 	}
 }
@@ -69,7 +101,7 @@ func TestCheck_NamesTheFlagAndWhatItWants(t *testing.T) {
 		{flinkopts.Options{StateBackend: "hashmap", StateBackendStoragePath: "file:///x"}, "--state_backend=hashmap: want rocksdb or filesystem"},
 		{flinkopts.Options{StateBackend: "rocksdb"}, "--state_backend=rocksdb needs --state_backend_storage_path"},
 		{flinkopts.Options{MaxParallelism: 40000}, "--max_parallelism=40000: want 1..32768"},
-		{flinkopts.Options{CheckpointingInterval: -time.Second}, "--checkpointing_interval=-1s"},
+		{flinkopts.Options{CheckpointingInterval: -time.Second}, "--checkpointing_interval=-1s: want a positive duration"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := tc.o.Check()
@@ -107,7 +139,7 @@ func (r *prepareRecorder) Prepare(_ context.Context, req *jobpb.PrepareJobReques
 // it reads, only the job's parallelism, experiments, application name and
 // Docker retention; every other flag (a Flink option among them) goes
 // among the Go options, which Beam's Flink job server ignores
-// (notes/beam-defects.md, 18). testing/flinktest's job server lifts them.
+// (notes/beam-defects.md, 18). The project's job server (cmd/flinkjobserver) lifts them.
 // This test fails the day Beam Go sends them as options of their own.
 func TestBeamDefect_GoSendsAJavaJobServerOnlyParallelismOfTheFlinkOptions(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -199,6 +199,27 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 	return out, nil
 }
 
+// Subtask is one parallel instance of a vertex: its state, the
+// TaskManager it runs on (its resource id) and what it read and wrote
+// over the network.
+type Subtask struct {
+	Index       int    `json:"subtask"`
+	Status      string `json:"status"`
+	TaskManager string `json:"taskmanager-id"`
+	Metrics     struct {
+		ReadRecords  int64 `json:"read-records"`
+		WriteRecords int64 `json:"write-records"`
+	} `json:"metrics"`
+}
+
+// Subtasks returns the subtasks of a job's vertex.
+func (c *Client) Subtasks(ctx context.Context, job, vertex string) ([]Subtask, error) {
+	var d struct {
+		Subtasks []Subtask `json:"subtasks"`
+	}
+	return d.Subtasks, c.do(ctx, http.MethodGet, "/jobs/"+job+"/vertices/"+vertex, nil, &d)
+}
+
 // CheckpointConfig is a job's checkpointing as Flink runs it.
 type CheckpointConfig struct {
 	Mode              string `json:"mode"` // "exactly_once", "at_least_once"
@@ -218,11 +239,22 @@ func (c *Client) CheckpointConfig(ctx context.Context, job string) (CheckpointCo
 	return cc, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints/config", nil, &cc)
 }
 
-// Checkpoint is one checkpoint or savepoint.
+// Checkpoint is one checkpoint or savepoint. Times are Unix
+// milliseconds; a field Flink does not give for an entry is zero (a
+// restored one has no trigger time, a completed one no restore time).
 type Checkpoint struct {
 	ID           int64  `json:"id"`
+	Status       string `json:"status"` // IN_PROGRESS, COMPLETED, FAILED
 	ExternalPath string `json:"external_path"`
 	IsSavepoint  bool   `json:"is_savepoint"`
+	// Triggered is when the JobManager triggered it: every row a step
+	// emitted after its barrier passed the step is emitted again by a job
+	// restored from it.
+	Triggered int64 `json:"trigger_timestamp"`
+	// Restored is when a job restored it.
+	Restored int64 `json:"restore_timestamp"`
+	// FailureMessage says why a failed one failed.
+	FailureMessage string `json:"failure_message"`
 }
 
 // Checkpoints is what a job's checkpoints are.
@@ -230,12 +262,28 @@ type Checkpoints struct {
 	Counts struct {
 		Completed int `json:"completed"`
 		Failed    int `json:"failed"`
-		Restored  int `json:"restored"`
+		// Restored counts the job's restores: from its savepoint, and from
+		// a checkpoint after each failure.
+		Restored int `json:"restored"`
 	} `json:"counts"`
 	Latest struct {
 		Completed *Checkpoint `json:"completed"`
 		Restored  *Checkpoint `json:"restored"`
+		Failed    *Checkpoint `json:"failed"`
 	} `json:"latest"`
+	// History is the last checkpoints, newest first (Flink keeps
+	// web.checkpoints.history of them, 10 by default).
+	History []Checkpoint `json:"history"`
+}
+
+// Find returns the checkpoint of the history with that id.
+func (cs Checkpoints) Find(id int64) (Checkpoint, bool) {
+	for _, c := range cs.History {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Checkpoint{}, false
 }
 
 // Checkpoints returns a job's checkpoint statistics.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 
+	"github.com/beamdedup/beamdedup/internal/prismexp"
 	"github.com/beamdedup/beamdedup/transforms/prismsplit"
 )
 
@@ -45,7 +46,7 @@ func Check(ctx context.Context, p Phase, step string) bool {
 		return false
 	}
 	runner := flagValue("runner")
-	if prismsplit.Disabled() || (runner != "" && !prismsplit.MayBePrism(runner)) {
+	if prismexp.Disabled() || (runner != "" && !prismexp.MayBePrism(runner)) {
 		return false
 	}
 	warned[p].Do(func() { log.Warn(ctx, warning(p, step, runner)) })

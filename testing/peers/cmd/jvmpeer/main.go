@@ -18,7 +18,8 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/internal/flinkserver"
+	"github.com/beamdedup/beamdedup/internal/maven"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 )
@@ -27,7 +28,7 @@ func main() {
 	if len(os.Args) == 2 && os.Args[1] == "resolve" {
 		// .ci/run, before the tests: a fresh machine's downloads do not
 		// count against a test's deadline.
-		for _, p := range []*flinktest.Project{flinktest.Flink.Project, peers.FlinkSQL, kafkatest.Project} {
+		for _, p := range []*maven.Project{flinkserver.Project, peers.FlinkSQL, kafkatest.Project} {
 			if _, err := p.Classpath(); err != nil {
 				fmt.Fprintln(os.Stderr, "jvmpeer:", err)
 				os.Exit(1)
@@ -40,7 +41,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: jvmpeer flinksql|beamjava|beamjava-flink ARGS...")
 		os.Exit(2)
 	}
-	var p *flinktest.Project
+	var p *maven.Project
 	main := peers.BeamJavaMain
 	args := os.Args[2:]
 	switch os.Args[1] {

@@ -28,10 +28,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink"
 
+	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
-	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
@@ -44,7 +44,7 @@ func main() {
 	parallelism := flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
 	idleStop := flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
 	sidesFlag := flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, and ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), any number of those")
-	xlang := flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (testing/flinktest's job server)")
+	xlang := flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
 	// Set, a flag reaches the job server as a pipeline option of its name.
 	flag.Int64("checkpointing_interval", 0, "xlang on flink: Flink's checkpoint interval in ms, as a pipeline option (every job gets it; Prism ignores it); unset: no checkpoints")
 	noOutput := flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
@@ -205,7 +205,7 @@ func xlangSides(ctx context.Context, list, brokers, in string, records, distinct
 				return nil, nil, err
 			}
 		case "flink":
-			srv, err := flinktest.Flink.Start()
+			srv, err := flinkserver.StartEmbedded(flinkserver.Config{})
 			if err != nil {
 				closeAll()
 				return nil, nil, err

@@ -33,10 +33,10 @@ import (
 
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
+	"github.com/beamdedup/beamdedup/testing/deduptest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
-	"github.com/beamdedup/beamdedup/transforms/dedup/deduptest"
 )
 
 func main() {

@@ -14,21 +14,21 @@
 //
 // All times are Unix milliseconds, as Beam's timestamps, watermarks and
 // timers are; only which row wins compares a row's OnTime value to the
-// microsecond (Row.Micros, rowspec.Order). Processing time ("now") is
+// microsecond (Row.Micros, rowcol.Order). Processing time ("now") is
 // passed in by the caller; event time is the row's Beam timestamp.
 //
 // It is the rules layer of package dedup, not an API of its own: it exports
 // what dedup (and the tests that check the rules) call, and nothing here is
 // promised to stay from one release to the next except what dedup's
-// persisted state depends on, which lives in coders/statecoder (State,
+// persisted state depends on, which lives in internal/statecoder (State,
 // Phase, the layouts). A pipeline calls package dedup.
 package core
 
 import (
-	"github.com/beamdedup/beamdedup/coders/statecoder"
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Phase is where a key is in its deduplication period (defined beside the
@@ -43,7 +43,7 @@ const (
 )
 
 // State is one key's deduplication state; its type and persisted forms are
-// coders/statecoder's.
+// internal/statecoder's.
 type State = statecoder.State
 
 // Rules are one deduplication's decisions: First (KeepFirst) or Last
@@ -73,9 +73,9 @@ type Row struct {
 	// compare to the microsecond, timers and retention to the millisecond.
 	Micros uint16
 	// Stamped: Time is the row's timestamp, not its OnTime value (no
-	// OnTime); it orders rows without a value (rowspec.Order).
+	// OnTime); it orders rows without a value (rowcol.Order).
 	Stamped bool
-	Seq     []byte // its SequenceBy value (rowspec.SeqColumn); nil without SequenceBy
+	Seq     []byte // its SequenceBy value (rowcol.SeqColumn); nil without SequenceBy
 	// Row is the row's encoding, normalized to kind +I, which Last compares
 	// and stores but never reads. First never compares rows and takes nil:
 	// a decision that makes the row the key's candidate says so (Stored),
@@ -84,16 +84,16 @@ type Row struct {
 }
 
 // Order is the row's place in its key's order.
-func (r Row) Order() rowspec.Order {
-	return rowspec.Order{Seq: r.Seq, Time: micros.Of(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
+func (r Row) Order() rowcol.Order {
+	return rowcol.Order{Seq: r.Seq, Time: micros.Of(r.Time, r.Micros), Stamped: r.Stamped, Retraction: r.Kind.IsRetraction()}
 }
 
 // stored is the order of a key's stored row (First's candidate, Last's
 // row or tombstone): a tombstone, a retraction's value with no row, ranks
 // as the retraction it stands for. (The state compares only where rows are
 // ordered by a value, so never Stamped without a SequenceBy value.)
-func stored(st *State) rowspec.Order {
-	return rowspec.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
+func stored(st *State) rowcol.Order {
+	return rowcol.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: st.Phase == Emitted && len(st.Cand) == 0}
 }
 
 // Outcome is what happened to an input row. Each row has exactly one, and

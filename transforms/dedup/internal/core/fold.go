@@ -1,6 +1,6 @@
 package core
 
-import "github.com/beamdedup/beamdedup/transforms/rowspec"
+import "github.com/beamdedup/beamdedup/internal/rowcol"
 
 // The mini-batch steps before the shuffle: what the keying step may drop or
 // fold within a bundle without changing any result.
@@ -38,8 +38,8 @@ import "github.com/beamdedup/beamdedup/transforms/rowspec"
 // Fold is what the mini-batch fold holds of a key's pending row.
 type Fold struct {
 	Has   bool
-	Order rowspec.Order // the pending row's (its Seq a copy)
-	Since int64         // processing time of the group's first row (StateTTL)
+	Order rowcol.Order // the pending row's (its Seq a copy)
+	Since int64        // processing time of the group's first row (StateTTL)
 }
 
 // FoldAction is what the fold does with an arriving row; each action tells
@@ -101,8 +101,8 @@ func (c Config) FoldLastRow(p *Fold, r Row, now int64) FoldAction {
 // rows passed on in a bundle.
 type Passed struct {
 	Has   bool
-	Since int64         // processing time of the key's first row passed on
-	Order rowspec.Order // the smallest order passed on (event-time mode; its time to the microsecond)
+	Since int64        // processing time of the key's first row passed on
+	Order rowcol.Order // the smallest order passed on (event-time mode; its time to the microsecond)
 }
 
 // PreFilterFirstRow decides whether KeepFirst's keying step drops row r of
@@ -121,7 +121,7 @@ func (c Config) PreFilterFirstRow(p *Passed, r Row, now int64) (drop bool, o Out
 	case r.Kind.IsRetraction():
 		return recent, Swallow
 	case !recent:
-		*p = Passed{Has: true, Since: now, Order: rowspec.Order{Time: r.Order().Time}}
+		*p = Passed{Has: true, Since: now, Order: rowcol.Order{Time: r.Order().Time}}
 		return false, 0
 	case c.EventTime && KeepFirst.Replaces(r.Order(), p.Order):
 		p.Order.Time = r.Order().Time

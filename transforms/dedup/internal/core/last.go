@@ -18,7 +18,7 @@ import (
 // In ordered mode a retraction leaves a tombstone: Phase Emitted with no
 // row (Cand empty) and the retraction's ordering value, so that a row older
 // than the deletion, or as old (a retraction ranks after a live row of its
-// value, rowspec.Order), arriving after it, stays deleted, as the bounded
+// value, rowcol.Order), arriving after it, stays deleted, as the bounded
 // merge decides. Tombstones expire with the key's retention.
 
 // Last is KeepLast's rules: per key the last row (by arrival, or ordered

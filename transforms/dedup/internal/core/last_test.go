@@ -6,9 +6,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The rules of KeepLast (docs/keeplast.md, "Semantics" 1-4 and 7), one by one,
@@ -241,7 +241,7 @@ func TestLast_Rule7_OnlyCleanupTimersAtMostOneFamily(t *testing.T) {
 
 func TestKeepLastReplaces_IsTheOrderedRule(t *testing.T) {
 	replaces := func(seq []byte, t int64, storedSeq []byte, storedT int64) bool {
-		return core.KeepLast.Replaces(rowspec.Order{Seq: seq, Time: t}, rowspec.Order{Seq: storedSeq, Time: storedT})
+		return core.KeepLast.Replaces(rowcol.Order{Seq: seq, Time: t}, rowcol.Order{Seq: storedSeq, Time: storedT})
 	}
 	assert.True(t, replaces(nil, 5, nil, 5), "a tie replaces")
 	assert.False(t, replaces(nil, 4, nil, 5))

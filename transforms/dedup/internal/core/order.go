@@ -1,13 +1,13 @@
 package core
 
 import (
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // Which row of a key is its first or last is rowspec's comparator
-// (rowspec.Order and its tie rules): every expansion decides with it, the
+// (rowcol.Order and its tie rules): every expansion decides with it, the
 // stateful rules (First's earliest candidate, Last's replacement),
 // KeepLast's mini-batch fold, the bounded merge and window dedup's combine,
 // as pgsink does in its fold and its guard. A Direction is which end of the
@@ -26,16 +26,16 @@ const (
 
 // Replaces reports whether a row arriving with order arriving replaces the
 // kept one, kept, in a stream: KeepFirst takes a strictly earlier row (a
-// tie keeps the earlier arrival, rowspec.Earlier), KeepLast a row no
-// earlier (a tie goes to the later arrival, rowspec.Later).
-func (d Direction) Replaces(arriving, kept rowspec.Order) bool {
+// tie keeps the earlier arrival, rowcol.Earlier), KeepLast a row no
+// earlier (a tie goes to the later arrival, rowcol.Later).
+func (d Direction) Replaces(arriving, kept rowcol.Order) bool {
 	if d == KeepLast {
-		return rowspec.Later(arriving, kept)
+		return rowcol.Later(arriving, kept)
 	}
-	return rowspec.Earlier(arriving, kept)
+	return rowcol.Earlier(arriving, kept)
 }
 
-// Prefers reports whether a row that compares c (a rowspec.CompareRows
+// Prefers reports whether a row that compares c (a rowcol.CompareRows
 // result: the row against the kept one) replaces the kept one where there
 // is no arrival order: c is 0 only for equal rows, which keep the kept one.
 func (d Direction) Prefers(c int) bool {
@@ -60,14 +60,14 @@ type Candidate struct {
 }
 
 // Order is the kept row's place in its key's order.
-func (m Candidate) Order() rowspec.Order {
-	return rowspec.Order{Seq: m.Seq, Time: micros.Of(m.TS, m.Micros), Stamped: m.Stamped, Retraction: m.Retract}
+func (m Candidate) Order() rowcol.Order {
+	return rowcol.Order{Seq: m.Seq, Time: micros.Of(m.TS, m.Micros), Stamped: m.Stamped, Retraction: m.Retract}
 }
 
 // CompareMerged orders the kept rows of a and b (both Has) where there is
-// no arrival order (rowspec.CompareRows): by Order, then by encoded row.
+// no arrival order (rowcol.CompareRows): by Order, then by encoded row.
 func CompareMerged(a, b Candidate) int {
-	return rowspec.CompareRows(a.Order(), a.Row, b.Order(), b.Row)
+	return rowcol.CompareRows(a.Order(), a.Row, b.Order(), b.Row)
 }
 
 // One is the candidate of a single row r (its Order from r.Order): with

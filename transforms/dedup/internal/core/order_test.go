@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 func TestDirection_ReplacesByTheComparatorsTieRules(t *testing.T) {
-	live := func(us int64) rowspec.Order { return rowspec.Order{Time: us} }
-	del := func(us int64) rowspec.Order { return rowspec.Order{Time: us, Retraction: true} }
+	live := func(us int64) rowcol.Order { return rowcol.Order{Time: us} }
+	del := func(us int64) rowcol.Order { return rowcol.Order{Time: us, Retraction: true} }
 	for _, tc := range []struct {
 		name        string
-		a, b        rowspec.Order
+		a, b        rowcol.Order
 		first, last bool // does a, arriving, replace b?
 	}{
 		{"earlier", live(1), live(2), true, false},
@@ -119,7 +119,7 @@ func (r keyRow) coreRow() core.Row {
 	return core.Row{Kind: r.kind, Time: r.ms, Micros: r.us, Seq: r.seq, Row: r.row}
 }
 
-func (r keyRow) order() rowspec.Order { return r.coreRow().Order() }
+func (r keyRow) order() rowcol.Order { return r.coreRow().Order() }
 
 func (r keyRow) String() string {
 	return fmt.Sprintf("%v%x@%d.%03d:%s", r.kind, r.seq, r.ms, r.us, r.row)
@@ -145,7 +145,7 @@ func randomKey(rng *rand.Rand, seqs bool, kinds []rowkind.Kind) []keyRow {
 // winner is the comparator's winner of rows arriving in this order, by its
 // tie rule for a stream (replaces: core.Direction.Replaces): the row that
 // each later row must replace to be kept.
-func winner(rows []keyRow, replaces func(arriving, kept rowspec.Order) bool) keyRow {
+func winner(rows []keyRow, replaces func(arriving, kept rowcol.Order) bool) keyRow {
 	w := rows[0]
 	for _, r := range rows[1:] {
 		if replaces(r.order(), w.order()) {
@@ -172,13 +172,13 @@ func merged(rng *rand.Rand, d core.Direction, rows []keyRow) core.Candidate {
 // tombstone is a retraction).
 type sinkRow struct {
 	has   bool
-	order rowspec.Order
+	order rowcol.Order
 	row   []byte
 }
 
 // toSink applies one row of KeepLast's changelog to the key's table row as
 // pgsink does: a -U is skipped (the +U after it replaces the row), every
-// other row is written when rowspec.Later says it replaces the stored one,
+// other row is written when rowcol.Later says it replaces the stored one,
 // a -D as a tombstone, with the order read from the row's own columns.
 func toSink(t *sinkRow, kind rowkind.Kind, r keyRow) {
 	if kind == rowkind.UpdateBefore {
@@ -186,7 +186,7 @@ func toSink(t *sinkRow, kind rowkind.Kind, r keyRow) {
 	}
 	o := r.order()
 	o.Retraction = kind == rowkind.Delete
-	if !t.has || rowspec.Later(o, t.order) {
+	if !t.has || rowcol.Later(o, t.order) {
 		*t = sinkRow{has: true, order: o, row: r.row}
 	}
 }
@@ -220,12 +220,12 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 				}
 			}
 			assert.Equal(t, string(want.row), string(st.Cand), "iteration %d: %v", iter, arrival)
-			assert.Equal(t, want.order(), rowspec.Order{Time: micros.Of(st.CandTime, st.Micros)})
+			assert.Equal(t, want.order(), rowcol.Order{Time: micros.Of(st.CandTime, st.Micros)})
 
 			m := merged(rng, core.KeepFirst, arrival)
 			require.True(t, m.Has)
 			assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
-			smallest := slices.MinFunc(first, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
+			smallest := slices.MinFunc(first, func(a, b keyRow) int { return rowcol.CompareRows(a.order(), a.row, b.order(), b.row) })
 			assert.Equal(t, string(smallest.row), string(m.Row), "the merge: the smallest encoding of that order")
 		}
 		for _, arrival := range arrivalOrders(rng, last) {
@@ -252,7 +252,7 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 				assert.Equal(t, string(want.row), string(table.row), "iteration %d: the table holds KeepLast's row: %v", iter, arrival)
 				assert.False(t, table.order.Retraction)
 			}
-			assert.Equal(t, want.order(), rowspec.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
+			assert.Equal(t, want.order(), rowcol.Order{Seq: st.Seq, Time: micros.Of(st.CandTime, st.Micros), Retraction: len(st.Cand) == 0},
 				"iteration %d", iter)
 
 			// The mini-batch fold passes on the winner alone, which leaves
@@ -272,7 +272,7 @@ func TestOrder_StatefulRulesAndMergeKeepTheSameRow(t *testing.T) {
 			m := merged(rng, core.KeepLast, arrival)
 			require.True(t, m.Has)
 			assert.Equal(t, want.order(), m.Order(), "iteration %d: the merge keeps a row of the winner's order", iter)
-			largest := slices.MaxFunc(last, func(a, b keyRow) int { return rowspec.CompareRows(a.order(), a.row, b.order(), b.row) })
+			largest := slices.MaxFunc(last, func(a, b keyRow) int { return rowcol.CompareRows(a.order(), a.row, b.order(), b.row) })
 			assert.Equal(t, string(largest.row), string(m.Row), "the merge: the largest encoding of that order")
 		}
 	}
@@ -308,7 +308,7 @@ func arrivalOrders(rng *rand.Rand, rows []keyRow) [][]keyRow {
 }
 
 // A state written before times were kept to the microsecond (Micros 0:
-// versions 1 and 2 of coders/statecoder) decides every row of its
+// versions 1 and 2 of internal/statecoder) decides every row of its
 // millisecond as it did then, when a millisecond tie went by arrival:
 // KeepFirst keeps its candidate, KeepLast takes the row.
 func TestOrder_AStateWithoutMicrosecondsDecidesItsMillisecondAsBefore(t *testing.T) {

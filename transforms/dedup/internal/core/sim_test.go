@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
@@ -30,7 +30,7 @@ import (
 //     "next bundle": on AdvanceClock, AdvanceWatermark or Fire, never inside
 //     Arrive, so a timer set behind the watermark fires at the next advance.
 //
-// The state round-trips through coders/statecoder on every write, in the
+// The state round-trips through internal/statecoder on every write, in the
 // layout the adapter uses (marks for watermarkless KeepFirst, versions for
 // event-time KeepFirst and KeepLast), so a field a layout forgot would show
 // up here.

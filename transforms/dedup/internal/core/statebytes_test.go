@@ -13,11 +13,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
-	"github.com/beamdedup/beamdedup/coders/statecoder"
-	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
+
+// gridRow has the shape of the benchmark grid's rows (testing/bench.Row,
+// which this package's tests do not import: it links the samples, built on
+// these rules): the encoded candidate's size is what a state holds.
+type gridRow struct {
+	Key string `beam:"key"`
+	Op  string `beam:"op"`
+	TS  int64  `beam:"ts"`
+	Seq int64  `beam:"seq"`
+}
+
+func init() { beam.RegisterType(reflect.TypeFor[gridRow]()) }
 
 // stateSize is the persisted size of one key's state in one mode.
 type stateSize struct {
@@ -29,12 +40,13 @@ type stateSize struct {
 // decisions on a fresh key, the candidate encoded by Beam's element
 // encoder) and returns the bytes the runner stores for it, in the mode's
 // layout (statecoder marks as Beam's varints, or one version), plus the
-// size of the key itself (keycoder), which the runner stores with it.
+// size of the key itself (keycoder), which the runner stores with it; and,
+// per bucket, a key's entry in its bucket's segment, its key in it.
 func stateSizes(tb testing.TB) (sizes []stateSize, keyBytes int) {
 	tb.Helper()
-	row := bench.Row{Key: "user-12345", Op: "+I", TS: bench.BaseTime + 123_456, Seq: 123_456}
+	row := gridRow{Key: "user-12345", Op: "+I", TS: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() + 123_456, Seq: 123_456}
 	var cand bytes.Buffer
-	require.NoError(tb, beam.NewElementEncoder(reflect.TypeFor[bench.Row]()).Encode(row, &cand))
+	require.NoError(tb, beam.NewElementEncoder(reflect.TypeFor[gridRow]()).Encode(row, &cand))
 	et, now := row.TS, time.Now().UnixMilli()
 	windowEnd := int64(1) << 60
 
@@ -74,9 +86,18 @@ func stateSizes(tb testing.TB) (sizes []stateSize, keyBytes int) {
 	add("event time, emitted", emitted(core.Config{EventTime: true}))
 	add("event time + StateTTL, emitted", emitted(core.Config{EventTime: true, StateTTL: hour, CleanupTimers: true}))
 
-	enc, err := keycoder.New(reflect.TypeFor[bench.Row](), []string{"key"})
+	enc, err := keycoder.New(reflect.TypeFor[gridRow](), []string{"key"})
 	require.NoError(tb, err)
-	return sizes, len(enc.Encode(row))
+	key := enc.Encode(row)
+	// Per bucket, a key's entry in its bucket's cell holds the key too.
+	entry := func(mode string, st core.State, timer byte) {
+		e := statecoder.Entry{Key: key, State: statecoder.Encode(&st), Timer: timer, At: et}
+		sizes = append(sizes, stateSize{"per bucket, " + mode + ", with its key", len(statecoder.AppendEntry(nil, &e))})
+	}
+	entry("watermarkless", first(core.Config{}), statecoder.NoTimer)
+	entry("watermarkless + StateTTL", first(core.Config{StateTTL: hour, ResetOnDuplicate: true, CleanupTimers: true}), statecoder.CleanupTimer)
+	entry("event time, pending candidate", first(core.Config{EventTime: true}), statecoder.FinalizeTimer)
+	return sizes, len(key)
 }
 
 // TestStateBytesPerKey logs the persisted bytes of one key's state per mode
@@ -85,7 +106,7 @@ func TestStateBytesPerKey(t *testing.T) {
 	sizes, keyBytes := stateSizes(t)
 	t.Logf("key %q: %d bytes (keycoder)", "user-12345", keyBytes)
 	for _, s := range sizes {
-		t.Logf("%-32s %3d bytes", s.mode, s.bytes)
+		t.Logf("%-56s %3d bytes", s.mode, s.bytes)
 	}
 	assert.LessOrEqual(t, sizes[0].bytes, 12, "watermarkless seen marker")
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // BundleMerge does the combine's work within a bundle (MiniBatch on
@@ -119,7 +119,7 @@ func (m *BundleMerge) add(key []byte, emitKey any, ts beam.EventTime, c checked,
 // beats reports whether a row of order o is kept over b's, by
 // core.CompareMerged: the order first, then the encoded rows, which are
 // encoded only on a tie, leaving the new row's encoding in m.tie.
-func (m *BundleMerge) beats(b *localBest, o rowspec.Order, row any) (bool, error) {
+func (m *BundleMerge) beats(b *localBest, o rowcol.Order, row any) (bool, error) {
 	m.tie.Reset()
 	if !b.c.Has {
 		return true, nil

@@ -6,14 +6,15 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	"github.com/beamdedup/beamdedup/internal/micros"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/internal/micros"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // How the steps read a row's roles: the kind, OnTime and SequenceBy
-// columns through rowspec's readers (rowspec.Columns), which every
+// columns through rowspec's readers (rowcol.Columns), which every
 // transform and the sink share.
 
 // Columns are the kind, OnTime and SequenceBy columns of a step's row
@@ -24,13 +25,13 @@ type Columns struct {
 	// columns ("" where the transform has none).
 	TimeCol, KindCol, SeqCol string
 
-	cols rowspec.Columns
+	cols rowcol.Columns
 }
 
 // Setup resolves the columns in row type t.
 func (c *Columns) Setup(t reflect.Type) error {
 	var err error
-	c.cols, err = rowspec.Spec{Kind: c.KindCol, OnTime: c.TimeCol, SequenceBy: c.SeqCol}.Resolve(t)
+	c.cols, err = rowcol.Resolve(rowspec.Spec{Kind: c.KindCol, OnTime: c.TimeCol, SequenceBy: c.SeqCol}, t)
 	return err
 }
 
@@ -69,10 +70,10 @@ func (c *Columns) check(ts beam.EventTime, v reflect.Value, seq []byte) (checked
 }
 
 // optionalKind is the kind column col of row type t, or nil for "".
-func optionalKind(t reflect.Type, col string) (*rowspec.KindColumn, error) {
+func optionalKind(t reflect.Type, col string) (*rowcol.KindColumn, error) {
 	if col == "" {
 		return nil, nil
 	}
-	c, err := rowspec.NewKindColumn(t, col)
+	c, err := rowcol.NewKindColumn(t, col)
 	return &c, err
 }

@@ -14,7 +14,9 @@
 //	step.go         Step: a stateful DoFn's decisions, output and timers
 //	dofns.go        Untimed, Timed: the runtimes the stateful DoFns embed
 //	stateio.go      stateIO, waiting: how the step makes its state requests
-//	overlap.go      overlapped: requests in flight together, the batch, the SDK checks
+//	overlap.go      overlapped: a bundle's requests in flight together, the batch
+//	requests.go     requests: those in flight, chained per key, with deadlines
+//	reliance.go     what overlapping relies on in the SDK, and the checks made before relying on it
 //	state.go        Store (Marks, Versions): a key's state in its cell, and what it costs; the bundle cache
 //	timertag.go     an event-time candidate carried in its timer's tag
 //	merge.go        the merge's DoFns and combine (bounded input, window dedup)

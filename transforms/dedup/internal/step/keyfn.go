@@ -8,10 +8,10 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/deadletter"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/rowjson"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
 // The keying step: every row enters a transform of the family here. It is

@@ -9,8 +9,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The DoFns of the merge expansion and of window dedup. On a bounded
@@ -110,7 +110,7 @@ type FromCandidate struct {
 	Metrics string // the namespace of the transform's counters
 
 	rules core.Rules
-	kf    *rowspec.KindColumn
+	kf    *rowcol.KindColumn
 	dec   beam.ElementDecoder
 	m     *metricSet
 }

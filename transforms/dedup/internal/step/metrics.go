@@ -9,7 +9,7 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
 )
 
-// The counters' names, in each transform's namespace (dedup.Namespace):
+// The counters' names, in each transform's namespace (beamdedup/dedup/<transform>/<UID>):
 // the fields of dedup.Counters and dedup.LastCounters read them, and
 // docs/keepfirst.md and docs/keeplast.md list them for users. Every input
 // row of KeepFirst (and of window dedup) lands in exactly one of Emitted,

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -279,36 +281,78 @@ func TestOverlap_AProviderAnEarlierElementStillHoldsFailsTheBundle(t *testing.T)
 // A key the bundle's cache forgot (it holds at most max keys) while the
 // key's write is in flight is read again only once that write is answered
 // (settle): the read sees it, and the key's requests stay one at a time.
-// With a cache of one key every other row forgets one; the output and the
+// With a cache of one key every other row forgets one. Every append is
+// held unanswered until the step has gone as far as it can without it
+// (synctest.Wait: the step's goroutines are all blocked), so a read that
+// did not wait for it would be made while it is held; the output and the
 // requests are those of the step waiting for each request.
 func TestOverlap_AReadOfAKeyTheCacheForgotWaitsForItsWritesInFlight(t *testing.T) {
 	keys := []string{"k1", "k2", "k1", "k3", "k2", "k1"}
-	run := func(mode OverlapMode) *stepDriver {
+	run := func(t *testing.T, mode OverlapMode) *stepDriver {
 		d := newStepDriver(t, "settle-test", mode)
 		d.s.cache.max = 1
-		d.b.Before = func(what, _ string) error {
+		var (
+			mu   sync.Mutex
+			held = map[string]chan struct{}{} // the appends held, by key
+		)
+		d.b.Before = func(what, key string) error {
+			mu.Lock()
+			release, writing := held[key]
 			if what == "append" {
-				time.Sleep(2 * time.Millisecond) // long enough for a read to overtake it
+				release = make(chan struct{})
+				held[key] = release
+			}
+			mu.Unlock()
+			switch {
+			case what == "append":
+				<-release
+			case writing:
+				t.Errorf("the %s of %s was made while its append was in flight", what, key)
 			}
 			return nil
 		}
+		// step calls f, answering the appends held whenever the step
+		// waits for them, until f returns.
+		step := func(f func() error) {
+			done := make(chan error, 1)
+			go func() { done <- f() }()
+			for {
+				synctest.Wait()
+				select {
+				case err := <-done:
+					require.NoError(t, err)
+					return
+				default:
+				}
+				mu.Lock()
+				require.NotEmpty(t, held, "the step waits, and no append is held")
+				for k, release := range held {
+					close(release)
+					delete(held, k)
+				}
+				mu.Unlock()
+			}
+		}
 		d.start()
 		for i, k := range keys {
-			require.NoError(t, d.row(nil, k, i))
+			step(func() error { return d.row(nil, k, i) })
 		}
-		require.NoError(t, d.finish())
+		step(d.finish)
 		return d
 	}
-	want := run(WaitEach)
+	var want *stepDriver
+	synctest.Test(t, func(t *testing.T) { want = run(t, WaitEach) })
+	require.True(t, strings.HasPrefix(want.out[0], "+I k1"))
 	for _, mode := range []OverlapMode{OverlapBatch, OverlapWrites} {
 		t.Run(mode.String(), func(t *testing.T) {
-			got := run(mode)
-			assert.Equal(t, want.out, got.out)
-			assert.Equal(t, want.b.Log, got.b.Log, "each key's requests, in order")
-			assert.Equal(t, []string{"get", "append", "get", "append", "get", "append"}, got.b.Log["k1"], "k1 read again after each write")
-			assert.Empty(t, got.b.Overlaps, "two requests of a key at once")
-			assert.Equal(t, want.b.Cells, got.b.Cells)
+			synctest.Test(t, func(t *testing.T) {
+				got := run(t, mode)
+				assert.Equal(t, want.out, got.out)
+				assert.Equal(t, want.b.Log, got.b.Log, "each key's requests, in order")
+				assert.Equal(t, []string{"get", "append", "get", "append", "get", "append"}, got.b.Log["k1"], "k1 read again after each write")
+				assert.Empty(t, got.b.Overlaps, "two requests of a key at once")
+				assert.Equal(t, want.b.Cells, got.b.Cells)
+			})
 		})
 	}
-	require.True(t, strings.HasPrefix(want.out[0], "+I k1"))
 }

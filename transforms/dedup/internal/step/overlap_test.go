@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/testing/statetest"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 )
 
 // overlapRow is the rows of the step tests: N tells them apart.

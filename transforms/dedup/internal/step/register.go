@@ -29,6 +29,7 @@ func init() {
 	register.Iter1[candidate]()
 	register.Emitter3[beam.EventTime, uint32, []byte]()
 	register.Iter1[[]byte]()
+	register.Emitter3[beam.EventTime, []byte, []byte]()
 }
 
 // embedded is a DoFn runtime of this package, embedded in a DoFn type.
@@ -162,6 +163,47 @@ func (f *MergeBucket) callers() dofn.Methods {
 		"ProcessElement": dofn.F5x1(f.ProcessElement, func(ctx, k, batches, emit, drop any) any {
 			return f.ProcessElement(ctx.(context.Context), k.(uint32), batches.(func(*[]byte) bool), emit.(rowEmit), drop.(rowEmit))
 		}),
+	}
+}
+
+func (u *BucketsUntimed) callers() dofn.Methods {
+	return dofn.Methods{
+		"StartBundle": dofn.F3x0(u.StartBundle, func(ctx, emit, drop any) {
+			u.StartBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"ProcessElement": dofn.F6x1(u.ProcessElement, func(ctx, sp, key, rows, emit, drop any) any {
+			return u.ProcessElement(ctx.(context.Context), sp.(state.Provider), key.([]byte), rows.([]byte), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"FinishBundle": dofn.F3x1(u.FinishBundle, func(ctx, emit, drop any) any {
+			return u.FinishBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+	}
+}
+
+func (t *BucketsTimed) callers() dofn.Methods {
+	return dofn.Methods{
+		"StartBundle": dofn.F3x0(t.StartBundle, func(ctx, emit, drop any) {
+			t.StartBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"ProcessElement": dofn.F7x1(t.ProcessElement, func(ctx, sp, tp, key, rows, emit, drop any) any {
+			return t.ProcessElement(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), key.([]byte), rows.([]byte), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"OnTimer": dofn.F8x1(t.OnTimer, func(ctx, ts, sp, tp, key, timer, emit, drop any) any {
+			return t.OnTimer(ctx.(context.Context), ts.(beam.EventTime), sp.(state.Provider), tp.(timers.Provider), key.([]byte), timer.(timers.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+		"FinishBundle": dofn.F3x1(t.FinishBundle, func(ctx, emit, drop any) any {
+			return t.FinishBundle(ctx.(context.Context), emit.(rowEmit), drop.(rowEmit))
+		}),
+	}
+}
+
+func (f *BucketRows) callers() dofn.Methods {
+	return dofn.Methods{
+		"StartBundle": dofn.F1x0(f.StartBundle, func(emit any) { f.StartBundle(emit.(bucketBatchEmit)) }),
+		"ProcessElement": dofn.F4x1(f.ProcessElement, func(ts, k, row, emit any) any {
+			return f.ProcessElement(ts.(beam.EventTime), k.([]byte), row, emit.(bucketBatchEmit))
+		}),
+		"FinishBundle": dofn.F1x0(f.FinishBundle, func(emit any) { f.FinishBundle(emit.(bucketBatchEmit)) }),
 	}
 }
 

@@ -47,7 +47,7 @@ type probeUse struct {
 // probeLog collects what the probe saw, in this process (LOOPBACK).
 var probeLog struct {
 	sync.Mutex
-	types     map[string]bool
+	types     map[reflect.Type]bool
 	failures  []string
 	appended  int
 	readBack  int
@@ -59,11 +59,7 @@ func (f *providerProbeFn) StartBundle() { f.held = f.held[:0] }
 func (f *providerProbeFn) hold(sp state.Provider, key string, firing bool) {
 	probeLog.Lock()
 	defer probeLog.Unlock()
-	t := reflect.TypeOf(sp)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	probeLog.types[t.PkgPath()+"."+t.Name()] = true
+	probeLog.types[reflect.TypeOf(sp)] = true
 	probeLog.providers++
 	for _, h := range f.held {
 		if h.sp == sp {
@@ -134,7 +130,7 @@ func init() {
 func TestBeamStateProvidersOutliveTheirElement(t *testing.T) {
 	const keys = 300
 	probeLog.Lock()
-	probeLog.types, probeLog.failures, probeLog.appended, probeLog.readBack, probeLog.providers = map[string]bool{}, nil, 0, 0, 0
+	probeLog.types, probeLog.failures, probeLog.appended, probeLog.readBack, probeLog.providers = map[reflect.Type]bool{}, nil, 0, 0, 0
 	probeLog.Unlock()
 
 	p, s := beam.NewPipelineWithRoot()
@@ -152,9 +148,10 @@ func TestBeamStateProvidersOutliveTheirElement(t *testing.T) {
 	assert.Equal(t, keys, probeLog.appended, "every element's append through its held provider")
 	assert.Equal(t, keys, probeLog.readBack, "every firing read back its element's append through its held provider")
 	assert.Equal(t, 2*keys, probeLog.providers, "a provider per element and per firing")
-	assert.Equal(t, map[string]bool{harnessProvider: true}, probeLog.types, "the harness's provider type, which the step vets")
+	require.NotNil(t, harnessProvider, "exec.UserStateAdapter.NewStateProvider names the harness's provider type")
+	assert.Equal(t, map[reflect.Type]bool{harnessProvider: true}, probeLog.types, "the harness's provider type, which the step vets")
 	require.Contains(t, vettedSDKs, beamcore.SdkVersion,
-		"Beam Go %s is not among the SDKs the overlapped state requests were checked on, so the stateful step waits for each request: if this test passes under -race, add it to vettedSDKs (overlap.go) and to notes/overlapped-state.md", beamcore.SdkVersion)
+		"Beam Go %s is not among the SDKs the overlapped state requests were checked on, so the stateful step waits for each request: if this test passes under -race, add it to vettedSDKs (reliance.go) and to notes/overlapped-state.md", beamcore.SdkVersion)
 }
 
 // The step waits for each request on an SDK not vetted, and on a state

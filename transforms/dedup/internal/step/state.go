@@ -12,8 +12,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 
-	"github.com/beamdedup/beamdedup/coders/statecoder"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
 
 // How a stateful step keeps a key's core.State in its state cell, and what
@@ -55,41 +55,52 @@ func (m *metricSet) read(ctx context.Context) {
 }
 
 // stored is a key's state as its cell holds it, with what writing it back
-// needs: the marks, or how many versions the bag holds.
+// needs: the marks, or how many versions the bag holds; or, read from a
+// bucket's cell, the bucket's table (buckets.go).
 type stored struct {
 	st       core.State
 	marks    []int64
 	versions int
+	table    *bucketTable
 }
 
-// Store keeps a key's core.State in a stateful step's state cell, in one of
-// coders/statecoder's layouts (Marks, Versions). Its methods are split so
-// that the step can issue the requests apart from the DoFn's goroutine
-// (overlap.go): fetch and apply make the requests and touch nothing but
-// the element's provider; plan, on the DoFn's goroutine, works out and
-// counts a write.
-type Store interface {
-	// fetch reads the key's state through sp.
+// cell makes a step's state requests through an element's provider: a
+// read of the cell, and a change. Its methods touch nothing but the
+// provider, so that the step may make them apart from the DoFn's goroutine
+// (overlap.go).
+type cell interface {
+	// fetch reads the cell through sp.
 	fetch(sp state.Provider) (stored, error)
-	// plan works out the change that stores st, which the key's state
-	// became since it was read as was, counts its requests, and returns
-	// it with what the cell holds after it (its own copy).
-	plan(ctx context.Context, m *metricSet, was *stored, st *core.State) (change, stored, error)
 	// apply makes a change's requests through sp, in order: the clear,
 	// then the appends.
 	apply(sp state.Provider, c change) error
 }
 
-// change is a write of a key's state cell: a clear (the rewrite, or a
-// deletion), then the marks or the version to append.
+// Store keeps a key's core.State in a stateful step's state cell, in one of
+// statecoder's layouts (Marks, Versions). Its requests are the cell's;
+// plan, on the DoFn's goroutine, works out and counts a write.
+type Store interface {
+	cell
+	// plan works out the change that stores st, which the key's state
+	// became since it was read as was, counts its requests, and returns
+	// it with what the cell holds after it (its own copy).
+	plan(ctx context.Context, m *metricSet, was *stored, st *core.State) (change, stored, error)
+}
+
+// change is a write of a state cell: a clear (the rewrite, or a
+// deletion), then the marks, the version or a bucket's segments to
+// append.
 type change struct {
-	clear   bool
-	marks   []int64
-	version []byte // fresh: the runner may keep it
+	clear    bool
+	marks    []int64
+	version  []byte   // fresh: the runner may keep it
+	segments [][]byte // fresh too
 }
 
 // none reports whether the change makes no request.
-func (c change) none() bool { return !c.clear && len(c.marks) == 0 && c.version == nil }
+func (c change) none() bool {
+	return !c.clear && len(c.marks) == 0 && c.version == nil && len(c.segments) == 0
+}
 
 // Marks is the Store of marks in the DoFn's cell, a Bag[int64].
 func Marks(cell *state.Bag[int64]) Store { return marksStore{cell} }

@@ -12,7 +12,7 @@ import (
 // stateIO is how a stateful step makes its state requests: waiting for
 // each in turn (waiting), or keeping a bundle's in flight together
 // (overlapped, overlap.go). Both make the same requests, through the same
-// store, for the same decisions: the step decides a row the same way
+// cell, for the same decisions: the step decides a row the same way
 // whichever it has, and only when its output leaves differs.
 type stateIO interface {
 	// admit is called before a row or a firing is decided through sp: it
@@ -62,8 +62,8 @@ type decider interface {
 // waiting makes each request and waits for its answer, in the DoFn's
 // call.
 type waiting struct {
-	store Store
-	m     *metricSet
+	cell cell
+	m    *metricSet
 }
 
 func (waiting) admit(context.Context, state.Provider) error { return nil }
@@ -74,10 +74,10 @@ func (waiting) take(ctx context.Context, r pendingRow, d decider, emit, drop row
 
 func (w waiting) read(ctx context.Context, sp state.Provider, _ []byte) (stored, error) {
 	w.m.read(ctx)
-	return w.store.fetch(sp)
+	return w.cell.fetch(sp)
 }
 
-func (w waiting) write(sp state.Provider, _ []byte, c change) error { return w.store.apply(sp, c) }
+func (w waiting) write(sp state.Provider, _ []byte, c change) error { return w.cell.apply(sp, c) }
 
 func (waiting) finish(context.Context, decider, rowEmit, rowEmit) error { return nil }
 

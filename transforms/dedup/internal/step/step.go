@@ -13,11 +13,11 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 
+	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
-	"github.com/beamdedup/beamdedup/transforms/internal/testhook"
 	"github.com/beamdedup/beamdedup/transforms/rowkind"
-	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // The stateful step: per key, it reads the key's state, asks the rules
@@ -47,6 +47,9 @@ type Params struct {
 	Metrics             string // the namespace of the transform's counters
 	// Overlap is how the step issues its state requests (overlap.go).
 	Overlap OverlapMode
+	// Buckets is how many key-hash buckets the step keeps state in
+	// (buckets.go); 0 keeps a cell per key.
+	Buckets int
 }
 
 // Step is the runtime of a stateful DoFn.
@@ -60,18 +63,23 @@ type Step struct {
 	dropped  bool
 	m        *metricSet
 	now      func(time.Time) time.Time
-	in       Columns             // the kind, OnTime and SequenceBy columns rows are read by
-	outKind  *rowspec.KindColumn // where an output row's kind is written
+	in       Columns            // the kind, OnTime and SequenceBy columns rows are read by
+	outKind  *rowcol.KindColumn // where an output row's kind is written
 	seqBuf   []byte
 	enc      beam.ElementEncoder
 	dec      beam.ElementDecoder
 	buf      bytes.Buffer
 	io       stateIO
+	// table is the bucket whose rows or firing the step decides, when it
+	// keeps state per bucket: keys are read and written there.
+	table *bucketTable
 }
 
-func (s *Step) setup(p *Params, st Store) error {
+// setup sets the step up on its state cell: a Store of a cell per key, or
+// the bucketStore of a cell per bucket.
+func (s *Step) setup(p *Params, c cell) error {
 	prismwarn.Check(context.Background(), prismwarn.Run, "a dedup step")
-	s.store = st
+	s.store, _ = c.(Store)
 	s.cache = newBundleCache(p.KeyType.T)
 	s.readsRow = p.Last
 	s.dropped = p.Dropped
@@ -94,7 +102,7 @@ func (s *Step) setup(p *Params, st Store) error {
 	}
 	s.enc = beam.NewElementEncoder(p.ValueType.T)
 	s.dec = beam.NewElementDecoder(p.ValueType.T)
-	s.io = newStateIO(context.Background(), p.Metrics, p.Overlap, st, s.cache, s.m)
+	s.io = newStateIO(context.Background(), p.Metrics, p.Overlap, c, s.cache, s.m)
 	return nil
 }
 
@@ -197,7 +205,7 @@ func (s *Step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at
 		}
 	}
 	t := arming{Timer: d.Timer, now: now}
-	if d.Timer.Kind == core.Finalize {
+	if d.Timer.Kind == core.Finalize && s.table == nil { // a bucket's firing reads its table
 		t.tag = candidateTag(st.CandTime, after.versions, st.Cand)
 		if d.Outcome == core.ReplaceCandidate {
 			t.replaced, t.replacedAt = candidateTag(was.st.CandTime, was.versions, was.st.Cand), was.st.CandTime
@@ -408,9 +416,12 @@ func (s *Step) fire(ctx context.Context, w beam.Window, ts beam.EventTime, sp st
 	return a, nil
 }
 
-// read returns the state of the key called id: from the bundle's cache, or
-// read through the stateIO.
+// read returns the state of the key called id: from its bucket's table, the
+// bundle's cache, or read through the stateIO.
 func (s *Step) read(ctx context.Context, sp state.Provider, id []byte) (stored, error) {
+	if s.table != nil {
+		return s.table.get(id)
+	}
 	if was, ok := s.cache.get(id); ok {
 		s.m.stateCacheHits.Inc(ctx, 1)
 		return was, nil
@@ -424,9 +435,13 @@ func (s *Step) read(ctx context.Context, sp state.Provider, id []byte) (stored, 
 }
 
 // write stores st, which the key called id's state became since it was
-// read as was: counted and cached now, its requests made through the
-// stateIO.
+// read as was: in its bucket's table, or counted and cached now, its
+// requests made through the stateIO.
 func (s *Step) write(ctx context.Context, sp state.Provider, id []byte, was *stored, st *core.State) (stored, error) {
+	if s.table != nil {
+		s.table.put(id, st) // written with the bucket's other keys (bucketstep.go)
+		return stored{}, nil
+	}
 	c, after, err := s.store.plan(ctx, s.m, was, st)
 	if err != nil {
 		return stored{}, err

@@ -1,0 +1,232 @@
+// Package flinkserver runs the project's Flink job server: Beam's portable
+// Flink job server (Beam 2.62.0, Flink 1.19) with the changes a Go job
+// needs (jobserver/src, GoOptionsJobServer and its classes), either with an
+// embedded Flink cluster (StartEmbedded), against a Flink 1.19 cluster of
+// the user's (StartAgainst), or with a Flink session cluster of its own
+// processes on this machine (StartCluster). cmd/flinkjobserver is its
+// command; testing/flinktest starts the same for the tests.
+//
+// Maven Central publishes no job-server jar for any Beam version, but the
+// runner module holds the driver (FlinkJobServerDriver): the Maven project
+// in jobserver/ depends on it, its classpath is resolved with mvn once per
+// machine (internal/maven), and the job server's own Java sources are
+// compiled against it. Those classes come first on the job server's and
+// the session cluster's classpath, and three of them replace Beam's of the
+// same name (docs/flink-jobserver.md). The newest Beam release whose Flink
+// runner and job-service modules are both served is 2.62.0 (Flink 1.19).
+//
+// The job server's Job API and artifact service, and every Flink listener
+// of the session cluster, listen on loopback.
+package flinkserver
+
+import (
+	"embed"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/beamdedup/beamdedup/internal/maven"
+)
+
+// BeamVersion is the Beam release of the job server (jobserver/pom.xml).
+const BeamVersion = "2.62.0"
+
+// FlinkVersion is the Flink release the runner module is built for, and
+// the one the session cluster runs (FlinkVersion + ".0").
+const FlinkVersion = "1.19"
+
+//go:embed jobserver/pom.xml
+var pom []byte
+
+//go:embed jobserver/src
+var sources embed.FS
+
+// Project is the job server's Maven project: Beam's Flink runner, RocksDB's
+// state backend, a log binding, and the job server's own classes.
+var Project = &maven.Project{Name: "flink-" + FlinkVersion + "-beam-" + BeamVersion, Pom: pom, Sources: maven.Sub(sources, "jobserver/src")}
+
+// StartTimeout bounds the wait for a started job server to accept jobs,
+// and for a TaskManager to register.
+var StartTimeout = 2 * time.Minute
+
+// Config is what a job server and its cluster run with. The zero value of
+// each field is its default (the constants below); cmd/flinkjobserver's
+// flags set them.
+type Config struct {
+	// Dir holds the configuration (conf/), the logs, and the cluster's
+	// checkpoints and savepoints (checkpoints/, savepoints/); it outlives
+	// the job server. Empty: a temporary directory, removed by Stop.
+	Dir string
+	// CheckpointInterval is the checkpoint interval of a Go job in
+	// streaming mode that sets none (--checkpointing_interval); negative:
+	// none by default.
+	CheckpointInterval time.Duration
+	// MaxParallelism is the key groups of a job's keyed state unless it
+	// sets --max_parallelism (pipeline.max-parallelism).
+	MaxParallelism int
+	// RestartAttempts and RestartDelay are a failed job's restarts
+	// (restart-strategy fixed-delay) before it fails for good.
+	RestartAttempts int
+	RestartDelay    time.Duration
+	// HeartbeatInterval and HeartbeatTimeout are Flink's between its
+	// JobManager and TaskManagers.
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// TaskManagers and Slots size a session cluster (StartCluster).
+	TaskManagers, Slots int
+	// ManagedMemoryMB is a TaskManager's managed memory, in MiB: the sort
+	// buffers of a job in batch mode (taskmanager.memory.managed.size).
+	ManagedMemoryMB int
+	// Conf adds to (or overrides) the Flink configuration, key: value.
+	Conf map[string]string
+}
+
+// Defaults of Config's fields.
+const (
+	// DefaultCheckpointInterval: a crash replays at most ~5 s of input (the
+	// output since the last checkpoint comes out twice unless the sink is
+	// transactional), for a checkpoint of a small job's state every 5 s
+	// (tens of milliseconds on the tests' cluster).
+	DefaultCheckpointInterval = 5 * time.Second
+	// DefaultMaxParallelism is Flink's own for a job of parallelism up to
+	// 85, so that a savepoint restores on a stock cluster with the same key
+	// groups, and rescales up to 128 subtasks.
+	DefaultMaxParallelism = 128
+	// DefaultRestartAttempts: a job whose TaskManager died restarts on the
+	// others; one that cannot run fails within seconds, not after twenty
+	// attempts (each failed attempt of a job whose workers are gone leaves
+	// Beam's environment objects in the TaskManager's heap).
+	DefaultRestartAttempts = 4
+	DefaultRestartDelay    = time.Second
+	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout: a killed
+	// TaskManager is declared lost at its first failed heartbeat RPC (its
+	// port refuses, heartbeat.rpc-failure-threshold 1), not after the
+	// timeout, which stays long enough for a TaskManager on a loaded
+	// machine.
+	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatTimeout  = 30 * time.Second
+	DefaultTaskManagers      = 2
+	DefaultSlots             = 2
+	// DefaultManagedMemoryMB: Flink's sorter splits a slot's share of it
+	// into sort buffers, and a batch GroupByKey's record (Beam pre-groups a
+	// key's values into one) must fit in one: 5.25 MiB at 64 MiB, which the
+	// orders sample's textio.Write outgrew; 21 MiB at 256 MiB.
+	DefaultManagedMemoryMB = 256
+)
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD(&c.CheckpointInterval, DefaultCheckpointInterval)
+	def(&c.MaxParallelism, DefaultMaxParallelism)
+	def(&c.RestartAttempts, DefaultRestartAttempts)
+	defD(&c.RestartDelay, DefaultRestartDelay)
+	defD(&c.HeartbeatInterval, DefaultHeartbeatInterval)
+	defD(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	def(&c.TaskManagers, DefaultTaskManagers)
+	def(&c.Slots, DefaultSlots)
+	def(&c.ManagedMemoryMB, DefaultManagedMemoryMB)
+	return c
+}
+
+// flinkConf is the Flink configuration of Config, less a session cluster's
+// addresses and memory (clusterConf).
+func (c Config) flinkConf(dir string) map[string]string {
+	conf := map[string]string{
+		"state.checkpoints.dir": "file://" + filepath.Join(dir, "checkpoints"),
+		"state.savepoints.dir":  "file://" + filepath.Join(dir, "savepoints"),
+		"state.backend.type":    "hashmap",
+		// A job's key groups unless it sets --max_parallelism.
+		"pipeline.max-parallelism":              strconv.Itoa(c.MaxParallelism),
+		"restart-strategy.type":                 "fixed-delay",
+		"restart-strategy.fixed-delay.attempts": strconv.Itoa(c.RestartAttempts),
+		"restart-strategy.fixed-delay.delay":    fmt.Sprintf("%d ms", c.RestartDelay.Milliseconds()),
+		"heartbeat.interval":                    strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
+		"heartbeat.timeout":                     strconv.FormatInt(c.HeartbeatTimeout.Milliseconds(), 10),
+		"heartbeat.rpc-failure-threshold":       "1",
+		"web.submit.enable":                     "false",
+		// The REST API's metrics are at most this old. Flink's default, 10
+		// s, is the floor of a watchdog's stall limit on Flink.
+		"metrics.fetcher.update-interval": "1000",
+	}
+	for k, v := range c.Conf {
+		conf[k] = v
+	}
+	return conf
+}
+
+// jobServerJVM are the JVM options that hand Config to the job server.
+func (c Config) jobServerJVM() []string {
+	var out []string
+	if c.CheckpointInterval > 0 {
+		out = append(out, "-Dbeamdedup.checkpointing_interval="+strconv.FormatInt(c.CheckpointInterval.Milliseconds(), 10))
+	}
+	return out
+}
+
+// prepareDir creates cfg.Dir (or a temporary directory) with conf/, the
+// checkpoint and savepoint directories and tmp/, and returns it and
+// whether Stop removes it.
+func prepareDir(dir string) (string, bool, error) {
+	temp := dir == ""
+	if temp {
+		var err error
+		if dir, err = os.MkdirTemp("", "flinkserver-"); err != nil {
+			return "", false, err
+		}
+	} else {
+		var err error
+		if dir, err = filepath.Abs(dir); err != nil {
+			return "", false, err
+		}
+	}
+	for _, d := range []string{"conf", "tmp", "checkpoints", "savepoints"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return "", false, err
+		}
+	}
+	return dir, temp, nil
+}
+
+func writeConf(path string, conf map[string]string) error {
+	keys := make([]string, 0, len(conf))
+	for k := range conf {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# Written by the Flink job server (internal/flinkserver); rewritten at each start.\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, conf[k])
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// freePort returns a free TCP port on the loopback interface.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}

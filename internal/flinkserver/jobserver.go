@@ -1,0 +1,174 @@
+package flinkserver
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/beamdedup/beamdedup/internal/maven"
+)
+
+// JobServer is a Beam job server of a JVM runner, from a Maven project that
+// depends on the module holding its driver (Flink's here; the tests start
+// Spark's the same way).
+type JobServer struct {
+	*maven.Project
+	// Main is the driver's class.
+	Main string
+	// Args are the driver's arguments besides its ports.
+	Args []string
+	// JVM are the JVM's options.
+	JVM []string
+}
+
+// flinkMain is the Flink job server's driver (jobserver/src).
+const flinkMain = "org.apache.beam.runners.flink.GoOptionsJobServer"
+
+// ready is the driver's line once its services listen; slf4j-simple logs
+// it at info, everything else at warn (LogLevels).
+const ready = "Job server now running"
+
+// LogLevels keep a job server to warnings, its jobs' submissions and the
+// job server's own classes at info.
+var LogLevels = []string{
+	"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+	"-Dorg.slf4j.simpleLogger.log.org.apache.beam.runners.jobsubmission=info",
+	"-Dorg.slf4j.simpleLogger.log.org.apache.beam.runners.flink.GoOptionsJobServer=info",
+	"-Dorg.slf4j.simpleLogger.log.io.github.beamdedup=info",
+	"-Dorg.slf4j.simpleLogger.showDateTime=true",
+}
+
+// Server is a running job server.
+type Server struct {
+	// Endpoint is its Job API address, "localhost:PORT", for --endpoint.
+	Endpoint string
+	// Dir is its directory: its log (server.log), its configuration
+	// (conf/, embedded), the boot loaders of PROCESS workers write there.
+	Dir string
+
+	proc      *Process
+	removeDir bool
+}
+
+// Output is what the server printed so far (its log file).
+func (s *Server) Output() string { return s.proc.Output() }
+
+// LogFile is the path of the server's log file.
+func (s *Server) LogFile() string { return s.proc.Log }
+
+// Name is the job server process's name in messages ("server").
+func (s *Server) Name() string { return s.proc.Name }
+
+// Process is the job server's JVM.
+func (s *Server) Process() *Process { return s.proc }
+
+// Stop kills the server with its process group, and removes its directory
+// when it was a temporary one.
+func (s *Server) Stop() {
+	s.proc.Kill()
+	if s.removeDir {
+		os.RemoveAll(s.Dir)
+	}
+}
+
+// Start starts the job server in a temporary directory on free loopback
+// ports and returns it once it accepts jobs. The caller stops it (Stop,
+// which removes the directory); it also dies with the process that started
+// it.
+func (j *JobServer) Start() (*Server, error) {
+	dir, err := os.MkdirTemp("", "jobserver-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := j.StartIn(dir, j.JVM, j.Args...)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s.removeDir = true
+	return s, nil
+}
+
+// StartIn starts the job server in dir (which it keeps) with the JVM
+// options jvm and the driver arguments args.
+func (j *JobServer) StartIn(dir string, jvm []string, args ...string) (*Server, error) {
+	cp, err := j.Classpath()
+	if err != nil {
+		return nil, err
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	cmd := append(append(append([]string{}, jvm...), LogLevels...), "-cp", cp, j.Main,
+		"--job-host=localhost",
+		"--job-port="+strconv.Itoa(ports[0]),
+		"--artifact-port="+strconv.Itoa(ports[1]),
+		"--expansion-port="+strconv.Itoa(ports[2]))
+	p, err := StartJVM(dir, "server", append(cmd, args...))
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Endpoint: net.JoinHostPort("localhost", strconv.Itoa(ports[0])), Dir: dir, proc: p}
+	if err := p.AwaitOutput(ready, StartTimeout); err != nil {
+		p.Kill()
+		return nil, fmt.Errorf("flinkserver: the %s job server %w", j.Name, err)
+	}
+	return s, nil
+}
+
+// StartEmbedded starts the Flink job server with an embedded Flink cluster
+// (Flink's MiniCluster, in the job server's JVM) and returns it once it
+// accepts jobs: checkpoints and savepoints in cfg.Dir, cfg's defaults for
+// Go jobs.
+func StartEmbedded(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	dir, temp, err := prepareDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeConf(filepath.Join(dir, "conf", "flink-conf.yaml"), cfg.flinkConf(dir)); err != nil {
+		return nil, err
+	}
+	// Flink's MiniCluster sizes its memory from the heap.
+	jvm := append([]string{"-Xmx2g"}, cfg.jobServerJVM()...)
+	j := &JobServer{Project: Project, Main: flinkMain}
+	s, err := j.StartIn(dir, jvm, "--flink-master=[local]", "--flink-conf-dir="+filepath.Join(dir, "conf"))
+	if err != nil {
+		if temp {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	s.removeDir = temp
+	return s, nil
+}
+
+// StartAgainst starts the Flink job server submitting to the running Flink
+// 1.19 cluster whose JobManager's REST API is at master (HOST:PORT), with
+// cfg's defaults for Go jobs (cfg.Dir holds its log). It stages its
+// classpath with every job, as Beam's job server does: a cluster started
+// from Flink's distribution has no Beam runner of its own; the job server's
+// classes come first in it (docs/flink-jobserver.md).
+func StartAgainst(master string, cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	dir, temp, err := prepareDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	jvm := append([]string{"-Xmx512m"}, cfg.jobServerJVM()...)
+	j := &JobServer{Project: Project, Main: flinkMain}
+	s, err := j.StartIn(dir, jvm, "--flink-master="+master)
+	if err != nil {
+		if temp {
+			os.RemoveAll(dir)
+		}
+		return nil, err
+	}
+	s.removeDir = temp
+	return s, nil
+}

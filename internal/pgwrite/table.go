@@ -1,0 +1,279 @@
+package pgwrite
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// tableInfo is what the catalog says about the target table.
+type tableInfo struct {
+	oid     uint32
+	name    string // as SQL text, quoted and qualified as needed (regclass output)
+	cols    map[string]tableColumn
+	names   []string // column names in table order
+	uniques []uniqueIndex
+}
+
+type tableColumn struct {
+	name       string
+	typ        string // type name without modifiers (the unnest() cast)
+	typname    string // pg_type.typname
+	category   byte   // pg_type.typcategory
+	notNull    bool
+	hasDefault bool // a default, identity or generated value
+	generated  bool
+	hasEq      bool // the type has an = operator (json, xml, point do not)
+	typmod     int  // pg_attribute.atttypmod: a timestamp's fractional digits, -1 for the default (6)
+}
+
+type uniqueIndex struct {
+	name             string
+	cols             []string
+	nullsNotDistinct bool
+	partial, exprs   bool
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const columnsSQL = `
+SELECT a.attname::text, format_type(a.atttypid, NULL), t.typname::text, t.typcategory::text,
+       a.attnotnull, a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', a.attgenerated <> '',
+       EXISTS (SELECT 1 FROM pg_operator o WHERE o.oprname = '=' AND o.oprleft = a.atttypid AND o.oprright = a.atttypid),
+       a.atttypmod
+FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`
+
+// uniquesSQL lists the valid unique indexes; %s is indnullsnotdistinct
+// (PostgreSQL 15) or false before it.
+const uniquesSQL = `
+SELECT i.indexrelid::regclass::text, %s, i.indpred IS NOT NULL, i.indexprs IS NOT NULL,
+       ARRAY(SELECT a.attname::text FROM unnest(i.indkey::int2[]) AS k(n)
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.n)
+FROM pg_index i
+WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid`
+
+// readTable reads the table's columns and unique indexes from the catalog.
+func readTable(ctx context.Context, q querier, table string) (*tableInfo, error) {
+	ti := &tableInfo{cols: map[string]tableColumn{}}
+	var relkind string
+	var oid *uint32
+	if err := q.QueryRow(ctx, `SELECT to_regclass($1)::oid`, table).Scan(&oid); err != nil {
+		return nil, fmt.Errorf("table %q: %w", table, err)
+	}
+	if oid == nil {
+		var user, db string
+		_ = q.QueryRow(ctx, `SELECT current_user, current_database()`).Scan(&user, &db)
+		return nil, fmt.Errorf("table %s does not exist (or is not on the search_path) in database %s for user %s; create it first (docs/pgsink.md has the layout)", table, db, user)
+	}
+	ti.oid = *oid
+	var version int
+	if err := q.QueryRow(ctx, `SELECT c.oid::regclass::text, c.relkind::text, current_setting('server_version_num')::int FROM pg_class c WHERE c.oid = $1`, ti.oid).Scan(&ti.name, &relkind, &version); err != nil {
+		return nil, fmt.Errorf("table %s: %w", table, err)
+	}
+	if relkind != "r" && relkind != "p" {
+		return nil, fmt.Errorf("%s is not a table (relkind %s): the sink writes with INSERT ... ON CONFLICT, which needs a table", ti.name, relkind)
+	}
+	rows, err := q.Query(ctx, columnsSQL, ti.oid)
+	if err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
+	}
+	for rows.Next() {
+		var c tableColumn
+		var cat string
+		if err := rows.Scan(&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.category = cat[0]
+		ti.cols[c.name] = c
+		ti.names = append(ti.names, c.name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
+	}
+	nnd := "false"
+	if version >= 150000 {
+		nnd = "i.indnullsnotdistinct"
+	}
+	rows, err = q.Query(ctx, fmt.Sprintf(uniquesSQL, nnd), ti.oid)
+	if err != nil {
+		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
+	}
+	for rows.Next() {
+		var u uniqueIndex
+		if err := rows.Scan(&u.name, &u.nullsNotDistinct, &u.partial, &u.exprs, &u.cols); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ti.uniques = append(ti.uniques, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
+	}
+	return ti, nil
+}
+
+// check reports every way the row layout does not map onto the table, in
+// one error.
+func (ti *tableInfo) check(l *layout, c *Config) error {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+
+	written := map[string]bool{}
+	var missing []string
+	for _, col := range l.cols {
+		written[col.name] = true
+		tc, ok := ti.cols[col.name]
+		if !ok {
+			missing = append(missing, col.name+ti.hint(col.name))
+			continue
+		}
+		if tc.generated {
+			add("column %s is generated by the table and cannot be written; leave it out of the row type (beam:\"-\")", col.name)
+		}
+		if tc.category == 'A' {
+			add("column %s is an array (%s); the sink writes columns as arrays through unnest(), which cannot carry arrays of arrays", col.name, tc.typ)
+		} else if why := typeMismatch(col.typ, tc); why != "" {
+			add("column %s: %s", col.name, why)
+		}
+	}
+	if len(missing) > 0 {
+		add("row column(s) with no column in the table: %s (table columns: %s)", strings.Join(missing, ", "), strings.Join(ti.names, ", "))
+	}
+	if c.ordered() {
+		for _, name := range l.order {
+			tc, ok := ti.cols[name]
+			if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
+				add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
+					name, tc.typmod, tc.typ)
+			}
+		}
+	}
+	if c.Tombstone != "" {
+		written[c.Tombstone] = true
+		tc, ok := ti.cols[c.Tombstone]
+		switch {
+		case !ok:
+			add("Tombstone(%q): the table has no such column; add it: ALTER TABLE %s ADD COLUMN %s boolean NOT NULL DEFAULT false", c.Tombstone, ti.name, displayIdent(c.Tombstone))
+		case tc.typname != "bool":
+			add("Tombstone(%q) is %s in the table; it must be boolean", c.Tombstone, tc.typ)
+		}
+	}
+	var unfilled []string
+	for _, name := range ti.names {
+		tc := ti.cols[name]
+		if !written[name] && tc.notNull && !tc.hasDefault {
+			unfilled = append(unfilled, name)
+		}
+	}
+	if len(unfilled) > 0 {
+		add("table column(s) NOT NULL without a default that the row type does not fill: %s", strings.Join(unfilled, ", "))
+	}
+	if p := ti.checkKey(l, c); p != "" {
+		problems = append(problems, p)
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("row type %v does not map onto table %s:\n  - %s", l.t, ti.name, strings.Join(problems, "\n  - "))
+}
+
+// hint suggests a table column that differs only in case.
+func (ti *tableInfo) hint(name string) string {
+	for _, n := range ti.names {
+		if strings.EqualFold(n, name) {
+			return fmt.Sprintf(" (the table has %q: tag the field beam:%q)", n, n)
+		}
+	}
+	return ""
+}
+
+// checkKey finds the unique index ON CONFLICT infers for the key columns.
+func (ti *tableInfo) checkKey(l *layout, c *Config) string {
+	want := slices.Sorted(slices.Values(c.Roles.Key))
+	nullable := false
+	for _, k := range l.keys {
+		col := l.cols[k]
+		if tc, ok := ti.cols[col.name]; ok && col.ptr && !tc.notNull {
+			nullable = true
+		}
+	}
+	var others []string
+	for _, u := range ti.uniques {
+		if u.partial || u.exprs || !slices.Equal(slices.Sorted(slices.Values(u.cols)), want) {
+			desc := fmt.Sprintf("%s (%s)", u.name, strings.Join(u.cols, ", "))
+			if u.partial {
+				desc += " partial"
+			}
+			if u.exprs {
+				desc += " on expressions"
+			}
+			others = append(others, desc)
+			continue
+		}
+		if nullable && !u.nullsNotDistinct {
+			return fmt.Sprintf("unique index %s on the key (%s) treats NULLs as distinct, so rows with a NULL key would pile up instead of replacing each other; recreate it as UNIQUE NULLS NOT DISTINCT (PostgreSQL 15), or make the key columns NOT NULL", u.name, strings.Join(c.Roles.Key, ", "))
+		}
+		return ""
+	}
+	found := "none"
+	if len(others) > 0 {
+		found = strings.Join(others, "; ")
+	}
+	quoted := make([]string, len(c.Roles.Key))
+	for i, k := range c.Roles.Key {
+		quoted[i] = displayIdent(k)
+	}
+	return fmt.Sprintf("no unique index on exactly the key (%s), which ON CONFLICT needs (unique indexes found: %s); add one: ALTER TABLE %s ADD UNIQUE NULLS NOT DISTINCT (%s)",
+		strings.Join(c.Roles.Key, ", "), found, ti.name, strings.Join(quoted, ", "))
+}
+
+var plainIdent = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
+
+// displayIdent is name as a user would type it in SQL: quoted only when
+// it has to be.
+func displayIdent(name string) string {
+	if plainIdent.MatchString(name) {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// typeMismatch reports a Go type that cannot be written into a table
+// column's type category, for the kinds where that is certain. Strings go
+// anywhere (PostgreSQL parses their text).
+func typeMismatch(t reflect.Type, tc tableColumn) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	want := ""
+	switch {
+	case t == timeType:
+		want = "D"
+	case t.Kind() == reflect.Bool:
+		want = "B"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
+		want = "N"
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		want = "US" // bytea, json(b), uuid; text
+	default:
+		return ""
+	}
+	if strings.IndexByte(want, tc.category) >= 0 {
+		return ""
+	}
+	return fmt.Sprintf("Go %v cannot be written into %s", t, tc.typ)
+}

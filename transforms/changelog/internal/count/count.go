@@ -1,0 +1,191 @@
+// Package count is what CountPerKey's workers run, apart from the DoFn
+// types a pipeline's proto names (package changelog keeps those, and the
+// element and state types, so that their names stay): how a row is read
+// (its kind, its group and its key, Columns), the rule of the count (Sign,
+// Match) and the counters (Metrics). No state or timers here: the DoFns
+// hold those.
+package count
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamdedup/beamdedup/coders/keycoder"
+	"github.com/beamdedup/beamdedup/internal/rowcol"
+	"github.com/beamdedup/beamdedup/transforms/rowkind"
+)
+
+// Columns read a row's kind, group and key; resolved once per row type.
+type Columns struct {
+	kind   rowcol.KindColumn
+	enc    *keycoder.Encoder
+	keyEnc *keycoder.Encoder // nil without a key
+	groups []int             // field indexes of the GroupBy columns
+}
+
+// NewColumns resolves the kind column, the GroupBy columns and the key
+// (none: nil) of struct type t; the error names the option at fault.
+func NewColumns(t reflect.Type, kindCol string, groupBy, key []string) (*Columns, error) {
+	if kindCol == "" {
+		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("input must be a PCollection of a Go struct type, got %v", t)
+	}
+	kc, err := rowcol.NewKindColumn(t, kindCol)
+	if err != nil {
+		return nil, err
+	}
+	enc, err := keycoder.New(t, groupBy)
+	if err != nil {
+		return nil, fmt.Errorf("GroupBy(%q): %w", groupBy, err)
+	}
+	c := &Columns{kind: kc, enc: enc}
+	if len(key) > 0 {
+		if c.keyEnc, err = keycoder.New(t, key); err != nil {
+			return nil, fmt.Errorf("PartitionBy(%q): %w", key, err)
+		}
+	}
+	for _, g := range groupBy {
+		col, err := keycoder.Lookup(t, g)
+		if err != nil {
+			return nil, fmt.Errorf("GroupBy(%q): %w", groupBy, err)
+		}
+		c.groups = append(c.groups, col.Index)
+	}
+	return c, nil
+}
+
+// Change is what a row contributes to its group: Sign, +1 or -1, the
+// group's text (GroupCount.Group) and its encoded GroupBy values, and the
+// key the row is summed under first (the encoded group then key, with
+// the key; nil without).
+type Change struct {
+	Sign     int64
+	Group    string
+	GroupKey []byte
+	Key      []byte
+}
+
+// Read reads row's change, or the reason it has none (an unknown kind).
+func (c *Columns) Read(row reflect.Value) (Change, string) {
+	k, reason := c.kind.Read(row)
+	if reason != "" {
+		return Change{}, reason
+	}
+	ch := Change{Sign: Sign(k), Group: c.group(row), GroupKey: c.enc.Append(nil, row)}
+	if c.keyEnc != nil {
+		// Summed per key and group first (Match): the group, prefixed by
+		// its length, then the key.
+		k := append(binary.AppendUvarint(nil, uint64(len(ch.GroupKey))), ch.GroupKey...)
+		ch.Key = c.keyEnc.Append(k, row)
+	}
+	return ch, ""
+}
+
+// Sign is the rule of the count: +I and +U add one, -U and -D take one
+// away.
+func Sign(k rowkind.Kind) int64 {
+	if k.IsRetraction() {
+		return -1
+	}
+	return 1
+}
+
+// Match applies a key's changes of a group on bounded input, summed: sum
+// (adds less retractions) over rows rows. Its retractions retract its own
+// +I/+U rows; those it has more of than +I/+U rows retract rows the input
+// never added and are ignored. It returns the rows added and retracted,
+// and the retractions ignored.
+func Match(sum, rows int64) (adds, rets, ignored int64) {
+	adds, rets = (rows+sum)/2, (rows-sum)/2
+	if rets > adds {
+		ignored, rets = rets-adds, adds
+	}
+	return adds, rets, ignored
+}
+
+// BelowZero is the reason of the dead letter of a group whose count ends
+// below zero.
+func BelowZero(group string, count int64) string {
+	return fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", group, count, -count)
+}
+
+// group formats the row's group for GroupCount.Group.
+func (c *Columns) group(row reflect.Value) string {
+	switch len(c.groups) {
+	case 0:
+		return ""
+	case 1:
+		v := fieldValue(row, c.groups[0])
+		if v == nil {
+			return "NULL"
+		}
+		if t, ok := v.(time.Time); ok {
+			return t.UTC().Format(time.RFC3339Nano)
+		}
+		return fmt.Sprint(v)
+	}
+	vals := make([]any, len(c.groups))
+	for i, idx := range c.groups {
+		vals[i] = fieldValue(row, idx)
+	}
+	b, _ := json.Marshal(vals)
+	return string(b)
+}
+
+// fieldValue is row's field idx, dereferenced; nil for a nil pointer.
+func fieldValue(row reflect.Value, idx int) any {
+	v := row.Field(idx)
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		v = v.Elem()
+	}
+	return v.Interface()
+}
+
+// The counters' names (changelog.Counters' fields), in namespace
+// beamdedup/changelog/<UID>.
+const (
+	Namespace          = "beamdedup/changelog"
+	RowsIn             = "rows_in"
+	Added              = "added"
+	Subtracted         = "subtracted"
+	RetractionsIgnored = "retractions_ignored"
+	DeadLettered       = "dead_lettered"
+	CountsEmitted      = "counts_emitted"
+	GroupsBelowZero    = "groups_below_zero"
+)
+
+// Metrics are the counters of one CountPerKey.
+type Metrics struct {
+	RowsIn, Added, Subtracted, Ignored, Dead, Emitted, GroupsBelow0 beam.Counter
+}
+
+// NewMetrics are the counters of the CountPerKey named uid.
+func NewMetrics(uid string) *Metrics {
+	ns := Namespace + "/" + uid
+	return &Metrics{
+		RowsIn: beam.NewCounter(ns, RowsIn), Added: beam.NewCounter(ns, Added), Subtracted: beam.NewCounter(ns, Subtracted),
+		Ignored: beam.NewCounter(ns, RetractionsIgnored), Dead: beam.NewCounter(ns, DeadLettered),
+		Emitted: beam.NewCounter(ns, CountsEmitted), GroupsBelow0: beam.NewCounter(ns, GroupsBelowZero),
+	}
+}
+
+// Applied counts a change applied: added or subtracted by its sign.
+func (m *Metrics) Applied(ctx context.Context, sign int64) {
+	if sign > 0 {
+		m.Added.Inc(ctx, 1)
+	} else {
+		m.Subtracted.Inc(ctx, 1)
+	}
+}
