@@ -30,26 +30,6 @@ const (
 	PubsubAckedUnheld     = "acked_unheld"          // acked with the id they carried: not held in the acking process
 )
 
-// Kafka are kafkaio's counters of a job, summed over its steps. Every
-// record Read emits is written, dead-lettered or dropped as a duplicate,
-// and reaches Commit once the pipeline made it safe, so Read == Written +
-// DeadLettered + Dropped == Safe when nothing is in flight (a pipeline
-// that writes each record once).
-type Kafka struct {
-	Read, Written, DeadLettered, Dropped, Safe int64
-}
-
-// InFlight is the number of records read and not yet marked safe.
-func (c Kafka) InFlight() int64 { return c.Read - c.Safe }
-
-// ReadKafka sums kafkaio's counters from a job's metrics.
-func ReadKafka(pr beam.PipelineResult) Kafka {
-	var c Kafka
-	sum(pr, KafkaNamespace, map[string]*int64{KafkaRead: &c.Read, KafkaWritten: &c.Written, KafkaDeadLettered: &c.DeadLettered,
-		KafkaDropped: &c.Dropped, KafkaSafe: &c.Safe})
-	return c
-}
-
 // Pubsub are pubsubio's counters of a job, summed over its steps. Every
 // delivery Read emits ends in one ack attempt (Acked or AckFailed) once
 // the pipeline has made it safe, so Read == Acked + AckFailed when nothing
@@ -66,16 +46,16 @@ func (c Pubsub) InFlight() int64 { return c.Read - c.Acked - c.AckFailed }
 // ReadPubsub sums pubsubio's counters from a job's metrics.
 func ReadPubsub(pr beam.PipelineResult) Pubsub {
 	var c Pubsub
-	sum(pr, PubsubNamespace, map[string]*int64{
+	Sum(pr, PubsubNamespace, map[string]*int64{
 		PubsubRead: &c.Read, PubsubAbsorbed: &c.Absorbed, PubsubNacked: &c.Nacked, PubsubLeaseExtensions: &c.LeaseExtensions,
 		PubsubPublished: &c.Published, PubsubAcked: &c.Acked, PubsubAckFailed: &c.AckFailed, PubsubAckedUnheld: &c.AckedUnheld,
 	})
 	return c
 }
 
-// sum adds to each field the committed value of the counter of its name
+// Sum adds to each field the committed value of the counter of its name
 // in namespace, over every step; a nil result adds nothing.
-func sum(pr beam.PipelineResult, namespace string, fields map[string]*int64) {
+func Sum(pr beam.PipelineResult, namespace string, fields map[string]*int64) {
 	if pr == nil {
 		return
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/internal/iocounters"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
@@ -95,7 +94,7 @@ func (k Kafka) preflight(ctx context.Context) (int, error) {
 func (Kafka) elements() elements[kafkaio.Record] { return elementsOf[kafkaio.Record]() }
 
 func (Kafka) counts(pr beam.PipelineResult) counts {
-	c := iocounters.ReadKafka(pr)
+	c := kafkaio.ReadCounters(pr)
 	return counts{read: c.Read, settled: c.Safe, written: c.Written + c.DeadLettered}
 }
 
