@@ -30,8 +30,9 @@
 // that. Each partition's safe offsets are kept in a ledger in the job's
 // state, keyed by partition, so Commit works at any parallelism and in any
 // number of worker processes, and a runner that checkpoints (Flink)
-// checkpoints the ledgers with the readers' positions. docs/kafka.md says
-// what is committed on each runner and when.
+// checkpoints the ledgers with the readers' positions. An offset is
+// committed as soon as a bundle's marks move it. docs/kafka.md says what
+// is committed on each runner and when.
 //
 // # Stopping
 //
