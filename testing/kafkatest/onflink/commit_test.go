@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
 	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
@@ -58,15 +61,42 @@ func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
+// bootInADirOfItsOwn writes a PROCESS command that runs Beam Go's boot
+// loader with a directory of its own, so that two TaskManagers' boot
+// loaders do not overwrite each other's worker binary
+// (notes/beam-defects.md, 25).
+func bootInADirOfItsOwn(t *testing.T) string {
+	t.Helper()
+	boot, err := jobservertest.BootLoader()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	script := filepath.Join(dir, "boot")
+	body := fmt.Sprintf("#!/bin/sh\nd=$(mktemp -d %q) || exit 1\nexec %q \"$@\" --semi_persist_dir=\"$d\"\n",
+		filepath.Join(dir, "worker-XXXXXX"), boot)
+	require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
+	return script
+}
+
 // On Flink, kafkaio's ledger (keyed state) commits the group's offsets
 // while the job runs, to the end of each partition, and a stop with a
 // savepoint leaves them at the end of what the job read, with nothing to
-// close: the job is never told it ends, unlike an IdleStop.
+// close: the job is never told it ends, unlike an IdleStop. At
+// parallelism 2 the SDK workers are processes of both TaskManagers, so a
+// record's marks reach its partition's ledger from another process than
+// its reader's.
 func TestOnFlink_TheGroupIsCommittedToTheEndWhileTheJobRunsAndAtAStopWithSavepoint(t *testing.T) {
+	for _, parallelism := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallelism %d", parallelism), func(t *testing.T) { testCommitOnFlink(t, parallelism) })
+	}
+}
+
+func testCommitOnFlink(t *testing.T, parallelism int) {
 	c := flinktest.SharedCluster(t)
+	_, err := c.Replenish(2)
+	require.NoError(t, err)
 	b := kafkatest.Shared(t)
 	in, out := b.NewTopic(t, 2), b.NewTopic(t, 2)
-	const group = "on-flink"
+	group := fmt.Sprintf("on-flink-%d", parallelism)
 	produce(t, b, in, 0, 300)
 	written := b.Count(t, out)
 
@@ -74,8 +104,14 @@ func TestOnFlink_TheGroupIsCommittedToTheEndWhileTheJobRunsAndAtAStopWithSavepoi
 	recs := kafkaio.Read(s, b.Addr, in, kafkaio.Group(group))
 	kafkaio.Commit(s, b.Addr, group, kafkaio.Write(s, b.Addr, out, recs))
 	o := jobrun.Options{Runner: "flink", Endpoint: c.Endpoint, FlinkREST: c.REST, EnvironmentType: "LOOPBACK",
-		StallLimit: -1, What: t.Name(), Parallelism: 1, Timeout: 5 * time.Minute,
+		StallLimit: -1, What: t.Name(), Parallelism: parallelism, Timeout: 5 * time.Minute,
 		Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second, MaxParallelism: 8}}
+	if parallelism > 1 {
+		// LOOPBACK workers serve one TaskManager (notes/beam-defects.md, 20).
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, bootInADirOfItsOwn(t)), exe
+	}
 	j, err := jobrun.Start(context.Background(), p, o)
 	require.NoError(t, err)
 	t.Cleanup(func() {
