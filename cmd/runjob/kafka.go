@@ -48,7 +48,7 @@ func addKafkaFlags(fs *flag.FlagSet, k *kafkaOptions) {
 	fs.BoolVar(&k.produce, "produce", false, "kafka: first write --count generated orders (--seed; every order priced under 100 twice, as seed 001) and 3 undecodable values to --input_topic, creating missing topics (2 partitions)")
 	fs.DurationVar(&k.idleStop, "idle_stop", 0, "kafka: end the run once every partition was read to its end and nothing came for this long (0: run until stopped)")
 	fs.DurationVar(&k.watch, "watch_partitions", 0, "kafka: list the input topic's partitions again this often and read those added while running (0: listed once, at the start)")
-	fs.IntVar(&k.inFlight, "max_in_flight", 20000, "kafka: read at most this many records of a partition ahead of its first record that is not yet safe, which bounds what a crash makes the next run read again (0: no bound)")
+	fs.IntVar(&k.inFlight, "max_in_flight", 20000, "kafka: read at most this many records of a partition ahead of its group's committed offset, which bounds what a crash makes the next run read again (0: no bound)")
 }
 
 // checkKafka rejects an incomplete or inconsistent set of Kafka flags, and

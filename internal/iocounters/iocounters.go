@@ -9,11 +9,12 @@ import "github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 // Kafka's counters, under KafkaNamespace.
 const (
-	KafkaNamespace = "beamdedup/kafkaio"
-	KafkaRead      = "records_read"    // records Read emitted
-	KafkaWritten   = "records_written" // records Write wrote and Kafka confirmed
-	KafkaSafe      = "records_safe"    // records Commit marked safe, in the process of their reader
-	KafkaUnheld    = "records_unheld"  // records Commit saw where their reader does not run: not committed from there
+	KafkaNamespace    = "beamdedup/kafkaio"
+	KafkaRead         = "records_read"          // records Read emitted
+	KafkaWritten      = "records_written"       // records Write wrote and Kafka confirmed, dead letters aside
+	KafkaDeadLettered = "records_dead_lettered" // dead letters (Record.DeadLetter) Write wrote and Kafka confirmed
+	KafkaDropped      = "records_dropped"       // records Commit took as dropped duplicates (a KV collection)
+	KafkaSafe         = "records_safe"          // records Commit marked safe for their partition's ledger
 )
 
 // Pub/Sub's counters, under PubsubNamespace.
@@ -28,23 +29,6 @@ const (
 	PubsubAckFailed       = "acks_failed"           // refused by Pub/Sub after retries; redelivered
 	PubsubAckedUnheld     = "acked_unheld"          // acked with the id they carried: not held in the acking process
 )
-
-// Kafka are kafkaio's counters of a job, summed over its steps. Every
-// record Read emits reaches Commit once the pipeline made it safe, so
-// Read == Safe + Unheld when nothing is in flight.
-type Kafka struct {
-	Read, Written, Safe, Unheld int64
-}
-
-// InFlight is the number of records read and not yet marked safe.
-func (c Kafka) InFlight() int64 { return c.Read - c.Safe - c.Unheld }
-
-// ReadKafka sums kafkaio's counters from a job's metrics.
-func ReadKafka(pr beam.PipelineResult) Kafka {
-	var c Kafka
-	sum(pr, KafkaNamespace, map[string]*int64{KafkaRead: &c.Read, KafkaWritten: &c.Written, KafkaSafe: &c.Safe, KafkaUnheld: &c.Unheld})
-	return c
-}
 
 // Pubsub are pubsubio's counters of a job, summed over its steps. Every
 // delivery Read emits ends in one ack attempt (Acked or AckFailed) once
@@ -62,16 +46,16 @@ func (c Pubsub) InFlight() int64 { return c.Read - c.Acked - c.AckFailed }
 // ReadPubsub sums pubsubio's counters from a job's metrics.
 func ReadPubsub(pr beam.PipelineResult) Pubsub {
 	var c Pubsub
-	sum(pr, PubsubNamespace, map[string]*int64{
+	Sum(pr, PubsubNamespace, map[string]*int64{
 		PubsubRead: &c.Read, PubsubAbsorbed: &c.Absorbed, PubsubNacked: &c.Nacked, PubsubLeaseExtensions: &c.LeaseExtensions,
 		PubsubPublished: &c.Published, PubsubAcked: &c.Acked, PubsubAckFailed: &c.AckFailed, PubsubAckedUnheld: &c.AckedUnheld,
 	})
 	return c
 }
 
-// sum adds to each field the committed value of the counter of its name
+// Sum adds to each field the committed value of the counter of its name
 // in namespace, over every step; a nil result adds nothing.
-func sum(pr beam.PipelineResult, namespace string, fields map[string]*int64) {
+func Sum(pr beam.PipelineResult, namespace string, fields map[string]*int64) {
 	if pr == nil {
 		return
 	}

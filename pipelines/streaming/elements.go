@@ -2,22 +2,19 @@ package streaming
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 	"github.com/beamdedup/beamdedup/transforms/pubsubio"
 )
 
-// The headers (Kafka) and attributes (Pub/Sub) set on dead letters, beside
-// the element's own.
+// The attributes set on Pub/Sub dead letters, beside the message's own.
+// A Kafka dead letter is kafkaio's (Record.DeadLetter): the headers
+// dlq_reason, dlq_topic, dlq_partition and dlq_offset.
 const (
-	DLQReason        = "dlq_reason"       // why it is a dead letter (both)
-	HeaderTopic      = "dlq_topic"        // Kafka: where the record was read
-	HeaderPartition  = "dlq_partition"    // Kafka
-	HeaderOffset     = "dlq_offset"       // Kafka
-	AttrMessageID    = "dlq_message_id"   // Pub/Sub: the message it is the dead letter of
-	AttrSubscription = "dlq_subscription" // Pub/Sub: where it was read
+	DLQReason        = "dlq_reason"       // why it is a dead letter (both sources)
+	AttrMessageID    = "dlq_message_id"   // the message it is the dead letter of
+	AttrSubscription = "dlq_subscription" // where it was read
 )
 
 // elements are what the pipeline's steps do with a source's elements: the
@@ -73,13 +70,7 @@ func (records) stamped(r kafkaio.Record, t time.Time) (kafkaio.Record, bool) {
 }
 
 func (records) deadLetter(r kafkaio.Record, reason, _ string) kafkaio.Record {
-	d := r
-	d.Headers = append(append([]kafkaio.Header{}, r.Headers...),
-		kafkaio.Header{Key: DLQReason, Value: []byte(reason)},
-		kafkaio.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
-		kafkaio.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
-		kafkaio.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))})
-	return d
+	return r.DeadLetter(reason)
 }
 
 func (records) output(r kafkaio.Record, _ func() []byte) kafkaio.Record { return r }

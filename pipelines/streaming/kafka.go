@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/internal/iocounters"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
@@ -82,8 +81,8 @@ func (k Kafka) write(s beam.Scope, topic string, col beam.PCollection) (beam.PCo
 	return kafkaio.TryWrite(s, k.Brokers, topic, col, k.Write...)
 }
 
-func (k Kafka) settle(s beam.Scope, col beam.PCollection) error {
-	return kafkaio.TryCommit(s, k.Group, col)
+func (k Kafka) settle(s beam.Scope, written, dropped, dead beam.PCollection) error {
+	return kafkaio.TryCommit(s, k.Brokers, k.Group, written, dropped, dead)
 }
 
 func (k Kafka) preflight(ctx context.Context) (int, error) {
@@ -95,8 +94,8 @@ func (k Kafka) preflight(ctx context.Context) (int, error) {
 func (Kafka) elements() elements[kafkaio.Record] { return elementsOf[kafkaio.Record]() }
 
 func (Kafka) counts(pr beam.PipelineResult) counts {
-	c := iocounters.ReadKafka(pr)
-	return counts{read: c.Read, settled: c.Safe + c.Unheld, written: c.Written}
+	c := kafkaio.ReadCounters(pr)
+	return counts{read: c.Read, settled: c.Safe, written: c.Written + c.DeadLettered}
 }
 
 // finish reads the group's committed offsets and the topic's end offsets.

@@ -128,14 +128,22 @@ func (p PubSub) write(s beam.Scope, topic string, col beam.PCollection) (beam.PC
 	return pubsubio.TryWrite(s, topic, col, conn...)
 }
 
-// settle acks col's messages; on Dataflow the native source has acked
-// them already.
-func (p PubSub) settle(s beam.Scope, col beam.PCollection) error {
-	if p.Native || !col.IsValid() {
+// settle acks the messages; on Dataflow the native source has acked them
+// already.
+func (p PubSub) settle(s beam.Scope, written, dropped, dead beam.PCollection) error {
+	if p.Native {
 		return nil
 	}
 	_, conn := p.attrs()
-	return pubsubio.TryAck(s, p.Subscription, col, conn...)
+	for _, col := range []beam.PCollection{written, beam.DropKey(s, dropped), dead} {
+		if !col.IsValid() {
+			continue
+		}
+		if err := pubsubio.TryAck(s, p.Subscription, col, conn...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p PubSub) preflight(ctx context.Context) (int, error) {

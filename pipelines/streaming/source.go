@@ -31,9 +31,11 @@ type Source[E any] interface {
 	// write writes col to topic and returns what was written (invalid
 	// when the runner settles, as Dataflow's native IO does).
 	write(s beam.Scope, topic string, col beam.PCollection) (beam.PCollection, error)
-	// settle commits or acks col's elements, fused after the step that
-	// made them safe; nothing for an invalid col.
-	settle(s beam.Scope, col beam.PCollection) error
+	// settle commits or acks the elements of written (E written to the
+	// output), dropped (KV<[]byte, E>: duplicates KeepFirst dropped) and
+	// dead (E dead letters written), each right after the step that made
+	// them safe; nothing for an invalid collection.
+	settle(s beam.Scope, written, dropped, dead beam.PCollection) error
 	// preflight looks the source's topics or subscription up before a run
 	// and returns how many readers the run has.
 	preflight(ctx context.Context) (readers int, err error)

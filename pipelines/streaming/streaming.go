@@ -184,10 +184,8 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 			return fail(err)
 		}
 	}
-	for _, col := range []beam.PCollection{out.Written, beam.DropKey(s, res.Dropped), deadWritten} {
-		if err := src.settle(s, col); err != nil {
-			return fail(err)
-		}
+	if err := src.settle(s, out.Written, res.Dropped, deadWritten); err != nil {
+		return fail(err)
 	}
 	return out, nil
 }

@@ -43,8 +43,9 @@ type partReader struct {
 	partition int32
 	cl        *kgo.Client
 	next      int64 // the offset of the next record the reader expects
+	since     int64 // the first offset no emitted record accounts for (Record.Skipped)
 
-	hwm       atomic.Int64 // the partition's end offset as last seen; -1: unknown
+	hwm       atomic.Int64 // the partition's end (last stable) offset as last seen; -1: unknown
 	lastCheck time.Time    // when the end offset was last listed
 	lastData  time.Time    // when a record last came (IdleStop)
 	failing   time.Time    // since when fetches fail (zero: they do not)
@@ -60,9 +61,10 @@ func readerKey(brokers, topic string, partition int32) string {
 }
 
 // acquireReader returns a reader of the partition positioned at offset
-// start: an idle one of this process that stopped there, else a new
-// client. A reader at another position (the restriction was split, or
-// restored from a checkpoint) is closed rather than moved: records it
+// start: an idle one of this process that stopped there (its last record
+// emitted before start, the markers it passed over since counted), else
+// a new client. A reader at another position (the restriction was split,
+// or restored from a checkpoint) is closed rather than moved: records it
 // fetched ahead must not be mistaken for the new range's.
 func acquireReader(brokers, topic string, partition int32, start int64) (*partReader, error) {
 	key := readerKey(brokers, topic, partition)
@@ -70,7 +72,7 @@ func acquireReader(brokers, topic string, partition int32, start int64) (*partRe
 	var stale []*partReader
 	var found *partReader
 	for i, r := range idle[key] {
-		if r.next == start {
+		if r.since == start {
 			found = r
 			idle[key] = append(idle[key][:i:i], idle[key][i+1:]...)
 			break
@@ -91,11 +93,16 @@ func acquireReader(brokers, topic string, partition int32, start int64) (*partRe
 		// An offset the partition no longer holds (deleted by retention)
 		// resumes at its first one; what retention deleted is gone.
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Only committed records (a transaction's records once it
+		// committed, an aborted one's never), and the transactions'
+		// markers, so that the reader knows it passed them.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
 		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	r := &partReader{key: key, topic: topic, partition: partition, cl: cl, next: start, lastData: time.Now()}
+	r := &partReader{key: key, topic: topic, partition: partition, cl: cl, next: start, since: start, lastData: time.Now()}
 	r.hwm.Store(-1)
 	return r, nil
 }

@@ -1,89 +1,157 @@
 package kafkaio
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 )
 
 var recordT = reflect.TypeFor[Record]()
 
-// Commit marks each Record of col safe, at the end of each bundle, for the
-// consumer group group of the Read it came from: put it after the step
-// that makes a record safe, fused with it (Write's output, a sink's, the
-// records a dedup step dropped as duplicates), so that a bundle whose sink
-// failed marks nothing. A partition's offset is committed for the group,
-// at most every CommitInterval, once every record before it is safe.
+func init() {
+	beam.RegisterType(reflect.TypeFor[marks]())
+}
+
+// Commit commits, for the consumer group group on brokers, the offsets of
+// the records of safe: each PCollection<Record> (Write's output, a dead
+// letter's write) or PCollection<KV<K, Record>> (the records a dedup step
+// dropped as duplicates, KeepFirst's Dropped), all in one call. A
+// partition's offset is committed once every record before it is safe,
+// so a crash at any moment loses no record: a later start reads again
+// what was not safe, and at most that.
 //
-// Commit marks a record in its reader's process; one whose reader runs in
-// another process (several SDK workers) is counted (records_unheld) and
-// commits nothing (see the package doc). It panics on invalid arguments;
-// TryCommit returns the error.
-func Commit(s beam.Scope, group string, col beam.PCollection, opts ...Option) {
-	if err := TryCommit(s, group, col, opts...); err != nil {
+// Give it, in one call, every collection through which records of the
+// group's Read become safe: each of its partitions has one ledger (in the
+// job's state, so on a runner that checkpoints, such as Flink, it is
+// checkpointed with the readers' positions, and works at any parallelism),
+// which must see every record. Put each collection's producer right
+// before it: Write hands a record on only once Kafka confirmed it. It
+// panics on invalid arguments; TryCommit returns the error.
+func Commit(s beam.Scope, brokers, group string, safe ...beam.PCollection) {
+	if err := TryCommit(s, brokers, group, safe...); err != nil {
 		panic(err)
 	}
 }
 
 // TryCommit is Commit returning construction errors.
-func TryCommit(s beam.Scope, group string, col beam.PCollection, opts ...Option) error {
-	var errs []error
+func TryCommit(s beam.Scope, brokers, group string, safe ...beam.PCollection) error {
+	errs := []error{checkBrokers(brokers)}
 	if group == "" {
 		errs = append(errs, fmt.Errorf("no group; want the Group of the Read"))
 	}
-	if got := col.Type().Type(); got != recordT {
-		errs = append(errs, fmt.Errorf("needs a PCollection<kafkaio.Record>, got %v", got))
+	if len(safe) == 0 {
+		errs = append(errs, fmt.Errorf("no collection; want those through which the Read's records become safe"))
 	}
-	if _, err := newConfig("kafkaio.Commit", commitOptions, opts, errs...); err != nil {
+	var bad []string
+	for i, col := range safe {
+		if !col.IsValid() || (!isRecords(col) && !isDropped(col)) {
+			bad = append(bad, fmt.Sprintf("collection %d is %v", i+1, typeOf(col)))
+		}
+	}
+	if len(bad) > 0 {
+		errs = append(errs, fmt.Errorf("needs PCollection<kafkaio.Record> or PCollection<KV<K, kafkaio.Record>>: %s", strings.Join(bad, ", ")))
+	}
+	if _, err := newConfig("kafkaio.Commit", nil, nil, errs...); err != nil {
 		return err
 	}
-	beam.ParDo0(s.Scope("kafkaio.Commit"), &commitFn{Group: group}, col)
+	s = s.Scope("kafkaio.Commit")
+	var spans []beam.PCollection
+	for _, col := range safe {
+		if isDropped(col) {
+			col = beam.ParDo(s, &droppedFn{}, beam.DropKey(s, col))
+		}
+		spans = append(spans, beam.ParDo(s, &markFn{}, col))
+	}
+	beam.ParDo0(s, &ledgerFn{Brokers: brokers, Group: group, State: state.MakeValueState[ledgerState]("ledger"),
+		End: timers.InEventTime("end")}, beam.Flatten(s, spans...))
 	return nil
 }
 
-// position is a record's place in its partition.
-type position struct {
+func isRecords(col beam.PCollection) bool { return col.Type().Type() == recordT }
+
+func isDropped(col beam.PCollection) bool {
+	t := col.Type()
+	return typex.IsKV(t) && t.Components()[1].Type() == recordT
+}
+
+func typeOf(col beam.PCollection) string {
+	if !col.IsValid() {
+		return "invalid"
+	}
+	return fmt.Sprint(col.Type())
+}
+
+// droppedFn counts the records a dedup step dropped as they go to be
+// marked safe.
+type droppedFn struct{}
+
+func (fn *droppedFn) ProcessElement(ctx context.Context, r Record) Record {
+	cDropped.Inc(ctx, 1)
+	return r
+}
+
+// marks are the offsets of one partition a bundle marked safe: the spans
+// [From[i], To[i]), a record's offset and those Read passed over before it.
+type marks struct {
+	Topic     string
+	Partition int32
+	From, To  []int64
+}
+
+// ledgerKey keys a partition's marks for its ledger.
+func ledgerKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
+
+// markFn collects, in its bundle, the offsets its records make safe, and
+// hands them to their partitions' ledgers at the bundle's end, merged into
+// spans: a failed bundle marks nothing.
+type markFn struct {
+	byPart map[ledgerPart][]span
+}
+
+type ledgerPart struct {
 	topic     string
 	partition int32
-	offset    int64
 }
 
-type commitFn struct {
-	Group string
-
-	marks []position
+func (fn *markFn) StartBundle(context.Context, func(string, marks)) {
+	fn.byPart = map[ledgerPart][]span{}
 }
 
-func (fn *commitFn) StartBundle(context.Context) { fn.marks = fn.marks[:0] }
-
-func (fn *commitFn) ProcessElement(_ context.Context, r Record) {
-	fn.marks = append(fn.marks, position{r.Topic, r.Partition, r.Offset})
+func (fn *markFn) ProcessElement(ctx context.Context, r Record, _ func(string, marks)) {
+	p := ledgerPart{r.Topic, r.Partition}
+	fn.byPart[p] = append(fn.byPart[p], span{from: r.Offset - max(r.Skipped, 0), to: r.Offset + 1})
+	cSafe.Inc(ctx, 1)
 }
 
-// FinishBundle marks the bundle's records safe in their runs, and
-// commits at once what is safe of the partitions whose reader ended, so
-// that the job does not end before their last offsets are committed.
-func (fn *commitFn) FinishBundle(ctx context.Context) {
-	var safe, unheld int64
-	var last *run
-	marked := map[*run]bool{}
-	for _, m := range fn.marks {
-		if last == nil || last.topic != m.topic {
-			last = lookupRun(fn.Group, m.topic)
+func (fn *markFn) FinishBundle(_ context.Context, emit func(string, marks)) {
+	for p, spans := range fn.byPart {
+		m := marks{Topic: p.topic, Partition: p.partition}
+		for _, sp := range mergeSpans(spans) {
+			m.From, m.To = append(m.From, sp.from), append(m.To, sp.to)
 		}
-		if last.markSafe(m.partition, m.offset, m.offset+1) {
-			safe++
-			marked[last] = true
-		} else {
-			unheld++
+		emit(ledgerKey(p.topic, p.partition), m)
+	}
+	clear(fn.byPart)
+}
+
+// mergeSpans sorts spans and merges those that touch.
+func mergeSpans(spans []span) []span {
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	out := spans[:0]
+	for _, sp := range spans {
+		if n := len(out); n > 0 && sp.from <= out[n-1].to {
+			out[n-1].to = max(out[n-1].to, sp.to)
+			continue
 		}
+		out = append(out, sp)
 	}
-	for r := range marked {
-		r.flushEnded(ctx)
-	}
-	cSafe.Inc(ctx, safe)
-	cUnheld.Inc(ctx, unheld)
-	fn.marks = fn.marks[:0]
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -58,8 +59,8 @@ func TestCommitCommitsAPartitionOnlyUpToItsFirstRecordThatIsNotSafe(t *testing.T
 	c := newCollection(name)
 	c.drop = map[int32]int64{0: 7} // partition 0 from offset 7 never reaches Commit
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), CommitInterval(100*time.Millisecond))
-	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
+	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet))
+	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 	pr, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
 
@@ -67,7 +68,6 @@ func TestCommitCommitsAPartitionOnlyUpToItsFirstRecordThatIsNotSafe(t *testing.T
 	cs := readCounters(pr)
 	assert.Equal(t, int64(100), cs.Read)
 	assert.Equal(t, 100-(end[0]-7), cs.Safe)
-	assert.Zero(t, cs.Unheld, "every record marked in its reader's process")
 	assert.Len(t, c.records(), 100)
 }
 
@@ -84,7 +84,7 @@ func TestASecondRunReadsWhatTheFirstDidNotMakeSafe(t *testing.T) {
 		c.drop = drop
 		p, s := beam.NewPipelineWithRoot()
 		recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet))
-		Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
+		Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 		_, err := runPipeline(t, p, 2*time.Minute)
 		require.NoError(t, err)
 		return c.records()
@@ -122,23 +122,23 @@ func committedNow(t *testing.T, b *kafkatest.Broker, group, topic string) map[in
 
 // A job that ends by itself (IdleStop) has committed, by the time it
 // ends, every offset it read to the end of each partition: nothing waits
-// for a commit interval (an hour here) or a Control's Close.
+// for a Control's Close.
 func TestAnIdleStopEndCommitsEveryPartitionToItsEndBeforeTheJobEnds(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 2)
 	written := produce(t, b, topic, 0, 60, base)
 	const group = "idle-end"
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), CommitInterval(time.Hour))
+	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet))
 	newCollection(t.Name())
-	Commit(s, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
+	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
 	_, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, endOffsets(written), committedNow(t, b, group, topic), "committed at the end of each partition when the job ended")
 }
 
 // A stop request ends every reader; what they read is committed once
-// safe, before the job ends, with no Close and an hour's commit interval.
+// safe, before the job ends, with no Close.
 func TestAStopRequestEndsEveryReaderAndWhatTheyReadIsCommittedBeforeTheJobEnds(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 2)
@@ -148,8 +148,8 @@ func TestAStopRequestEndsEveryReaderAndWhatTheyReadIsCommittedBeforeTheJobEnds(t
 	c := newCollection(name)
 	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), controlled, CommitInterval(time.Hour))
-	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
+	recs := Read(s, b.Addr, topic, Group(group), controlled)
+	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 	go func() {
 		for len(c.records()) < 40 {
 			time.Sleep(20 * time.Millisecond)
@@ -165,9 +165,68 @@ func TestAStopRequestEndsEveryReaderAndWhatTheyReadIsCommittedBeforeTheJobEnds(t
 
 func TestTryCommitRejectsBadArgumentsNamingEach(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
-	err := TryCommit(s, "", beam.Create(s, "x"), IdleStop(quiet))
+	err := TryCommit(s, "h", "", beam.Create(s, "x"), beam.Create(s, Record{}))
 	require.Error(t, err)
-	for _, w := range []string{"kafkaio.Commit:", "no group", "needs a PCollection<kafkaio.Record>, got string", "IdleStop does not apply to kafkaio.Commit"} {
+	for _, w := range []string{"kafkaio.Commit:", `broker "h" is not host:port`, "no group",
+		"needs PCollection<kafkaio.Record> or PCollection<KV<K, kafkaio.Record>>: collection 1 is string"} {
 		assert.Contains(t, err.Error(), w)
 	}
+	assert.NotContains(t, err.Error(), "collection 2", "a PCollection<Record> is right")
+	assert.ErrorContains(t, TryCommit(s, "h:1", "g"), "no collection")
+}
+
+func init() {
+	register.Function4x0(fateOf)
+	register.Emitter2[string, Record]()
+}
+
+// fateOf sends a record to be written (offset%3 == 0), dead-lettered
+// (== 1) or dropped as a duplicate (== 2), as a dedup pipeline does.
+func fateOf(r Record, written func(Record), dead func(Record), dropped func(string, Record)) {
+	switch r.Offset % 3 {
+	case 0:
+		written(r)
+	case 1:
+		dead(r.DeadLetter("not json"))
+	default:
+		dropped(string(r.Key), r)
+	}
+}
+
+// One Commit takes every way a record becomes safe: written, written as a
+// dead letter (with its reason headers), dropped as a duplicate (a KV, as
+// KeepFirst's Dropped). The counters account for every record, and each
+// partition is committed to its end when the job ends.
+func TestCommitTakesWrittenDeadLetteredAndDroppedRecordsInOneCall(t *testing.T) {
+	b := kafkatest.Shared(t)
+	in, out, dlq := b.NewTopic(t, 2), b.NewTopic(t, 2), b.NewTopic(t, 2)
+	written := produce(t, b, in, 0, 90, base)
+	const group = "one-commit"
+	p, s := beam.NewPipelineWithRoot()
+	recs := Read(s, b.Addr, in, Group(group), IdleStop(quiet))
+	toWrite, dead, dropped := beam.ParDo3(s, fateOf, recs)
+	Commit(s, b.Addr, group, Write(s, b.Addr, out, toWrite), dropped, Write(s, b.Addr, dlq, dead))
+	pr, err := runPipeline(t, p, 2*time.Minute)
+	require.NoError(t, err)
+
+	cs := readCounters(pr)
+	assert.Equal(t, int64(90), cs.Read)
+	assert.Equal(t, cs.Read, cs.Written+cs.DeadLettered+cs.Dropped, "every record read is written, dead-lettered or dropped: %+v", cs)
+	assert.Positive(t, cs.Written)
+	assert.Positive(t, cs.DeadLettered)
+	assert.Positive(t, cs.Dropped)
+	assert.Equal(t, cs.Read, cs.Safe)
+	assert.Equal(t, endOffsets(written), committedNow(t, b, group, in))
+	deadRecs := consumeAll(t, b, dlq)
+	require.Len(t, deadRecs, int(cs.DeadLettered))
+	h := map[string]string{}
+	for _, kh := range deadRecs[0].Headers {
+		h[kh.Key] = string(kh.Value)
+	}
+	assert.Equal(t, "not json", h["dlq_reason"])
+	assert.Equal(t, in, h["dlq_topic"])
+	assert.Contains(t, []string{"0", "1"}, h["dlq_partition"])
+	assert.NotEmpty(t, h["dlq_offset"])
+	_, ok := h["i"]
+	assert.True(t, ok, "the record's own headers kept")
 }

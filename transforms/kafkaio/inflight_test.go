@@ -27,25 +27,33 @@ type maxAhead struct {
 	max int64
 }
 
-// aheadFn notes, for each record, its offset less its partition's safe
-// offset in the run of Group, and passes the record on.
-type aheadFn struct{ Name, Group string }
+// aheadFn notes, for each record, its offset less its group's committed
+// offset of its partition as its reader last read it, and passes the
+// record on.
+type aheadFn struct{ Name, Brokers, Group string }
 
 func (f *aheadFn) ProcessElement(_ context.Context, r Record, emit func(Record)) {
-	if run := lookupRun(f.Group, r.Topic); run != nil {
-		safe := run.safeOffsets()
+	if v, ok := inFlights.Load(f.Brokers + "\x00" + f.Group + "\x00" + r.Topic); ok {
+		in := v.(*inFlight)
+		in.mu.Lock()
+		from, ok := in.committed[r.Partition]
+		if !ok {
+			from = in.startedAt[r.Partition]
+		}
+		in.mu.Unlock()
 		v, _ := aheads.Load(f.Name)
 		m := v.(*maxAhead)
 		m.mu.Lock()
-		m.max = max(m.max, r.Offset-safe[r.Partition])
+		m.max = max(m.max, r.Offset-from)
 		m.mu.Unlock()
 	}
 	emit(r)
 }
 
-// A reader reads at most MaxInFlight records ahead of its partition's safe
-// offset: at the bound it ends its bundle, Commit (fused) marks what it
-// emitted, and it reads on. Every record is still read and committed.
+// A reader reads at most MaxInFlight records ahead of its group's
+// committed offset: at the bound it ends its bundle, so that what it
+// emitted is made safe and committed, and it reads on. Every record is
+// still read and committed.
 func TestReadReadsAtMostMaxInFlightAheadOfWhatIsSafe(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 2)
@@ -58,22 +66,22 @@ func TestReadReadsAtMostMaxInFlightAheadOfWhatIsSafe(t *testing.T) {
 	m := &maxAhead{}
 	aheads.Store(t.Name(), m)
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), MaxInFlight(bound), CommitInterval(100*time.Millisecond))
-	Commit(s, group, beam.ParDo(s, &aheadFn{Name: t.Name(), Group: group}, recs))
+	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), MaxInFlight(bound))
+	Commit(s, b.Addr, group, beam.ParDo(s, &aheadFn{Name: t.Name(), Brokers: b.Addr, Group: group}, recs))
 	pr, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
 
 	assert.Equal(t, int64(120), readCounters(pr).Read)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	assert.Less(t, m.max, int64(bound), "no record read %d or more ahead of its partition's safe offset", bound)
+	assert.Less(t, m.max, int64(bound), "no record read %d or more ahead of its group's committed offset", bound)
 	assert.Greater(t, m.max, int64(bound/2), "the bound, not the bundles, held the readers")
 	waitCommitted(t, b, group, topic, end)
 }
 
-// Where nothing becomes safe (Commit's marks go to another process, here:
-// records that never reach Commit), a reader held at the bound does not
-// hang: after inFlightPatience it warns and reads on without the bound.
+// Where nothing becomes safe (here: records that never reach Commit), a
+// reader held at the bound does not hang: after inFlightPatience it warns
+// and reads on without the bound.
 func TestAReaderHeldAtMaxInFlightWithNothingBecomingSafeReadsOn(t *testing.T) {
 	defer func(d time.Duration) { inFlightPatience = d }(inFlightPatience)
 	inFlightPatience = 500 * time.Millisecond
@@ -85,21 +93,9 @@ func TestAReaderHeldAtMaxInFlightWithNothingBecomingSafeReadsOn(t *testing.T) {
 	c.drop = map[int32]int64{0: 0, 1: 0} // nothing reaches Commit
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet), MaxInFlight(10))
-	Commit(s, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
+	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
 	pr, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, int64(40), readCounters(pr).Read, "every record read once the bound was given up")
 	assert.Zero(t, readCounters(pr).Safe)
-}
-
-// safeOffsets are the offsets of the run's partitions below which every
-// record is safe.
-func (r *run) safeOffsets() map[int32]int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	safe := map[int32]int64{}
-	for p, l := range r.parts {
-		safe[p] = l.base
-	}
-	return safe
 }

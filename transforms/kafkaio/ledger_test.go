@@ -1,9 +1,11 @@
 package kafkaio
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLedgerCommitsOnlyUpToTheFirstOffsetThatIsNotSafe(t *testing.T) {
@@ -41,8 +43,34 @@ func TestLedgerCommitsOnlyUpToTheFirstOffsetThatIsNotSafe(t *testing.T) {
 	}
 }
 
+func TestMarksMergeARecordWithTheOffsetsPassedOverBeforeIt(t *testing.T) {
+	fn := &markFn{}
+	var got []marks
+	emit := func(k string, m marks) {
+		assert.Equal(t, ledgerKey(m.Topic, m.Partition), k)
+		got = append(got, m)
+	}
+	fn.StartBundle(context.Background(), emit)
+	for _, r := range []Record{{Topic: "t", Partition: 1, Offset: 9, Skipped: 2}, {Topic: "t", Partition: 1, Offset: 3},
+		{Topic: "t", Partition: 1, Offset: 4}, {Topic: "t", Partition: 1, Offset: 6, Skipped: 1}} {
+		fn.ProcessElement(context.Background(), r, emit)
+	}
+	fn.FinishBundle(context.Background(), emit)
+	assert.Equal(t, []marks{{Topic: "t", Partition: 1, From: []int64{3}, To: []int64{10}}}, got,
+		"3 and 4, 5 passed over and 6, 7 and 8 passed over and 9")
+	fn.ProcessElement(context.Background(), Record{Topic: "t", Partition: 0, Offset: 5}, emit)
+	fn.ProcessElement(context.Background(), Record{Topic: "t", Partition: 0, Offset: 8}, emit)
+	got = nil
+	fn.FinishBundle(context.Background(), emit)
+	assert.Equal(t, []marks{{Topic: "t", Partition: 0, From: []int64{5, 8}, To: []int64{6, 9}}}, got, "a hole between")
+	topic, partition, err := parseLedgerKey(ledgerKey("a.b-c", 12))
+	require.NoError(t, err)
+	assert.Equal(t, "a.b-c", topic)
+	assert.Equal(t, int32(12), partition)
+}
+
 func TestEveryDoFnIsRegisteredWithCallersBeamUses(t *testing.T) {
-	for _, fn := range []any{&listFn{}, &watchFn{}, &readFn{}, &writeFn{}, &commitFn{}} {
+	for _, fn := range []any{&listFn{}, &watchFn{}, &readFn{}, &writeFn{}, &droppedFn{}, &markFn{}, &ledgerFn{}} {
 		assert.NoError(t, dofnVerify(fn))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/beamdedup/beamdedup/internal/iocounters"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
@@ -35,7 +34,7 @@ func init() {
 const quiet = 500 * time.Millisecond
 
 // readCounters are the package's counters of a job.
-func readCounters(pr beam.PipelineResult) iocounters.Kafka { return iocounters.ReadKafka(pr) }
+func readCounters(pr beam.PipelineResult) Counters { return ReadCounters(pr) }
 
 // newControl returns a Control of the readers of a Read (closed at the
 // end of the test) and the option that attaches it.

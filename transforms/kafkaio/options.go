@@ -30,32 +30,29 @@ const (
 type config struct {
 	unbounded.Config
 
-	group          string
-	start          start
-	startSet       string // the option that set start, if one did
-	startAt        time.Time
-	commitInterval time.Duration
-	maxInFlight    int
-	watch          time.Duration
-	writeTimeout   time.Duration
+	group        string
+	start        start
+	startSet     string // the option that set start, if one did
+	startAt      time.Time
+	maxInFlight  int
+	watch        time.Duration
+	writeTimeout time.Duration
 }
 
 // The options each transform takes.
 var (
 	readOptions = []string{"Group", "FromEarliest", "FromLatest", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop",
-		"WatermarkLag", "CommitInterval", "MaxInFlight", "WatchPartitions", unbounded.ControlOptionName}
-	writeOptions  = []string{"WriteTimeout"}
-	commitOptions = []string{}
+		"WatermarkLag", "MaxInFlight", "WatchPartitions", unbounded.ControlOptionName}
+	writeOptions = []string{"WriteTimeout"}
 )
 
 // newConfig applies opts for transform (its name in errors), which takes
 // the options named in allowed; more are errors of its own arguments.
 func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
 	c := config{
-		Config:         unbounded.Config{MaxBundle: time.Second, MaxElements: 10000, WatermarkLag: 2 * time.Second},
-		commitInterval: 250 * time.Millisecond,
-		maxInFlight:    20000,
-		writeTimeout:   30 * time.Second,
+		Config:       unbounded.Config{MaxBundle: time.Second, MaxElements: 10000, WatermarkLag: 2 * time.Second},
+		maxInFlight:  20000,
+		writeTimeout: 30 * time.Second,
 	}
 	unbounded.Apply(&c, &c.Record, opts)
 	if c.startSet == "" && c.startAt.IsZero() && c.group == "" {
@@ -137,32 +134,17 @@ func IdleStop(d time.Duration) Option { return func(c *config) { c.SetIdleStop(d
 // much older than the newest before it is still on time. Read.
 func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWatermarkLag(d) } }
 
-// CommitInterval is how often, at most, the offsets that became safe are
-// committed for the group while the partitions' readers run (default
-// 250ms); once a reader has ended, what becomes safe of its partition is
-// committed at once. Read.
-func CommitInterval(d time.Duration) Option {
-	return func(c *config) {
-		c.Set("CommitInterval")
-		if d <= 0 {
-			c.Errorf("CommitInterval(%v): want a positive duration", d)
-		}
-		c.commitInterval = d
-	}
-}
-
 // MaxInFlight bounds, with Group, how far each partition's reader reads
-// ahead of the offset below which every record is safe (default 20,000
-// records; 0: no bound). At the bound the reader ends its bundle, so that
-// the runner passes on what it emitted, and reads on once records become
-// safe. What a crash makes the next run read again, and so write twice, is
-// at most this many records per partition, plus what became safe in the
-// last CommitInterval.
+// ahead of its group's committed offset (default 20,000 records; 0: no
+// bound). At the bound the reader ends its bundle, so that the runner
+// passes on what it emitted, and reads on once the committed offset moves
+// (it reads the group's offsets at most every 200ms). What a crash makes
+// the next run read again, and so write twice, is at most this many
+// records per partition.
 //
-// The bound counts the records that Commit marks in the reader's process.
-// Where Commit runs in another (several SDK workers), nothing becomes safe
-// there: a reader held at the bound for a minute with nothing made safe
-// warns and reads on without it; set MaxInFlight(0) there. Read.
+// A reader held at the bound for a minute while the group's offset does
+// not move (no Commit of its records, or commits that fail) warns and
+// reads on without it. Read.
 func MaxInFlight(n int) Option {
 	return func(c *config) {
 		c.Set("MaxInFlight")

@@ -21,37 +21,36 @@ import (
 
 // A partBundle is one bundle of a partition's reader: its budget, control
 // and watermark (unbounded.Bundle), the partition's pooled client
-// (clients.go), its restriction, and its run, the group's commit
-// bookkeeping (run.go; nil without a Group).
+// (clients.go), its restriction, and its read-ahead bound (inflight.go;
+// nil without a Group or a bound).
 type partBundle struct {
 	*unbounded.Bundle
-	fn   *readFn
-	p    partition
-	rt   *sdf.LockRTracker
-	pr   *partReader
-	run  *run
-	keep bool // the client's position is known: back to the pool at the end
+	fn     *readFn
+	p      partition
+	rt     *sdf.LockRTracker
+	pr     *partReader
+	bounds *inFlight
+	keep   bool // the client's position is known: back to the pool at the end
 }
 
 // pollBatch bounds the records one poll returns.
 const pollBatch = 1000
 
-// startBundle starts a bundle at the restriction's start: the run of the
-// Read registers where the partition's safe offsets begin, and a pooled
+// startBundle starts a bundle at the restriction's start, where a pooled
 // client positioned there reads on.
 func (fn *readFn) startBundle(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, p partition) (*partBundle, error) {
 	from := rt.GetRestriction().(offsetrange.Restriction).Start
-	r, err := runFor(ctx, fn)
-	if err != nil {
-		return nil, err
+	var bounds *inFlight
+	if fn.Group != "" && fn.MaxInFlight > 0 {
+		bounds = inFlightOf(fn.adm, fn.Brokers, fn.Group, fn.Topic)
+		bounds.started(p.Partition, from)
 	}
-	r.started(p.Partition, from)
 	pr, err := acquireReader(fn.Brokers, fn.Topic, p.Partition, from)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: a reader of topic %s partition %d on %s: %w", fn.Topic, p.Partition, fn.Brokers, err)
 	}
 	return &partBundle{Bundle: fn.Reading.Start(ctx, we, "topic "+fn.Topic, &fn.controlWarned),
-		fn: fn, p: p, rt: rt, pr: pr, run: r, keep: true}, nil
+		fn: fn, p: p, rt: rt, pr: pr, bounds: bounds, keep: true}, nil
 }
 
 // close counts what the bundle read and pools its client, or closes it
@@ -66,30 +65,30 @@ func (b *partBundle) close(ctx context.Context) {
 }
 
 // end ends the partition's reader, on request or idle: what it emitted
-// commits with this bundle, and the partition is done. Its run commits
-// what is safe of it now and, from here on, whatever becomes safe at once:
-// a clean end leaves no offset behind.
-func (b *partBundle) end(ctx context.Context) sdf.ProcessContinuation {
+// commits with this bundle, and the partition is done. Once every reader
+// has ended, the job's input ends, and Commit's ledgers commit what the
+// readers passed over after their last records: a clean end leaves no
+// offset behind.
+func (b *partBundle) end(context.Context) sdf.ProcessContinuation {
 	finish(b.rt)
 	b.Ended()
 	if b.fn.Watched {
 		watchOf(b.fn.Reading.RunID).readerEnded()
 	}
-	b.run.ended(ctx, b.p.Partition)
 	b.keep = false
 	return sdf.StopProcessing()
 }
 
 // room is how many records the next poll may return: what is left of the
 // bundle's budget, bounded with MaxInFlight by how far the reader may
-// still read ahead of its partition's safe offset; held when that is
+// still read ahead of its group's committed offset; held when that is
 // nothing.
 func (b *partBundle) room(ctx context.Context) (want int, held bool) {
 	want = min(pollBatch, b.Left())
-	if b.run == nil || b.fn.MaxInFlight <= 0 {
+	if b.bounds == nil {
 		return want, false
 	}
-	room := b.run.room(ctx, b.p.Partition, b.pr.next, b.fn.MaxInFlight)
+	room := b.bounds.room(ctx, b.p.Partition, b.pr.next, b.fn.MaxInFlight)
 	return min(want, room), room <= 0
 }
 
@@ -123,8 +122,10 @@ func (b *partBundle) poll(ctx context.Context, want int) (recs []*kgo.Record, an
 	}
 	b.pr.failing = time.Time{}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if fp.HighWatermark > 0 {
-			b.pr.hwm.Store(fp.HighWatermark)
+		// Read committed: the partition ends, for the reader, at its last
+		// stable offset (an open transaction's records are not read yet).
+		if fp.LastStableOffset > 0 {
+			b.pr.hwm.Store(fp.LastStableOffset)
 		}
 	})
 	return fetches.Records(), true, nil
@@ -141,8 +142,8 @@ func (b *partBundle) idle(ctx context.Context) bool {
 	return b.Idle(b.pr.lastData)
 }
 
-// emit claims and emits recs, marks the offsets the reader passed over
-// safe, and moves the watermark. It reports stop when the restriction ends
+// emit claims and emits recs, each with the offsets the reader passed over
+// before it (Record.Skipped), and moves the watermark. It reports stop when the restriction ends
 // before them (a split: what follows is another reader's, and this client
 // is past it).
 func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(beam.EventTime, Record)) (stop bool, err error) {
@@ -152,6 +153,14 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 		if kr.Offset < b.pr.next {
 			continue // fetched before a reset; not this range's
 		}
+		if kr.Attrs.IsControl() {
+			// A transaction's commit or abort marker: passed over, not
+			// claimed, so that the restriction (what a runner checkpoints)
+			// resumes after the last record emitted, and a resumed reader
+			// accounts for the marker in its next record's Skipped.
+			b.pr.next = kr.Offset + 1
+			continue
+		}
 		if !b.rt.TryClaim(kr.Offset) {
 			b.keep = false
 			if b.rt.IsDone() {
@@ -159,15 +168,18 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 			}
 			return false, fmt.Errorf("kafkaio: claiming offset %d of topic %s partition %d: %v", kr.Offset, b.fn.Topic, b.p.Partition, b.rt.GetError())
 		}
-		if kr.Offset > b.pr.next {
-			b.run.markSafe(b.p.Partition, b.pr.next, kr.Offset) // passed over: no record there for us
-		}
 		b.pr.next = kr.Offset + 1
+		// Passed over since the last record emitted: markers, an aborted
+		// transaction's records, records a compaction removed.
+		skipped := kr.Offset - b.pr.since
+		b.pr.since = b.pr.next
 		if kr.Timestamp.After(newest) {
 			newest = kr.Timestamp
 		}
 		b.Claim(1)
-		emit(mtime.FromTime(kr.Timestamp), fromKgo(kr))
+		r := fromKgo(kr)
+		r.Skipped = skipped
+		emit(mtime.FromTime(kr.Timestamp), r)
 	}
 	if !newest.IsZero() {
 		b.Advance(newest)
@@ -179,9 +191,12 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 	return false, nil
 }
 
-// caughtUp reports whether the reader has read to the partition's end, as
-// last seen; with no fetch to say, it lists the end offset, at most once a
-// second. A broker that does not answer is not caught up.
+// caughtUp reports whether the reader has read to the partition's end (its
+// last stable offset: read committed), as last seen; with no fetch to
+// say, it lists the end offset, at most once a second. A partition whose
+// last entry is a transaction's marker ends after it: the reader, which
+// gets the markers (KeepControlRecords), passes over them. A broker that
+// does not answer is not caught up.
 func (fn *readFn) caughtUp(ctx context.Context, pr *partReader) bool {
 	if hwm := pr.hwm.Load(); hwm >= 0 && pr.next >= hwm {
 		return true
@@ -192,7 +207,7 @@ func (fn *readFn) caughtUp(ctx context.Context, pr *partReader) bool {
 	pr.lastCheck = time.Now()
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	l, err := fn.adm.ListEndOffsets(lctx, fn.Topic)
+	l, err := fn.adm.ListCommittedOffsets(lctx, fn.Topic)
 	if err != nil {
 		return false
 	}

@@ -55,8 +55,7 @@ func TryRead(s beam.Scope, brokers, topic string, opts ...Option) (beam.PCollect
 	}
 	parts := beam.ParDo(s, list, beam.Impulse(s))
 	return beam.ParDo(s, &readFn{
-		Brokers: brokers, Topic: topic, Group: cfg.group, Reading: reading,
-		CommitIntervalMs: cfg.commitInterval.Milliseconds(), MaxInFlight: cfg.maxInFlight, Watched: cfg.watch > 0,
+		Brokers: brokers, Topic: topic, Group: cfg.group, Reading: reading, MaxInFlight: cfg.maxInFlight, Watched: cfg.watch > 0,
 	}, parts), nil
 }
 

@@ -20,12 +20,10 @@ type readFn struct {
 	Topic   string
 	Group   string
 	// Reading is the bundle budget, idle stop, watermark lag and control
-	// both sources share, and the run the Read's readers share in a worker
-	// process (run.go).
-	Reading          unbounded.Reading
-	CommitIntervalMs int64
-	MaxInFlight      int  // with Group: records read ahead of the safe offset, at most (0: no bound)
-	Watched          bool // its partitions come from a watch (WatchPartitions), told when it ends
+	// both sources share.
+	Reading     unbounded.Reading
+	MaxInFlight int  // with Group: records read ahead of the group's committed offset, at most (0: no bound)
+	Watched     bool // its partitions come from a watch (WatchPartitions), told when it ends
 
 	adm           *kadm.Client
 	controlWarned bool

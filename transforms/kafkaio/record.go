@@ -2,6 +2,7 @@ package kafkaio
 
 import (
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -16,15 +17,22 @@ func init() {
 // Record is one Kafka record as Read emits it and Write writes it. It is a
 // Beam schema type; its beam tags are its column names.
 //
-// Topic, Partition and Offset say where the record was read. Write does
-// not write them: it writes Key, Value, Headers and Timestamp to its own
-// topic, and hands the record back as it came once Kafka confirmed it, so
-// that Commit, after Write, commits the offset it was read from. Keep them
-// on whatever a step makes of a record (its output, its dead letter).
+// Topic, Partition, Offset and Skipped say where the record was read.
+// Write does not write them: it writes Key, Value, Headers and Timestamp
+// to its own topic, and hands the record back as it came once Kafka
+// confirmed it, so that Commit, after Write, commits the offset it was
+// read from. Keep them on whatever a step makes of a record (its output,
+// its dead letter).
 type Record struct {
 	Topic     string `beam:"topic"`
 	Partition int32  `beam:"partition"`
 	Offset    int64  `beam:"offset"`
+	// Skipped is how many offsets before Offset in its partition Read
+	// passed over since the record before it (or since where it started):
+	// transaction markers, an aborted transaction's records, records a
+	// compaction removed. Commit counts them safe with the record. A
+	// record Read did not emit leaves it 0.
+	Skipped int64 `beam:"skipped"`
 	// Key is the record's key; empty for a record without one (Write
 	// writes an empty Key as no key).
 	Key   []byte `beam:"key"`
@@ -53,6 +61,30 @@ func (r Record) Header(key string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// The headers a dead letter carries (DeadLetter).
+const (
+	headerReason    = "dlq_reason"
+	headerTopic     = "dlq_topic"
+	headerPartition = "dlq_partition"
+	headerOffset    = "dlq_offset"
+)
+
+// DeadLetter returns r as a dead letter: its key, value, timestamp and
+// headers, with the headers dlq_reason (reason), dlq_topic, dlq_partition
+// and dlq_offset (where it was read) added, and where it was read kept,
+// so that writing it with Write and then Commit commits its offset. Write
+// counts a record with a dlq_reason header as dead-lettered
+// (records_dead_lettered), not written.
+func (r Record) DeadLetter(reason string) Record {
+	d := r
+	d.Headers = append(append(make([]Header, 0, len(r.Headers)+4), r.Headers...),
+		Header{Key: headerReason, Value: []byte(reason)},
+		Header{Key: headerTopic, Value: []byte(r.Topic)},
+		Header{Key: headerPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+		Header{Key: headerOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))})
+	return d
 }
 
 // fromKgo converts a fetched record. The slices are non-nil: the Go SDK

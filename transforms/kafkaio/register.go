@@ -5,6 +5,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/sdf"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beamdedup/beamdedup/internal/unbounded"
@@ -61,18 +63,43 @@ func init() {
 			}),
 		}
 	})
-	dofn.Register(&commitFn{}, func(fn any) dofn.Methods {
-		f := fn.(*commitFn)
+	dofn.Register(&droppedFn{}, func(fn any) dofn.Methods {
+		f := fn.(*droppedFn)
 		return dofn.Methods{
-			"StartBundle": dofn.F1x0(f.StartBundle, func(ctx any) { f.StartBundle(ctx.(context.Context)) }),
-			"ProcessElement": dofn.F2x0(f.ProcessElement, func(ctx, r any) {
-				f.ProcessElement(ctx.(context.Context), r.(Record))
+			"ProcessElement": dofn.F2x1(f.ProcessElement, func(ctx, r any) any {
+				return f.ProcessElement(ctx.(context.Context), r.(Record))
 			}),
-			"FinishBundle": dofn.F1x0(f.FinishBundle, func(ctx any) { f.FinishBundle(ctx.(context.Context)) }),
+		}
+	})
+	dofn.Register(&markFn{}, func(fn any) dofn.Methods {
+		f := fn.(*markFn)
+		return dofn.Methods{
+			"StartBundle": dofn.F2x0(f.StartBundle, func(ctx, emit any) {
+				f.StartBundle(ctx.(context.Context), emit.(func(string, marks)))
+			}),
+			"ProcessElement": dofn.F3x0(f.ProcessElement, func(ctx, r, emit any) {
+				f.ProcessElement(ctx.(context.Context), r.(Record), emit.(func(string, marks)))
+			}),
+			"FinishBundle": dofn.F2x0(f.FinishBundle, func(ctx, emit any) {
+				f.FinishBundle(ctx.(context.Context), emit.(func(string, marks)))
+			}),
+		}
+	})
+	dofn.Register(&ledgerFn{}, func(fn any) dofn.Methods {
+		f := fn.(*ledgerFn)
+		return dofn.Methods{
+			"Setup": dofn.F0x1(f.Setup, func() any { return f.Setup() }),
+			"ProcessElement": dofn.F5x1(f.ProcessElement, func(ctx, sp, tp, key, m any) any {
+				return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), key.(string), m.(marks))
+			}),
+			"OnTimer": dofn.F5x1(f.OnTimer, func(ctx, sp, tp, key, timer any) any {
+				return f.OnTimer(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), key.(string), timer.(timers.Context))
+			}),
 		}
 	})
 	register.Emitter1[partition]()
 	register.Emitter2[beam.EventTime, partition]()
 	register.Emitter1[Record]()
 	register.Emitter2[beam.EventTime, Record]()
+	register.Emitter2[string, marks]()
 }

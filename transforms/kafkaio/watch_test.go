@@ -25,8 +25,8 @@ func TestWatchPartitionsReadsAPartitionAddedWhileTheJobRuns(t *testing.T) {
 	c := newCollection(name)
 	st, controlled := newControl(t)
 	p, s := beam.NewPipelineWithRoot()
-	recs := Read(s, b.Addr, topic, Group(group), WatchPartitions(200*time.Millisecond), controlled, CommitInterval(100*time.Millisecond))
-	Commit(s, group, beam.ParDo(s, &collectFn{Name: name}, recs))
+	recs := Read(s, b.Addr, topic, Group(group), WatchPartitions(200*time.Millisecond), controlled)
+	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: name}, recs))
 
 	seen := func(partition int32) int {
 		n := 0

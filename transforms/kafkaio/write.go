@@ -129,10 +129,15 @@ func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
 		return fmt.Errorf("kafkaio: write of %d of %d records to topic %s on %s failed: %v; %s",
 			len(fn.failed), len(fn.pending), fn.Topic, fn.Brokers, fn.first, notWritten(fn.pending, fn.failed))
 	}
+	var dead int64
 	for _, r := range fn.pending {
+		if _, ok := r.Header(headerReason); ok {
+			dead++
+		}
 		emit(r)
 	}
-	cWritten.Inc(ctx, int64(len(fn.pending)))
+	cWritten.Inc(ctx, int64(len(fn.pending))-dead)
+	cDeadLettered.Inc(ctx, dead)
 	fn.pending = fn.pending[:0]
 	return nil
 }
