@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/beamdedup/beamdedup/internal/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkopts"
-	"github.com/beamdedup/beamdedup/pipelines/jobrun/flinkrest"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
