@@ -178,8 +178,10 @@ var taskManagerLogLevels = []string{
 }
 
 // jobManagerLogLevels add the job's lifecycle (job and checkpoint
-// coordination) at info.
+// coordination) and the TaskManagers' (registered, lost) at info.
 var jobManagerLogLevels = append([]string{
+	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.jobmaster.JobMaster=info",
+	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.resourcemanager.StandaloneResourceManager=info",
 	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.checkpoint.CheckpointCoordinator=info",
 	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.executiongraph.ExecutionGraph=info",
 }, taskManagerLogLevels...)

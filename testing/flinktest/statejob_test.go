@@ -335,7 +335,21 @@ func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 				t.Logf("Flink job %s, task failure %d of %d:\n%s", id, i+1, len(failures), headLines(f, 15))
 			}
 		}
-		for _, tm := range flinktest.SharedCluster(t).TaskManagers() {
+		c := flinktest.SharedCluster(t)
+		if jobs, err := rest(t).Jobs(ctx); err == nil {
+			t.Logf("the cluster's jobs: %+v", jobs)
+		}
+		var lost []string
+		for _, l := range strings.Split(c.JobManager.Output(), "\n") {
+			if strings.Contains(l, "TaskManager") && (strings.Contains(l, "heartbeat") || strings.Contains(l, "unreachable") ||
+				strings.Contains(l, "isconnect") || strings.Contains(l, "Registering") || strings.Contains(l, "lost")) {
+				lost = append(lost, l)
+			}
+		}
+		if len(lost) > 0 {
+			t.Logf("the JobManager's log, its TaskManagers:\n%s", strings.Join(lost[max(0, len(lost)-15):], "\n"))
+		}
+		for _, tm := range c.TaskManagers() {
 			var causes []string
 			for _, l := range strings.Split(tm.Output(), "\n") {
 				if strings.HasPrefix(l, "Caused by:") && !slices.Contains(causes, l) {
