@@ -60,7 +60,7 @@ func TestBeamDefect_TheJobAPIsCancelLeavesTheFlinkJobRunning(t *testing.T) {
 	if fj, err := rest(t).Job(ctx, id); err == nil && !flinkrest.Terminal(fj.State) {
 		if err := rest(t).Cancel(ctx, id); err != nil {
 			// Flink's REST API caches a job's details for a few seconds.
-			await(t, 30*time.Second, fmt.Sprintf("the job terminal after the cancel's %v", err), func() bool {
+			flinktest.Await(t, 30*time.Second, fmt.Sprintf("the job terminal after the cancel's %v", err), func() bool {
 				fj, err := rest(t).Job(ctx, id)
 				return err == nil && flinkrest.Terminal(fj.State)
 			})
@@ -93,7 +93,7 @@ func TestBeamDefect_LoopbackWorkersOfTwoTaskManagersCollide(t *testing.T) {
 	j := start(t, p, jobrun.Options{Parallelism: 4, StallLimit: -1})
 	ctx := context.Background()
 	var failures []string
-	await(t, 2*time.Minute, "a task failure whose cause is a worker id in use", func() bool {
+	flinktest.Await(t, 2*time.Minute, "a task failure whose cause is a worker id in use", func() bool {
 		id, err := j.FlinkJobID(ctx)
 		if err != nil {
 			return false
@@ -140,7 +140,7 @@ func TestBeamDefect_TheStockRunnerRegistersAStatePerResumeAndItsCheckpointsFailP
 	flinkJob(t, j)
 	restore()
 	var declined string
-	await(t, 2*time.Minute, "a TaskManager refusing to snapshot too many states", func() bool {
+	flinktest.Await(t, 2*time.Minute, "a TaskManager refusing to snapshot too many states", func() bool {
 		for _, tm := range c.TaskManagers() {
 			for _, l := range strings.Split(tm.Output(), "\n") {
 				if strings.Contains(l, "Too many states") {

@@ -151,7 +151,7 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 	assert.Equal(t, "at_least_once", cc.Mode)
 	assert.Equal(t, int64(1000), cc.Interval)
 	assert.Contains(t, cc.StateBackend, "RocksDB")
-	await(t, time.Minute, "a completed checkpoint", func() bool {
+	flinktest.Await(t, time.Minute, "a completed checkpoint", func() bool {
 		cp, err := rest(t).Checkpoints(ctx, id)
 		return err == nil && cp.Counts.Completed > 0
 	})

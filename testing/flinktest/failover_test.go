@@ -112,7 +112,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		n, _ := countLog(t, conn, "emitted")
 		return n
 	}
-	await(t, time.Minute, "rows out of the dedup step", func() bool { return emitted() > 0 })
+	flinktest.Await(t, time.Minute, "rows out of the dedup step", func() bool { return emitted() > 0 })
 
 	var failovers []failover
 	// kill kills a process of the job once it has completed 2 more
@@ -126,12 +126,12 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		require.Less(t, int64(read), total-40, "rows in flight at the kill: the ticks must not have ended (the machine is slower than the test's schedule)")
 		// In flight: rows emitted after that checkpoint, before the next.
 		before := emitted()
-		await(t, time.Minute, "rows emitted after the checkpoint", func() bool { return emitted() >= before+5 })
+		flinktest.Await(t, time.Minute, "rows emitted after the checkpoint", func() bool { return emitted() >= before+5 })
 		name, killIt := victim()
 		f := failover{what: what + " " + name, lastCheck: cs.Latest.Completed.ID, killed: time.Now()}
 		before = emitted()
 		killIt()
-		await(t, 2*time.Minute, "the job restored and running", func() bool {
+		flinktest.Await(t, 2*time.Minute, "the job restored and running", func() bool {
 			cs2, err := checkpointsOf(t, id)
 			if err != nil || cs2.Counts.Restored <= cs.Counts.Restored || cs2.Latest.Restored == nil || !allRunning(t, id) {
 				return false
@@ -144,7 +144,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 			return true
 		})
 		f.running = time.Now()
-		await(t, time.Minute, "rows out of the restored job", func() bool { return emitted() > before })
+		flinktest.Await(t, time.Minute, "rows out of the restored job", func() bool { return emitted() > before })
 		assert.GreaterOrEqual(t, f.restored, f.lastCheck, "restored from the last checkpoint completed before the kill, or a later one")
 		require.False(t, f.triggered.IsZero(), "checkpoint %d in the history", f.restored)
 		t.Logf("%v into the ticks, %s killed; restored from checkpoint %d (the last completed before the kill: %d), every task running %v after the kill, rows out %v after it (load %s)",
@@ -187,7 +187,7 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		})
 	})
 
-	await(t, 3*time.Minute, "every tick read and every key in the table", func() bool {
+	flinktest.Await(t, 3*time.Minute, "every tick read and every key in the table", func() bool {
 		_, read := countLog(t, conn, "read")
 		var inTable int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM kept`).Scan(&inTable))

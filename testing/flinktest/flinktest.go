@@ -22,6 +22,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/maven"
@@ -78,4 +79,17 @@ func SkipOrFail(tb testing.TB, err error) {
 		return
 	}
 	tb.Fatal(err)
+}
+
+// Await polls cond every 200 ms until it holds, failing the test past
+// timeout with what it was waiting for.
+func Await(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited %v for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
+	"github.com/beamdedup/beamdedup/testing/jobservertest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 )
 
@@ -126,9 +127,9 @@ func options(t *testing.T, o jobrun.Options) jobrun.Options {
 // process sets o to run the SDK workers as processes of the TaskManagers
 // (a PROCESS environment): Beam Go's boot loader, which fetches the
 // worker binary, this test binary, from the job's artifacts, each run of
-// it into a directory of its own (bootInADirOfItsOwn).
+// it into a directory of its own (jobservertest.BootInADirOfItsOwn).
 func process(t *testing.T, o jobrun.Options) jobrun.Options {
-	boot := bootInADirOfItsOwn(t)
+	boot := jobservertest.BootInADirOfItsOwn(t)
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, boot), exe
@@ -174,25 +175,12 @@ func ended(t *testing.T, j *jobrun.Job) {
 	j.Flink().Cancel(context.Background(), id)
 }
 
-// await polls cond every 200 ms until it holds, failing the test past
-// timeout with what it was waiting for.
-func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // flinkJob waits until the job is RUNNING on the cluster, every task of
 // it running or (a source's impulse) finished, and returns its id.
 func flinkJob(t *testing.T, j *jobrun.Job) string {
 	t.Helper()
 	var id string
-	await(t, 90*time.Second, "the job running on the cluster, every task of it", func() bool {
+	flinktest.Await(t, 90*time.Second, "the job running on the cluster, every task of it", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		var err error

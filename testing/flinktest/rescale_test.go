@@ -137,10 +137,10 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 			if job > 1 {
 				from = maxReadBy(job - 1)
 			}
-			await(t, 2*time.Minute, fmt.Sprintf("80 ticks read by job %d past the savepoint", job), func() bool { return maxReadBy(job) >= from+80 })
+			flinktest.Await(t, 2*time.Minute, fmt.Sprintf("80 ticks read by job %d past the savepoint", job), func() bool { return maxReadBy(job) >= from+80 })
 			if par > 1 {
 				// Flink's REST API refreshes its metrics every second.
-				await(t, 30*time.Second, fmt.Sprintf("rows into each of job %d's arrival subtasks", job), func() bool {
+				flinktest.Await(t, 30*time.Second, fmt.Sprintf("rows into each of job %d's arrival subtasks", job), func() bool {
 					sts := subtasksOf(t, id, "{arrival")
 					return len(sts) == par && !slices.ContainsFunc(sts, func(st flinkrest.Subtask) bool { return st.Metrics.ReadRecords == 0 })
 				})
@@ -150,7 +150,7 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("job %d stopped with a savepoint in %v (load %s)", job, time.Since(stopAt).Round(100*time.Millisecond), load())
 		} else {
-			await(t, 3*time.Minute, "every tick read and every key out of each step", func() bool {
+			flinktest.Await(t, 3*time.Minute, "every tick read and every key out of each step", func() bool {
 				var read int
 				require.NoError(t, conn.QueryRow(ctx, `SELECT count(DISTINCT row) FROM read`).Scan(&read))
 				return int64(read) == total && keysOut("arrival") == len(first) && keysOut("evented") == len(first)

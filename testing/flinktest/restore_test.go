@@ -148,7 +148,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 
 	j1 := startJob(t, build(1, ""), o)
 	flinkJob(t, j1)
-	await(t, 3*time.Minute, "40 ticks read by the first job", func() bool { return len(wallRowsOf(name(1, "read"))) >= 40 })
+	flinktest.Await(t, 3*time.Minute, "40 ticks read by the first job", func() bool { return len(wallRowsOf(name(1, "read"))) >= 40 })
 	stopAt := time.Now()
 	path, err := j1.StopWithSavepoint(ctx, "", time.Minute)
 	require.NoError(t, err)
@@ -164,7 +164,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	require.NotNil(t, cs.Latest.Restored, "the second job restored a savepoint")
 	assert.True(t, cs.Latest.Restored.IsSavepoint)
 	assert.Equal(t, path, cs.Latest.Restored.ExternalPath)
-	await(t, time.Minute, "a tick read by the second job", func() bool { return len(wallRowsOf(name(2, "read"))) > 0 })
+	flinktest.Await(t, time.Minute, "a tick read by the second job", func() bool { return len(wallRowsOf(name(2, "read"))) > 0 })
 	restoreTook := time.Since(stopAt)
 	read1 := rowsIn(t, wallRowsOf(name(1, "read")))
 	// The second job is stopped once every tick is read and out of each
@@ -173,7 +173,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 	// ends each step's input, and Beam's runner then fires every
 	// processing-time timer at once, again and again while the TTL step
 	// sets them anew (the stop did not complete in 2 minutes).
-	await(t, 3*time.Minute, "every tick read and out of each step", func() bool {
+	flinktest.Await(t, 3*time.Minute, "every tick read and out of each step", func() bool {
 		if int64(len(read1)+len(wallRowsOf(name(2, "read")))) < total {
 			return false
 		}
@@ -443,7 +443,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 		o.Flink.AllowNonRestoredState = true
 		j4 := startJob(t, build(4, "before"), o)
 		flinkJob(t, j4)
-		await(t, time.Minute, "the old keys out of the watermarkless step again", func() bool {
+		flinktest.Await(t, time.Minute, "the old keys out of the watermarkless step again", func() bool {
 			old := 0
 			for _, r := range rowsIn(t, wallRowsOf(name(4, "arrival"))) {
 				if seenBefore(r.Key) {
@@ -465,7 +465,7 @@ func TestRestore_FromASavepointEveryStepKeepsItsStateAcrossTheStop(t *testing.T)
 		require.NoError(t, err)
 		require.NotNil(t, cs.Latest.Restored, "the new version restored the savepoint")
 		_, out2 := outs("arrival")
-		await(t, time.Minute, "the ticks after the savepoint read again, and out of the steps", func() bool {
+		flinktest.Await(t, time.Minute, "the ticks after the savepoint read again, and out of the steps", func() bool {
 			return int64(len(wallRowsOf(name(5, "read")))) >= total-last1-1 &&
 				len(wallRowsOf(name(5, "arrival"))) >= len(out2) && len(wallRowsOf(name(5, "added"))) >= len(out2)
 		})

@@ -22,6 +22,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/testing/flinktest"
 )
 
 // spinSpec is a splittable source of Parts restrictions of Each positions
@@ -145,11 +146,11 @@ func TestResumes_CheckpointsKeepCompletingPast40000ResumesOfOneSource(t *testing
 	id := flinkJob(t, j)
 	restore()
 	ctx := context.Background()
-	await(t, 3*time.Minute, fmt.Sprintf("%d resumes of the fast source", past), func() bool { return len(resumes.of(fast.Name)) >= past })
+	flinktest.Await(t, 3*time.Minute, fmt.Sprintf("%d resumes of the fast source", past), func() bool { return len(resumes.of(fast.Name)) >= past })
 	passed := resumes.of(fast.Name)[past-1]
 	t.Logf("%d resumes in %v from the first", past, passed.Sub(resumes.of(fast.Name)[0]).Round(time.Millisecond))
 	var cp flinkrest.Checkpoints
-	await(t, time.Minute, "two checkpoints triggered after the 40,000th resume, completed", func() bool {
+	flinktest.Await(t, time.Minute, "two checkpoints triggered after the 40,000th resume, completed", func() bool {
 		var err error
 		cp, err = rest(t).Checkpoints(ctx, id)
 		require.NoError(t, err)
@@ -228,9 +229,9 @@ func TestResumes_UnderFrequentCheckpointsASourceStartsWithTheJobServersDefault(t
 	j := start(t, p, jobrun.Options{StallLimit: -1, Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 100 * time.Millisecond}})
 	id := flinkJob(t, j)
 	restore()
-	await(t, time.Minute, "three completed checkpoints", func() bool {
+	flinktest.Await(t, time.Minute, "three completed checkpoints", func() bool {
 		cp, err := rest(t).Checkpoints(context.Background(), id)
 		return err == nil && cp.Counts.Completed >= 3
 	})
-	await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
+	flinktest.Await(t, time.Minute, "the source's first call", func() bool { return len(resumes.of(spec.Name)) > 0 })
 }

@@ -23,7 +23,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/flinkrest"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
-	"github.com/beamdedup/beamdedup/testing/jobservertest"
 )
 
 // What the tests of a job's state on the cluster share (restore,
@@ -67,7 +66,7 @@ func checkpointsOf(t *testing.T, id string) (flinkrest.Checkpoints, error) {
 func awaitCheckpoints(t *testing.T, id string, after, n int) flinkrest.Checkpoints {
 	t.Helper()
 	var cs flinkrest.Checkpoints
-	await(t, 2*time.Minute, fmt.Sprintf("%d completed checkpoints after %d", n, after), func() bool {
+	flinktest.Await(t, 2*time.Minute, fmt.Sprintf("%d completed checkpoints after %d", n, after), func() bool {
 		var err error
 		cs, err = checkpointsOf(t, id)
 		return err == nil && cs.Counts.Completed >= after+n
@@ -367,25 +366,4 @@ func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 func headLines(s string, n int) string {
 	lines := strings.SplitN(s, "\n", n+1)
 	return strings.Join(lines[:min(len(lines), n)], "\n")
-}
-
-// bootInADirOfItsOwn returns a PROCESS environment's command: Beam Go's boot
-// loader, each run of it with a semi-persistent directory of its own,
-// under the test's temporary directory. The boot loader fetches the
-// worker binary into <dir>/staged/<its name>, by default under /tmp, the
-// same file for every boot loader on the machine: two TaskManagers
-// starting a job's workers at once overwrite each other's copy, and one
-// exits 1 ("Process died with exit code 1", the task fails and the job
-// restarts; notes/beam-defects.md, 25).
-func bootInADirOfItsOwn(t *testing.T) string {
-	t.Helper()
-	boot, err := jobservertest.BootLoader()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "boot")
-	// The job's flags first: the last --semi_persist_dir counts.
-	body := fmt.Sprintf("#!/bin/sh\nd=$(mktemp -d %q) || exit 1\nexec %q \"$@\" --semi_persist_dir=\"$d\"\n",
-		filepath.Join(dir, "worker-XXXXXX"), boot)
-	require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
-	return script
 }

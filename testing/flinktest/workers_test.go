@@ -111,13 +111,13 @@ func TestWorkers_NoneLeftRunningWhenTheJobStopsIsCancelledOrLosesItsTaskManager(
 			Flink:             flinkopts.Options{Streaming: true}})
 		flinkJob(t, j)
 		// The boot loader and the SDK worker it started, at least.
-		await(t, time.Minute, "the job's workers running", func() bool { return len(markedProcesses(mark)) >= 2 })
+		flinktest.Await(t, time.Minute, "the job's workers running", func() bool { return len(markedProcesses(mark)) >= 2 })
 		return j
 	}
 	awaitGone := func(t *testing.T, mark, after string, pids []int) {
 		t.Helper()
 		began := time.Now()
-		await(t, gone, fmt.Sprintf("no worker process left %s (%v)", after, pids), func() bool { return len(alive(mark, pids)) == 0 })
+		flinktest.Await(t, gone, fmt.Sprintf("no worker process left %s (%v)", after, pids), func() bool { return len(alive(mark, pids)) == 0 })
 		t.Logf("%d worker processes gone %v %s", len(pids), time.Since(began).Round(100*time.Millisecond), after)
 	}
 
@@ -155,7 +155,7 @@ func TestWorkers_NoneLeftRunningWhenTheJobStopsIsCancelledOrLosesItsTaskManager(
 		awaitGone(t, mark, "after their TaskManager was killed", orphans)
 		// The job restarts on the other TaskManager, with workers of its
 		// own: a cancel ends them.
-		await(t, 2*time.Minute, "the job's workers running again after the restart", func() bool {
+		flinktest.Await(t, 2*time.Minute, "the job's workers running again after the restart", func() bool {
 			return len(markedProcesses(mark)) >= 2
 		})
 		require.NoError(t, j.Cancel())

@@ -226,3 +226,28 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// BootInADirOfItsOwn returns a PROCESS environment's command: Beam Go's
+// boot loader, each run of it with a semi-persistent directory of its own
+// under the test's temporary directory. By default the boot loader fetches
+// the worker binary into /tmp/staged/<its name>, the same file for every
+// boot loader on the machine: two TaskManagers starting a job's workers at
+// once overwrite each other's copy, and one exits 1 ("Process died with
+// exit code 1": the task fails and the job restarts; notes/beam-defects.md,
+// 25).
+func BootInADirOfItsOwn(t testing.TB) string {
+	t.Helper()
+	boot, err := BootLoader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "boot")
+	// The job's flags first: the last --semi_persist_dir counts.
+	body := fmt.Sprintf("#!/bin/sh\nd=$(mktemp -d %q) || exit 1\nexec %q \"$@\" --semi_persist_dir=\"$d\"\n",
+		filepath.Join(dir, "worker-XXXXXX"), boot)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -48,35 +47,6 @@ func produce(t *testing.T, b *kafkatest.Broker, topic string, from, n int) {
 	require.NoError(t, cl.ProduceSync(ctx, recs...).FirstErr())
 }
 
-// await polls cond every 200 ms until it holds, failing the test past
-// timeout with what it was waiting for.
-func await(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// bootInADirOfItsOwn writes a PROCESS command that runs Beam Go's boot
-// loader with a directory of its own, so that two TaskManagers' boot
-// loaders do not overwrite each other's worker binary
-// (notes/beam-defects.md, 25).
-func bootInADirOfItsOwn(t *testing.T) string {
-	t.Helper()
-	boot, err := jobservertest.BootLoader()
-	require.NoError(t, err)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "boot")
-	body := fmt.Sprintf("#!/bin/sh\nd=$(mktemp -d %q) || exit 1\nexec %q \"$@\" --semi_persist_dir=\"$d\"\n",
-		filepath.Join(dir, "worker-XXXXXX"), boot)
-	require.NoError(t, os.WriteFile(script, []byte(body), 0o755))
-	return script
-}
-
 // On Flink, kafkaio's ledger (keyed state) commits the group's offsets
 // while the job runs, to the end of each partition, and a stop with a
 // savepoint leaves them at the end of what the job read, with nothing to
@@ -110,7 +80,7 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 		// LOOPBACK workers serve one TaskManager (notes/beam-defects.md, 20).
 		exe, err := os.Executable()
 		require.NoError(t, err)
-		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, bootInADirOfItsOwn(t)), exe
+		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, jobservertest.BootInADirOfItsOwn(t)), exe
 	}
 	j, err := jobrun.Start(context.Background(), p, o)
 	require.NoError(t, err)
@@ -124,7 +94,7 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	})
 	rest := flinkrest.New(c.REST)
 	var id string
-	await(t, 2*time.Minute, "the job on the cluster", func() bool {
+	flinktest.Await(t, 2*time.Minute, "the job on the cluster", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		id, err = j.FlinkJobID(ctx)
@@ -135,7 +105,7 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	defer cancel()
 	end, err := b.EndOffsets(ctx, in)
 	require.NoError(t, err)
-	await(t, 3*time.Minute, "the group committed at the end of each partition", func() bool {
+	flinktest.Await(t, 3*time.Minute, "the group committed at the end of each partition", func() bool {
 		committed, err := b.Committed(ctx, group, in)
 		return err == nil && maps.Equal(committed, end)
 	})
@@ -144,7 +114,7 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	t.Logf("committed to the end with %d checkpoints completed", cs.Counts.Completed)
 
 	produce(t, b, in, 300, 100)
-	await(t, 2*time.Minute, "the 100 more records written", func() bool { return written.Total() >= 400 })
+	flinktest.Await(t, 2*time.Minute, "the 100 more records written", func() bool { return written.Total() >= 400 })
 	_, err = j.StopWithSavepoint(ctx, "", 2*time.Minute)
 	require.NoError(t, err)
 	_, err = j.Wait()
