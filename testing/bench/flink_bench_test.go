@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/flinkopts"
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
@@ -42,33 +40,8 @@ var flinkCases = []flinkCase{
 // BEAMDEDUP_FLINK_ORDERS_FILE, or one of BEAMDEDUP_FLINK_ORDERS_COUNT
 // orders (default 850,000: 1,007,166 rows) generated once per machine.
 func flinkOrdersFile(tb testing.TB) string {
-	tb.Helper()
-	if f := os.Getenv("BEAMDEDUP_FLINK_ORDERS_FILE"); f != "" {
-		abs, err := filepath.Abs(f)
-		require.NoError(tb, err)
-		return abs
-	}
-	n := envInt("BEAMDEDUP_FLINK_ORDERS_COUNT", 850_000)
-	path := filepath.Join(os.TempDir(), "beamdedup-bench", fmt.Sprintf("orders-%d-seed1.jsonl", n))
-	flinkFileOnce.Do(func() {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		require.NoError(tb, os.MkdirAll(filepath.Dir(path), 0o755))
-		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-		flinkFileErr = orders.WriteSample(tmp, n, 1)
-		if flinkFileErr == nil {
-			flinkFileErr = os.Rename(tmp, path)
-		}
-	})
-	require.NoError(tb, flinkFileErr)
-	return path
+	return benchOrdersFile(tb, "BEAMDEDUP_FLINK_ORDERS_FILE", "BEAMDEDUP_FLINK_ORDERS_COUNT", 850_000)
 }
-
-var (
-	flinkFileOnce sync.Once
-	flinkFileErr  error
-)
 
 // BenchmarkFlinkCluster holds ours to Flink SQL on a Flink session cluster
 // of this machine (testing/flinktest: a JobManager and one TaskManager of

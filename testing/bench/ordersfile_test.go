@@ -112,32 +112,35 @@ func ordersPipeline(last func(beam.Scope, beam.PCollection, ...dedup.Option) (de
 // BEAMDEDUP_ORDERS_COUNT orders (default 500,000; seed 1, as peerdata
 // writes it) generated once per machine into the temporary directory.
 func ordersFile(tb testing.TB) string {
+	return benchOrdersFile(tb, "BEAMDEDUP_ORDERS_FILE", "BEAMDEDUP_ORDERS_COUNT", 500_000)
+}
+
+// benchOrdersFile is the file that the environment variable fileVar
+// names, or one of countVar's number of orders (def by default; seed 1)
+// generated once per machine into the temporary directory.
+func benchOrdersFile(tb testing.TB, fileVar, countVar string, def int) string {
 	tb.Helper()
-	if f := os.Getenv("BEAMDEDUP_ORDERS_FILE"); f != "" {
+	if f := os.Getenv(fileVar); f != "" {
 		abs, err := filepath.Abs(f)
 		require.NoError(tb, err)
 		return abs
 	}
-	n := envInt("BEAMDEDUP_ORDERS_COUNT", 500_000)
+	n := envInt(countVar, def)
 	path := filepath.Join(os.TempDir(), "beamdedup-bench", fmt.Sprintf("orders-%d-seed1.jsonl", n))
-	ordersFileOnce.Do(func() {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-		ordersFileErr = orders.WriteSample(tmp, n, 1)
-		if ordersFileErr == nil {
-			ordersFileErr = os.Rename(tmp, path)
-		}
-	})
-	require.NoError(tb, ordersFileErr)
+	generated.Lock()
+	defer generated.Unlock()
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	require.NoError(tb, os.MkdirAll(filepath.Dir(path), 0o755))
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	require.NoError(tb, orders.WriteSample(tmp, n, 1))
+	require.NoError(tb, os.Rename(tmp, path))
 	return path
 }
 
-var (
-	ordersFileOnce sync.Once
-	ordersFileErr  error
-)
+// generated serialises the generation of the orders files.
+var generated sync.Mutex
 
 // ordersRun is what one case's run measured.
 type ordersRun struct {
