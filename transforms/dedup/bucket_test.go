@@ -81,6 +81,19 @@ func bucketParts(keys int, changelog bool) [3][]bucketRow {
 	return parts
 }
 
+// bucketInput is parts as one collection of three bundles' worth (three
+// Creates flattened), and the transform, KeepFirst or KeepLast (last).
+func bucketInput(s beam.Scope, parts [3][]bucketRow, last bool) (beam.PCollection, func(beam.Scope, beam.PCollection, ...dedup.Option) dedup.Result) {
+	var creates []beam.PCollection
+	for _, part := range parts {
+		creates = append(creates, beam.CreateList(s, part))
+	}
+	if last {
+		return beam.Flatten(s, creates...), dedup.KeepLast
+	}
+	return beam.Flatten(s, creates...), dedup.KeepFirst
+}
+
 // The bucketed merge (the bounded expansion's candidates batched per
 // key-hash bucket across the shuffle) keeps the same row per key as the
 // per-key merge, ties and the changelog's final kinds included, drops the
@@ -110,15 +123,7 @@ func TestBucketedMerge_SameRowsAndCountersAsPerKeyMerge(t *testing.T) {
 				const keys = 3000
 				parts := bucketParts(keys, tc.changelog)
 				p, s := beam.NewPipelineWithRoot()
-				var creates []beam.PCollection
-				for _, part := range parts {
-					creates = append(creates, beam.CreateList(s, part))
-				}
-				in := beam.Flatten(s, creates...)
-				dedupe := dedup.KeepFirst
-				if tc.last {
-					dedupe = dedup.KeepLast
-				}
+				in, dedupe := bucketInput(s, parts, tc.last)
 				opts := append([]dedup.Option{rowspec.PartitionBy("key")}, tc.opts...)
 				bucketed := dedupe(s, in, append(opts, dedup.UID("bucketed"), bucketBytes(capBytes))...)
 				perKey := dedupe(s, in, append(opts, dedup.UID("perkey"), perKeyMerge())...)

@@ -79,15 +79,7 @@ func TestStatePerBucket_KeepsTheRowsOfACellPerKeyOnPrism(t *testing.T) {
 			const keys = 3000
 			parts := bucketParts(keys, false)
 			p, s := beam.NewPipelineWithRoot()
-			var creates []beam.PCollection
-			for _, part := range parts {
-				creates = append(creates, beam.CreateList(s, part))
-			}
-			in := beam.Flatten(s, creates...)
-			dedupe := dedup.KeepFirst
-			if tc.last {
-				dedupe = dedup.KeepLast
-			}
+			in, dedupe := bucketInput(s, parts, tc.last)
 			opts := append([]dedup.Option{rowspec.PartitionBy("key"), dedup.AsStream()}, tc.opts...)
 			bucketed := dedupe(s, in, append(opts, dedup.UID("bucketed"))...)
 			perKey := dedupe(s, in, append(opts, dedup.UID("perkey"), dedup.StateBuckets(0))...)

@@ -21,11 +21,7 @@ import (
 func TestReadReadsOnlyCommittedTransactionsAndEndsAfterTheirMarkers(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 2)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.TransactionalID(t.Name()), kgo.DefaultProduceTopic(topic))
-	require.NoError(t, err)
-	defer cl.Close()
+	ctx, cl := transactionalProducer(t, b, topic)
 	txn := func(from, n int, commit kgo.TransactionEndTry) {
 		require.NoError(t, cl.BeginTransaction())
 		for i := from; i < from+n; i++ {
@@ -42,7 +38,7 @@ func TestReadReadsOnlyCommittedTransactionsAndEndsAfterTheirMarkers(t *testing.T
 	p, s := beam.NewPipelineWithRoot()
 	recs := Read(s, b.Addr, topic, Group(group), IdleStop(quiet))
 	Commit(s, b.Addr, group, beam.ParDo(s, &collectFn{Name: t.Name()}, recs))
-	_, err = runPipeline(t, p, 2*time.Minute)
+	_, err := runPipeline(t, p, 2*time.Minute)
 	require.NoError(t, err, "the job ends by itself: the readers reach the ends past the markers")
 	end, err := b.EndOffsets(ctx, topic) // the markers are written after EndTransaction returns
 	require.NoError(t, err)
@@ -64,11 +60,7 @@ func TestReadReadsOnlyCommittedTransactionsAndEndsAfterTheirMarkers(t *testing.T
 func TestAReaderStartingAtAMarkerCountsItWithItsFirstRecord(t *testing.T) {
 	b := kafkatest.Shared(t)
 	topic := b.NewTopic(t, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.TransactionalID(t.Name()), kgo.DefaultProduceTopic(topic))
-	require.NoError(t, err)
-	defer cl.Close()
+	ctx, cl := transactionalProducer(t, b, topic)
 	require.NoError(t, cl.BeginTransaction())
 	rs := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")})
 	require.NoError(t, rs.FirstErr())
@@ -94,4 +86,16 @@ func TestAReaderStartingAtAMarkerCountsItWithItsFirstRecord(t *testing.T) {
 	end, err := b.EndOffsets(ctx, topic)
 	require.NoError(t, err)
 	assert.Equal(t, end, committedNow(t, b, group, topic))
+}
+
+// transactionalProducer is a client producing into topic with
+// transactions, closed at the test's end, and a context of a minute for
+// its calls.
+func transactionalProducer(t *testing.T, b *kafkatest.Broker, topic string) (context.Context, *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.TransactionalID(t.Name()), kgo.DefaultProduceTopic(topic))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return ctx, cl
 }
