@@ -69,8 +69,11 @@ type Config struct {
 	// MaxParallelism is the key groups of a job's keyed state unless it
 	// sets --max_parallelism (pipeline.max-parallelism).
 	MaxParallelism int
-	// RestartAttempts and RestartDelay are a failed job's restarts
-	// (restart-strategy fixed-delay) before it fails for good.
+	// RestartAttempts and RestartDelay are a failing job's restarts in a
+	// row before it fails for good, and the delay before the first of them
+	// (restart-strategy exponential-delay: the delay doubles with each
+	// failure in a row, up to MaxRestartDelay, and the count starts again
+	// after an hour without a failure).
 	RestartAttempts int
 	RestartDelay    time.Duration
 	// HeartbeatInterval and HeartbeatTimeout are Flink's between its
@@ -96,12 +99,20 @@ const (
 	// 85, so that a savepoint restores on a stock cluster with the same key
 	// groups, and rescales up to 128 subtasks.
 	DefaultMaxParallelism = 128
-	// DefaultRestartAttempts: a job whose TaskManager died restarts on the
-	// others; one that cannot run fails within seconds, not after twenty
-	// attempts (each failed attempt of a job whose workers are gone leaves
-	// Beam's environment objects in the TaskManager's heap).
-	DefaultRestartAttempts = 4
+	// DefaultRestartAttempts and DefaultRestartDelay: a job whose
+	// TaskManager died restarts on the others at once, and one that
+	// restarts while the cluster frees or replaces slots (Flink's "could
+	// not acquire the minimum required resources") waits 2, 4, 8, 16 and
+	// 32 s more; a job that cannot run fails after about a minute, not
+	// after twenty attempts (each failed attempt of a job whose workers
+	// are gone leaves Beam's environment objects in the TaskManager's
+	// heap). A job that runs for weeks is not failed by its sixth
+	// TaskManager lost: the count starts again after an hour without a
+	// failure (fixed-delay never starts again).
+	DefaultRestartAttempts = 6
 	DefaultRestartDelay    = time.Second
+	// MaxRestartDelay is the longest delay before a restart.
+	MaxRestartDelay = time.Minute
 	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout: a killed
 	// TaskManager is declared lost at its first failed heartbeat RPC (its
 	// port refuses, heartbeat.rpc-failure-threshold 1), not after the
@@ -149,14 +160,17 @@ func (c Config) flinkConf(dir string) map[string]string {
 		"state.savepoints.dir":  "file://" + filepath.Join(dir, "savepoints"),
 		"state.backend.type":    "hashmap",
 		// A job's key groups unless it sets --max_parallelism.
-		"pipeline.max-parallelism":              strconv.Itoa(c.MaxParallelism),
-		"restart-strategy.type":                 "fixed-delay",
-		"restart-strategy.fixed-delay.attempts": strconv.Itoa(c.RestartAttempts),
-		"restart-strategy.fixed-delay.delay":    fmt.Sprintf("%d ms", c.RestartDelay.Milliseconds()),
-		"heartbeat.interval":                    strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
-		"heartbeat.timeout":                     strconv.FormatInt(c.HeartbeatTimeout.Milliseconds(), 10),
-		"heartbeat.rpc-failure-threshold":       "1",
-		"web.submit.enable":                     "false",
+		"pipeline.max-parallelism":                                         strconv.Itoa(c.MaxParallelism),
+		"restart-strategy.type":                                            "exponential-delay",
+		"restart-strategy.exponential-delay.initial-backoff":               fmt.Sprintf("%d ms", c.RestartDelay.Milliseconds()),
+		"restart-strategy.exponential-delay.max-backoff":                   fmt.Sprintf("%d ms", MaxRestartDelay.Milliseconds()),
+		"restart-strategy.exponential-delay.backoff-multiplier":            "2.0",
+		"restart-strategy.exponential-delay.attempts-before-reset-backoff": strconv.Itoa(c.RestartAttempts),
+		"restart-strategy.exponential-delay.reset-backoff-threshold":       "1 h",
+		"heartbeat.interval":                                               strconv.FormatInt(c.HeartbeatInterval.Milliseconds(), 10),
+		"heartbeat.timeout":                                                strconv.FormatInt(c.HeartbeatTimeout.Milliseconds(), 10),
+		"heartbeat.rpc-failure-threshold":                                  "1",
+		"web.submit.enable":                                                "false",
 		// The REST API's metrics are at most this old. Flink's default, 10
 		// s, is the floor of a watchdog's stall limit on Flink.
 		"metrics.fetcher.update-interval": "1000",

@@ -336,7 +336,13 @@ func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 		}
 		c := flinktest.SharedCluster(t)
 		if jobs, err := rest(t).Jobs(ctx); err == nil {
-			t.Logf("the cluster's jobs: %+v", jobs)
+			var running []string
+			for _, fj := range jobs {
+				if !fj.Terminal() {
+					running = append(running, fmt.Sprintf("%s (%s, %s)", fj.ID, fj.Name, fj.State))
+				}
+			}
+			t.Logf("the cluster's jobs not ended: %v", running)
 		}
 		var lost []string
 		for _, l := range strings.Split(c.JobManager.Output(), "\n") {
