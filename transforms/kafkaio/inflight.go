@@ -59,7 +59,7 @@ func (f *inFlight) started(partition int32, start int64) {
 // committed offset; 0 holds it. A reader held for inFlightPatience while
 // the offset did not move means nothing becomes safe (no Commit of its
 // records, or a Commit elsewhere that fails): the bound is then given up,
-// warned once.
+// with a warning, until the group's offset moves again.
 func (f *inFlight) room(ctx context.Context, partition int32, next int64, bound int) int {
 	f.refresh(ctx)
 	f.mu.Lock()
@@ -119,6 +119,12 @@ func (f *inFlight) refresh(ctx context.Context) {
 		}
 		if old, ok := f.committed[p]; !ok || o.At > old {
 			f.committed[p], f.moved[p] = o.At, time.Now()
+			// The group's offsets move again (a failed commit is retried
+			// with the marks of the records read without the bound): the
+			// bound holds again.
+			if ok {
+				f.unbounded = false
+			}
 		}
 	}
 }

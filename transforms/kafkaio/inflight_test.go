@@ -99,3 +99,33 @@ func TestAReaderHeldAtMaxInFlightWithNothingBecomingSafeReadsOn(t *testing.T) {
 	assert.Equal(t, int64(40), readCounters(pr).Read, "every record read once the bound was given up")
 	assert.Zero(t, readCounters(pr).Safe)
 }
+
+// A bound given up (the group's offset did not move while a reader was
+// held: its commits failed, say) holds again once the group's offset
+// moves: the reader is again held at MaxInFlight records past it.
+func TestInFlightBoundHoldsAgainOnceTheGroupsOffsetMoves(t *testing.T) {
+	b := kafkatest.Shared(t)
+	topic := b.NewTopic(t, 1)
+	const group, bound = "bound-again", 10
+	adm, err := b.Admin()
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = adm.CommitOffsets(ctx, group, offsetsOf(topic, map[int32]int64{0: 5}))
+	require.NoError(t, err)
+	f := &inFlight{adm: adm, group: group, topic: topic,
+		committed: map[int32]int64{}, startedAt: map[int32]int64{0: 0}, moved: map[int32]time.Time{}, held: map[int32]time.Time{}}
+	require.Equal(t, 0, f.room(ctx, 0, 15, bound), "held: 10 past the committed offset 5")
+	f.mu.Lock()
+	f.unbounded = true // given up
+	f.read = time.Time{}
+	f.mu.Unlock()
+	assert.Equal(t, bound, f.room(ctx, 0, 15, bound), "the bound given up while the offset stays")
+
+	_, err = adm.CommitOffsets(ctx, group, offsetsOf(topic, map[int32]int64{0: 8}))
+	require.NoError(t, err)
+	f.mu.Lock()
+	f.read = time.Time{} // due for a refresh
+	f.mu.Unlock()
+	assert.Equal(t, 0, f.room(ctx, 0, 18, bound), "held again: 10 past the moved offset 8")
+	assert.Equal(t, 3, f.room(ctx, 0, 15, bound), "7 past it: room for 3")
+}

@@ -12,11 +12,22 @@ import (
 // range tracker over [Start, End), End math.MaxInt64 while unbounded,
 // with the partition's end offset as last seen for its estimate. A
 // checkpoint (a split at fraction 0) leaves the primary what was claimed
-// and the residual the rest, from the next offset; a runner's split at a
-// larger fraction divides the range up to the estimated end.
+// and the residual the rest, from the next offset. A runner's split at a
+// larger fraction is declined: its primary would stop at the first record
+// past the split point, and the offsets between its last record and that
+// point (a transaction's markers, aborted records) would be counted by
+// neither reader, holding the partition's commit there for good.
 type tracker struct {
 	*offsetrange.GrowableTracker
 	end *endEstimate
+}
+
+// TrySplit checkpoints at fraction 0 and declines any other split.
+func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) {
+	if fraction > 0 {
+		return t.GetRestriction(), nil, nil
+	}
+	return t.GrowableTracker.TrySplit(fraction)
 }
 
 // endEstimate is the partition's end offset as the reader last saw it.
