@@ -144,7 +144,7 @@ func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWaterm
 //
 // A reader held at the bound for a minute while the group's offset does
 // not move (no Commit of its records, or commits that fail) warns and
-// reads on without it. Read.
+// reads on without it, until the group's offset moves again. Read.
 func MaxInFlight(n int) Option {
 	return func(c *config) {
 		c.Set("MaxInFlight")
