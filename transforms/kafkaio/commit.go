@@ -91,11 +91,16 @@ func typeOf(col beam.PCollection) string {
 
 // droppedFn counts the records a dedup step dropped as they go to be
 // marked safe.
-type droppedFn struct{}
+type droppedFn struct{ n int64 }
 
-func (fn *droppedFn) ProcessElement(ctx context.Context, r Record) Record {
-	cDropped.Inc(ctx, 1)
+func (fn *droppedFn) ProcessElement(_ context.Context, r Record) Record {
+	fn.n++
 	return r
+}
+
+func (fn *droppedFn) FinishBundle(ctx context.Context) {
+	cDropped.Inc(ctx, fn.n)
+	fn.n = 0
 }
 
 // marks are the offsets of one partition a bundle marked safe: the spans
@@ -114,6 +119,7 @@ func ledgerKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d
 // spans: a failed bundle marks nothing.
 type markFn struct {
 	byPart map[ledgerPart][]span
+	n      int64 // records marked in the bundle
 }
 
 type ledgerPart struct {
@@ -125,13 +131,23 @@ func (fn *markFn) StartBundle(context.Context, func(string, marks)) {
 	fn.byPart = map[ledgerPart][]span{}
 }
 
-func (fn *markFn) ProcessElement(ctx context.Context, r Record, _ func(string, marks)) {
+func (fn *markFn) ProcessElement(_ context.Context, r Record, _ func(string, marks)) {
 	p := ledgerPart{r.Topic, r.Partition}
-	fn.byPart[p] = append(fn.byPart[p], span{from: r.Offset - max(r.Skipped, 0), to: r.Offset + 1})
-	cSafe.Inc(ctx, 1)
+	sp := span{from: r.Offset - max(r.Skipped, 0), to: r.Offset + 1}
+	fn.n++
+	// A partition's records mostly come in order: the span of the one
+	// before grows, and the bundle holds a span per run of them.
+	spans := fn.byPart[p]
+	if n := len(spans); n > 0 && spans[n-1].to == sp.from {
+		spans[n-1].to = sp.to
+		return
+	}
+	fn.byPart[p] = append(spans, sp)
 }
 
-func (fn *markFn) FinishBundle(_ context.Context, emit func(string, marks)) {
+func (fn *markFn) FinishBundle(ctx context.Context, emit func(string, marks)) {
+	cSafe.Inc(ctx, fn.n)
+	fn.n = 0
 	for p, spans := range fn.byPart {
 		m := marks{Topic: p.topic, Partition: p.partition}
 		for _, sp := range mergeSpans(spans) {

@@ -69,6 +69,7 @@ func init() {
 			"ProcessElement": dofn.F2x1(f.ProcessElement, func(ctx, r any) any {
 				return f.ProcessElement(ctx.(context.Context), r.(Record))
 			}),
+			"FinishBundle": dofn.F1x0(f.FinishBundle, func(ctx any) { f.FinishBundle(ctx.(context.Context)) }),
 		}
 	})
 	dofn.Register(&markFn{}, func(fn any) dofn.Methods {
