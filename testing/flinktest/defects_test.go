@@ -98,17 +98,18 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsOrVanishesOnFlinkAnEmptyOneDoesNot
 			if tc.fails {
 				// The job restarts until the restart strategy gives up (a
 				// minute of delays); its first task failure says why.
-				var j *jobrun.Job
-				asSent(func() { j = start(t, p, jobrun.Options{StallLimit: -1}) })
 				ctx := context.Background()
 				var failures []string
-				flinktest.Await(t, 2*time.Minute, "a task failure of the job", func() bool {
-					id, err := j.FlinkJobID(ctx)
-					if err != nil {
-						return false
-					}
-					failures, err = rest(t).Exceptions(ctx, id)
-					return err == nil && len(failures) > 0
+				asSent(func() {
+					j := start(t, p, jobrun.Options{StallLimit: -1})
+					flinktest.Await(t, 2*time.Minute, "a task failure of the job", func() bool {
+						id, err := j.FlinkJobID(ctx)
+						if err != nil {
+							return false
+						}
+						failures, err = rest(t).Exceptions(ctx, id)
+						return err == nil && len(failures) > 0
+					})
 				})
 				assert.Contains(t, failures[len(failures)-1], "EOFException")
 				return
