@@ -227,8 +227,11 @@ type CheckpointConfig struct {
 	Timeout           int64  `json:"timeout"`
 	StateBackend      string `json:"state_backend"`
 	CheckpointStorage string `json:"checkpoint_storage"`
-	Externalization   struct {
-		Enabled bool `json:"enabled"`
+	// Externalization: whether the job's latest checkpoint is kept when
+	// the job is cancelled (or fails for good).
+	Externalization struct {
+		Enabled              bool `json:"enabled"`
+		DeleteOnCancellation bool `json:"delete_on_cancellation"`
 	} `json:"externalization"`
 }
 

@@ -81,7 +81,8 @@ func TestExampleMain_RunsUnchangedOnPrismAndOnTheCluster(t *testing.T) {
 // in the runner's format), gets the job server's defaults
 // for a Go job, read back from Flink's REST API: a checkpoint every 5 s
 // (/jobs/:id/checkpoints/config) and its bundles finished before each
-// checkpoint (the runner's options, in the job's user-config); its own
+// checkpoint (the runner's options, in the job's user-config), its latest
+// checkpoint kept when it is cancelled or fails; its own
 // flags win, false and none included. The job ends when its input has
 // been read (the job server ends its impulse once its splittable sources
 // have), with every order out once.
@@ -120,6 +121,9 @@ func TestExampleMain_InStreamingModeGetsTheJobServersCheckpointDefaultsUnlessItS
 			cc, err := rest(t).CheckpointConfig(ctx, job.ID)
 			require.NoError(t, err)
 			assert.Equal(t, tc.interval, cc.Interval, "checkpoint interval")
+			if tc.interval != math.MaxInt64 {
+				assert.True(t, cc.Externalization.Enabled && !cc.Externalization.DeleteOnCancellation, "the latest checkpoint kept when the job is cancelled or fails: %+v", cc.Externalization)
+			}
 		})
 	}
 }

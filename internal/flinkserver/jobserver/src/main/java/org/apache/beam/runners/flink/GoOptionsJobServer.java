@@ -47,7 +47,9 @@ import org.slf4j.LoggerFactory;
  * the properties of FlinkPipelineOptions and {@code --streaming}) into the options the runner
  * reads, unless the job set that option itself; an empty value counts as unset.
  *
- * <p>A Go job gets {@code --finish_bundle_before_checkpointing=true} and, when the JVM's system
+ * <p>A Go job gets {@code --finish_bundle_before_checkpointing=true}, its latest checkpoint retained
+ * when it is cancelled or fails ({@code --externalized_checkpoints_enabled=true
+ * --retain_externalized_checkpoints_on_cancellation=true}) and, when the JVM's system
  * property {@value #CHECKPOINTING_INTERVAL} gives one (milliseconds), that checkpoint interval,
  * unless it sets them itself (goDefaults): without the first a splittable source may never start
  * once checkpoints are on.
@@ -213,13 +215,25 @@ public class GoOptionsJobServer extends JobServerDriver {
    * impulse stage's first bundle ends buffers that bundle's one output (a splittable source's
    * restriction) while the stage's final watermark goes out directly, and the source never
    * starts (notes/beam-defects.md). It changes nothing for a job without checkpoints.
+   *
+   * <p>{@code externalizedCheckpointsEnabled} and {@code retainExternalizedCheckpointsOnCancellation}:
+   * the job's latest completed checkpoint is kept when the job is cancelled or fails for good
+   * (Flink's default, and Beam's, delete it then), so that a job's state outlives the job even
+   * without a savepoint: it restores with {@code --savepoint_path} set to that checkpoint.
    */
   static Struct goDefaults(Struct options, long checkpointingInterval, Map<String, String> defaulted) {
     Struct.Builder out = options.toBuilder();
-    String finish = PREFIX + "finish_bundle_before_checkpointing" + SUFFIX;
-    if (!options.getFieldsMap().containsKey(finish)) {
-      out.putFields(finish, Value.newBuilder().setStringValue("true").build());
-      defaulted.put("finishBundleBeforeCheckpointing", "true");
+    for (String[] d :
+        new String[][] {
+          {"finish_bundle_before_checkpointing", "finishBundleBeforeCheckpointing"},
+          {"externalized_checkpoints_enabled", "externalizedCheckpointsEnabled"},
+          {"retain_externalized_checkpoints_on_cancellation", "retainExternalizedCheckpointsOnCancellation"},
+        }) {
+      String key = PREFIX + d[0] + SUFFIX;
+      if (!options.getFieldsMap().containsKey(key)) {
+        out.putFields(key, Value.newBuilder().setStringValue("true").build());
+        defaulted.put(d[1], "true");
+      }
     }
     String interval = PREFIX + "checkpointing_interval" + SUFFIX;
     if (checkpointingInterval > 0 && !options.getFieldsMap().containsKey(interval)) {
