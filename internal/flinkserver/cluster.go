@@ -186,17 +186,6 @@ var jobManagerLogLevels = append([]string{
 	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.executiongraph.ExecutionGraph=info",
 }, taskManagerLogLevels...)
 
-// StartTaskManager starts one more TaskManager and returns it once it has
-// registered with the JobManager.
-func (c *Cluster) StartTaskManager() (*Process, error) {
-	want := len(c.TaskManagers()) + 1
-	p, err := c.startTaskManager()
-	if err != nil {
-		return nil, err
-	}
-	return p, c.awaitStarted(want)
-}
-
 // awaitStarted waits until n TaskManagers are registered and each live
 // one is among them by its own RPC port (a killed one stays registered
 // until its heartbeat times out, so the count alone can be met before a

@@ -52,17 +52,11 @@ type Server struct {
 	removeDir bool
 }
 
-// Output is what the server printed so far (its log file).
-func (s *Server) Output() string { return s.proc.Output() }
-
 // LogFile is the path of the server's log file.
 func (s *Server) LogFile() string { return s.proc.Log }
 
 // Name is the job server process's name in messages ("server").
 func (s *Server) Name() string { return s.proc.Name }
-
-// Process is the job server's JVM.
-func (s *Server) Process() *Process { return s.proc }
 
 // Stop kills the server with its process group, and removes its directory
 // when it was a temporary one.

@@ -40,9 +40,6 @@ type Pubsub struct {
 	Acked, AckFailed, AckedUnheld           int64
 }
 
-// InFlight is the number of deliveries emitted and not yet acked.
-func (c Pubsub) InFlight() int64 { return c.Read - c.Acked - c.AckFailed }
-
 // ReadPubsub sums pubsubio's counters from a job's metrics.
 func ReadPubsub(pr beam.PipelineResult) Pubsub {
 	var c Pubsub

@@ -214,9 +214,6 @@ var errCancelled = errors.New("cancelled on request")
 // Done is closed when the job has ended.
 func (j *Job) Done() <-chan struct{} { return j.done }
 
-// Name is the job's name on the job server.
-func (j *Job) Name() string { return j.o.Name }
-
 // Elapsed is the time since Start.
 func (j *Job) Elapsed() time.Duration { return time.Since(j.start) }
 

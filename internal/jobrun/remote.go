@@ -108,19 +108,6 @@ func terminal(s jobpb.JobState_Enum) bool {
 	return false
 }
 
-// State returns the job's state.
-func (r *Remote) State(ctx context.Context) (jobpb.JobState_Enum, error) {
-	id, err := r.ID(ctx)
-	if err != nil {
-		return jobpb.JobState_UNSPECIFIED, err
-	}
-	resp, err := r.client.GetState(ctx, &jobpb.GetJobStateRequest{JobId: id})
-	if err != nil {
-		return jobpb.JobState_UNSPECIFIED, err
-	}
-	return resp.GetState(), nil
-}
-
 // monitoring returns the job's committed and attempted monitoring infos.
 func (r *Remote) monitoring(ctx context.Context) (committed, attempted []*pipepb.MonitoringInfo, err error) {
 	id, err := r.ID(ctx)

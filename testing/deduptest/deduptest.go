@@ -55,12 +55,6 @@ func WithoutExpiry(c dedup.Counters) dedup.Counters {
 	return c
 }
 
-// LastWithoutExpiry is WithoutExpiry for KeepLast's counters.
-func LastWithoutExpiry(c dedup.LastCounters) dedup.LastCounters {
-	c.KeysExpired = 0
-	return c
-}
-
 // StateRequests is the number of Fn API state requests of the stateful
 // steps: gets, appends and clears.
 func StateRequests(c dedup.Cost) int64 { return c.StateGets + c.StateAppends + c.StateClears }

@@ -94,9 +94,6 @@ func (p *WorkerPool) Freeze() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP
 // Thaw lets a frozen pool and its workers go on (SIGCONT).
 func (p *WorkerPool) Thaw() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
 
-// Output is what the pool and its workers printed so far.
-func (p *WorkerPool) Output() string { return p.out.String() }
-
 // bootTmp is where the boot loader copies the worker binary it starts
 // (os.MkdirTemp("/tmp/", "bin*") in container/boot.go, whatever TMPDIR
 // says), and bootStaged where it materializes the staged artifacts (its

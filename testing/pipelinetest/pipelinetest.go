@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -37,9 +36,6 @@ var Expansions = []struct {
 // Update makes CompareLines rewrite the expected files:
 // go test ./pipelines/... -update.
 var Update = flag.Bool("update", false, "rewrite expected files under testing/testdata")
-
-// Job is prismtest.Job: the job options of the test runner.
-func Job(t testing.TB) jobrun.Options { return prismtest.Job(t) }
 
 // Testdata returns the path of name under the repository's testing/testdata.
 func Testdata(name string) string {
