@@ -143,6 +143,20 @@ type Job struct {
 	StatusCounts map[string]int `json:"status-counts"`
 }
 
+// Running reports whether the job is RUNNING with every task running or
+// finished (a source's impulse may end while the job runs).
+func (j Job) Running() bool {
+	if j.State != "RUNNING" {
+		return false
+	}
+	for _, v := range j.Vertices {
+		if v.Status != "RUNNING" && v.Status != "FINISHED" {
+			return false
+		}
+	}
+	return true
+}
+
 // Job returns a job's details.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,33 +75,9 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	p, s := beam.NewPipelineWithRoot()
 	recs := kafkaio.Read(s, b.Addr, in, kafkaio.Group(group))
 	kafkaio.Commit(s, b.Addr, group, kafkaio.Write(s, b.Addr, out, recs))
-	o := jobrun.Options{Runner: "flink", Endpoint: c.Endpoint, FlinkREST: c.REST, EnvironmentType: "LOOPBACK",
-		StallLimit: -1, What: t.Name(), Parallelism: parallelism, Timeout: 5 * time.Minute,
-		Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second, MaxParallelism: 8}}
-	if parallelism > 1 {
-		// LOOPBACK workers serve one TaskManager (notes/beam-defects.md, 20).
-		exe, err := os.Executable()
-		require.NoError(t, err)
-		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, jobservertest.BootInADirOfItsOwn(t)), exe
-	}
-	j, err := jobrun.Start(context.Background(), p, o)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		select {
-		case <-j.Done():
-		default:
-			j.Cancel()
-			j.Wait()
-		}
-	})
+	j := startJob(t, p, jobOptions(t, c, parallelism, flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second, MaxParallelism: 8}))
 	rest := flinkrest.New(c.REST)
-	var id string
-	flinktest.Await(t, 2*time.Minute, "the job on the cluster", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		id, err = j.FlinkJobID(ctx)
-		return err == nil
-	})
+	id := flinkJobID(t, j)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -124,4 +102,75 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	committed, err := b.Committed(ctx, group, in)
 	require.NoError(t, err)
 	assert.Equal(t, end, committed, "committed at the end of each partition when the job ended")
+}
+
+// jobOptions are the options of a job of t on the cluster c at
+// parallelism, with a deadline: its SDK workers in this process (LOOPBACK)
+// at parallelism 1, else processes of the TaskManagers (PROCESS: Beam
+// Go's boot loader fetches this test binary), since LOOPBACK workers serve
+// one TaskManager (notes/beam-defects.md, 20).
+func jobOptions(t *testing.T, c *flinktest.Cluster, parallelism int, flink flinkopts.Options) jobrun.Options {
+	t.Helper()
+	o := jobrun.Options{Runner: "flink", Endpoint: c.Endpoint, FlinkREST: c.REST, EnvironmentType: "LOOPBACK",
+		StallLimit: -1, What: t.Name(), Parallelism: parallelism, Timeout: 5 * time.Minute, Flink: flink}
+	if parallelism > 1 {
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, jobservertest.BootInADirOfItsOwn(t)), exe
+		// The boot loaders' copies of exe, and the job server's.
+		jobservertest.RemoveBootCopies(t, exe)
+		removeStagedCopies(t, exe)
+	}
+	return o
+}
+
+// jobServerStaging is where Beam's Java job server stages each submitted
+// job's artifacts (its default --artifacts-dir, under java.io.tmpdir).
+const jobServerStaging = "/tmp/beam-artifact-staging"
+
+// removeStagedCopies removes, when the test ends, the job server's staged
+// copies of the worker binary exe (a directory per job, the binary under
+// "1-0:go-" and its path): the job server keeps them after the job ended,
+// some 160 MB a job.
+func removeStagedCopies(t *testing.T, exe string) {
+	t.Cleanup(func() {
+		staged, _ := filepath.Glob(filepath.Join(jobServerStaging, "*", "*:go-"+exe))
+		for _, f := range staged {
+			rel, err := filepath.Rel(jobServerStaging, f)
+			if err == nil {
+				os.RemoveAll(filepath.Join(jobServerStaging, strings.Split(rel, string(filepath.Separator))[0]))
+			}
+		}
+	})
+}
+
+// startJob submits p and cancels the job when the test ends, if it still
+// runs.
+func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
+	t.Helper()
+	j, err := jobrun.Start(context.Background(), p, o)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		select {
+		case <-j.Done():
+		default:
+			j.Cancel()
+			j.Wait()
+		}
+	})
+	return j
+}
+
+// flinkJobID waits for the job on the cluster and returns its id there.
+func flinkJobID(t *testing.T, j *jobrun.Job) string {
+	t.Helper()
+	var id string
+	flinktest.Await(t, 2*time.Minute, "the job on the cluster", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var err error
+		id, err = j.FlinkJobID(ctx)
+		return err == nil
+	})
+	return id
 }
