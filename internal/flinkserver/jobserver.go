@@ -102,7 +102,11 @@ func (j *JobServer) StartIn(dir string, jvm []string, args ...string) (*Server, 
 		"--job-host=localhost",
 		"--job-port="+strconv.Itoa(ports[0]),
 		"--artifact-port="+strconv.Itoa(ports[1]),
-		"--expansion-port="+strconv.Itoa(ports[2]))
+		"--expansion-port="+strconv.Itoa(ports[2]),
+		// Beam's default, /tmp/beam-artifact-staging, keeps every job's
+		// artifacts (a Go job's worker binary, 100 MB or more) after the
+		// job and the server: here they go with the server's directory.
+		"--artifacts-dir="+filepath.Join(dir, "artifacts"))
 	p, err := StartJVM(dir, "server", append(cmd, args...))
 	if err != nil {
 		return nil, err

@@ -133,6 +133,7 @@ func process(t *testing.T, o jobrun.Options) jobrun.Options {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, boot), exe
+	jobservertest.RemoveBootCopies(t, exe)
 	return o
 }
 

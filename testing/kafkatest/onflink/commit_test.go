@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -117,31 +115,9 @@ func jobOptions(t *testing.T, c *flinktest.Cluster, parallelism int, flink flink
 		exe, err := os.Executable()
 		require.NoError(t, err)
 		o.EnvironmentType, o.EnvironmentConfig, o.WorkerBinary = "PROCESS", fmt.Sprintf(`{"command":%q}`, jobservertest.BootInADirOfItsOwn(t)), exe
-		// The boot loaders' copies of exe, and the job server's.
 		jobservertest.RemoveBootCopies(t, exe)
-		removeStagedCopies(t, exe)
 	}
 	return o
-}
-
-// jobServerStaging is where Beam's Java job server stages each submitted
-// job's artifacts (its default --artifacts-dir, under java.io.tmpdir).
-const jobServerStaging = "/tmp/beam-artifact-staging"
-
-// removeStagedCopies removes, when the test ends, the job server's staged
-// copies of the worker binary exe (a directory per job, the binary under
-// "1-0:go-" and its path): the job server keeps them after the job ended,
-// some 160 MB a job.
-func removeStagedCopies(t *testing.T, exe string) {
-	t.Cleanup(func() {
-		staged, _ := filepath.Glob(filepath.Join(jobServerStaging, "*", "*:go-"+exe))
-		for _, f := range staged {
-			rel, err := filepath.Rel(jobServerStaging, f)
-			if err == nil {
-				os.RemoveAll(filepath.Join(jobServerStaging, strings.Split(rel, string(filepath.Separator))[0]))
-			}
-		}
-	})
 }
 
 // startJob submits p and cancels the job when the test ends, if it still
