@@ -1,10 +1,17 @@
 package flinktest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
+	"github.com/beamdedup/beamdedup/internal/jobrun"
 )
 
 var sharedCluster struct {
@@ -46,4 +53,46 @@ func MainCluster(m *testing.M) {
 	}
 	sharedCluster.Unlock()
 	os.Exit(code)
+}
+
+// Start submits p with o and, when the test ends, cancels the job if it
+// still runs and fails the test if the job still runs on the cluster
+// after it ended for jobrun (cancelling it there): a job left running,
+// its LOOPBACK workers gone with its test, restarts on and starves the
+// next tests.
+func Start(t testing.TB, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
+	t.Helper()
+	j, err := jobrun.Start(context.Background(), p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		select {
+		case <-j.Done():
+		default:
+			j.Cancel()
+			j.Wait()
+		}
+		ended(t, j)
+	})
+	return j
+}
+
+// ended is Start's check that the job ended on the cluster too.
+func ended(t testing.TB, j *jobrun.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := j.FlinkJobID(ctx)
+	if err != nil {
+		return // it never reached the cluster, or is not followed there
+	}
+	for ctx.Err() == nil {
+		fj, err := j.Flink().Job(ctx, id)
+		if err == nil && flinkrest.Terminal(fj.State) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Errorf("the Flink job %s still runs on the cluster after its end; cancelled", id)
+	j.Flink().Cancel(context.Background(), id)
 }

@@ -137,43 +137,10 @@ func process(t *testing.T, o jobrun.Options) jobrun.Options {
 	return o
 }
 
-// start submits p to the cluster and cancels it when the test ends, if
-// it still runs.
+// start submits p to the cluster with options(t, o) (flinktest.Start).
 func start(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 	t.Helper()
-	j, err := jobrun.Start(context.Background(), p, options(t, o))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		select {
-		case <-j.Done():
-		default:
-			j.Cancel()
-			j.Wait()
-		}
-		ended(t, j)
-	})
-	return j
-}
-
-// ended fails the test when the job still runs on the cluster after it
-// ended for jobrun, and cancels it there: a job left running (its LOOPBACK
-// workers gone with its test) restarts on and starves the next tests.
-func ended(t *testing.T, j *jobrun.Job) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	id, err := j.FlinkJobID(ctx)
-	if err != nil {
-		return // it never reached the cluster
-	}
-	for ctx.Err() == nil {
-		fj, err := j.Flink().Job(ctx, id)
-		if err == nil && flinkrest.Terminal(fj.State) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Errorf("the Flink job %s still runs on the cluster after its end; cancelled", id)
-	j.Flink().Cancel(context.Background(), id)
+	return flinktest.Start(t, p, options(t, o))
 }
 
 // flinkJob waits until the job is RUNNING on the cluster, every task of

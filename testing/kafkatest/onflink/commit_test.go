@@ -73,7 +73,7 @@ func testCommitOnFlink(t *testing.T, parallelism int) {
 	p, s := beam.NewPipelineWithRoot()
 	recs := kafkaio.Read(s, b.Addr, in, kafkaio.Group(group))
 	kafkaio.Commit(s, b.Addr, group, kafkaio.Write(s, b.Addr, out, recs))
-	j := startJob(t, p, jobOptions(t, c, parallelism, flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second, MaxParallelism: 8}))
+	j := flinktest.Start(t, p, jobOptions(t, c, parallelism, flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second, MaxParallelism: 8}))
 	rest := flinkrest.New(c.REST)
 	id := flinkJobID(t, j)
 
@@ -118,23 +118,6 @@ func jobOptions(t *testing.T, c *flinktest.Cluster, parallelism int, flink flink
 		jobservertest.RemoveBootCopies(t, exe)
 	}
 	return o
-}
-
-// startJob submits p and cancels the job when the test ends, if it still
-// runs.
-func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
-	t.Helper()
-	j, err := jobrun.Start(context.Background(), p, o)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		select {
-		case <-j.Done():
-		default:
-			j.Cancel()
-			j.Wait()
-		}
-	})
-	return j
 }
 
 // flinkJobID waits for the job on the cluster and returns its id there.

@@ -228,7 +228,7 @@ func startSeed001(t *testing.T, c *flinktest.Cluster, src streaming.Kafka, savep
 	p, s := beam.NewPipelineWithRoot()
 	_, err := streaming.Build(s, src, streaming.Config{})
 	require.NoError(t, err)
-	j := startJob(t, p, jobOptions(t, c, 2, flinkopts.Options{Streaming: true, CheckpointingInterval: 2 * time.Second,
+	j := flinktest.Start(t, p, jobOptions(t, c, 2, flinkopts.Options{Streaming: true, CheckpointingInterval: 2 * time.Second,
 		MaxParallelism: 8, SavepointPath: savepoint}))
 	id := flinkJobID(t, j)
 	rest := flinkrest.New(c.REST)
