@@ -23,8 +23,8 @@ import (
 //
 // A key's current entry is the one in the segment with the largest
 // position, so the bag says the same in any order (Beam does not promise a
-// bag's order); a rewritten bag holds every live key at position 0, in as
-// many segments as it takes. An entry with no state is a key deleted since
+// bag's order). A write may take several segments of one position, a key
+// in one of them; a rewritten bag holds every live key at position 0. An entry with no state is a key deleted since
 // an earlier segment; a rewrite drops it. The bucket count is part of
 // every segment because a key's bucket depends on it: state written with
 // another count is refused, not misread.

@@ -17,9 +17,10 @@ import (
 // states of all the keys of a bucket (a hash of the key, bucketOf) in one
 // cell, a bag of segments (statecoder's buckets), rather than a cell per
 // key. A bundle reads a bucket's cell once, decides each of the bucket's
-// rows on the bucket's table, and writes what changed as one segment: a
-// get and two appends per bucket and bundle, where the per-key layout
-// makes a get per key and an append per new key. What it costs instead is
+// rows on the bucket's table, and writes what changed as one segment (one
+// per MiB of changes): a get and two appends per bucket and bundle, where
+// the per-key layout makes a get per key and an append per new key. What
+// it costs instead is
 // reading the whole bucket: all its keys' states, for however few rows of
 // it a bundle holds (docs/state.md).
 
@@ -27,8 +28,8 @@ const (
 	// maxSegments is how many segments a bucket's cell holds before the
 	// next write rewrites it.
 	maxSegments = 64
-	// maxSegmentBytes caps a rewritten segment (a state request's
-	// payload); a larger bucket is rewritten in several.
+	// maxSegmentBytes caps a segment (a state request's payload): a
+	// larger write, a bucket's first or its rewrite, is several.
 	maxSegmentBytes = 1 << 20
 	// maxTableEntries bounds the keys a step holds in its bundle's tables:
 	// past it, the tables are written and forgotten, and read again if a
@@ -49,7 +50,7 @@ type bucketEntry struct {
 
 // bucketTable is a bucket's keys as its cell holds them, plus what the
 // bundle changed: its decisions read and write here, and the changes go to
-// the cell as one segment (change).
+// the cell in one write (write).
 type bucketTable struct {
 	key     []byte // the bucket's state key
 	buckets int
@@ -210,11 +211,12 @@ func (t *bucketTable) popDue(at int64) (key string, tm core.Timer, ok bool) {
 	return d.key, tm, true
 }
 
-// write is the change that writes what the bundle changed: a segment of the dirty
-// keys (in key order), or, when the cell would hold too many segments or
-// more bytes of changes than of its last rewrite, the whole bucket
-// rewritten. It counts the write's requests and leaves the table as the
-// cell is after it.
+// write is the change that writes what the bundle changed: the dirty keys
+// (in key order) at the cell's next position, in segments of at most
+// maxSegmentBytes, or, when the cell would hold too many segments or more
+// bytes of changes than of its last rewrite, the whole bucket rewritten.
+// It counts the write's requests and leaves the table as the cell is after
+// it.
 func (t *bucketTable) write(ctx context.Context, m *metricSet) change {
 	if len(t.dirty) == 0 {
 		return change{}
@@ -225,23 +227,20 @@ func (t *bucketTable) write(ctx context.Context, m *metricSet) change {
 	}
 	clear(t.dirty)
 	slices.Sort(keys)
-	seg := statecoder.AppendSegmentHeader(nil, t.next, t.buckets)
-	for _, k := range keys {
-		seg = t.appendEntry(seg, k)
-	}
+	segs, n := t.segmentsOf(keys, t.next)
 	m.stateWrites.Inc(ctx, 1)
-	if t.segments > 0 && (t.segments+1 > maxSegments || t.delta+len(seg) > t.base) {
+	if t.segments > 0 && (t.segments+len(segs) > maxSegments || t.delta+n > t.base) {
 		return t.rewrite(ctx, m)
 	}
 	if t.segments == 0 {
-		t.base += len(seg)
+		t.base += n
 	} else {
-		t.delta += len(seg)
+		t.delta += n
 	}
-	t.segments++
+	t.segments += len(segs)
 	t.next++
-	m.stateAppends.Inc(ctx, appendsPerVersion)
-	return change{segments: [][]byte{seg}}
+	m.stateAppends.Inc(ctx, int64(len(segs)*appendsPerVersion))
+	return change{segments: segs}
 }
 
 // rewrite is the change that clears the bucket's cell and writes every
@@ -253,29 +252,43 @@ func (t *bucketTable) rewrite(ctx context.Context, m *metricSet) change {
 	}
 	slices.Sort(keys)
 	c := change{clear: true}
-	var seg []byte
-	for _, k := range keys {
-		if seg == nil {
-			seg = statecoder.AppendSegmentHeader(nil, 0, t.buckets)
-		}
-		seg = t.appendEntry(seg, k)
-		if len(seg) >= maxSegmentBytes {
-			c.segments, seg = append(c.segments, seg), nil
-		}
-	}
-	if seg != nil {
-		c.segments = append(c.segments, seg)
-	}
-	t.segments, t.next, t.base, t.delta = len(c.segments), 1, 0, 0
+	c.segments, t.base = t.segmentsOf(keys, 0)
+	t.segments, t.next, t.delta = len(c.segments), 1, 0
 	if len(c.segments) == 0 {
 		t.next = 0 // the next segment starts the bucket anew
-	}
-	for _, s := range c.segments {
-		t.base += len(s)
 	}
 	m.stateClears.Inc(ctx, clearsPerClear)
 	m.stateAppends.Inc(ctx, int64(len(c.segments)*appendsPerVersion))
 	return c
+}
+
+// segmentsOf is the keys' entries in segments at position pos, each of at
+// most maxSegmentBytes (a state request's payload) unless a single entry
+// is larger, and their bytes. A key's entries are current in whichever of
+// them it is: a fold reads segments of one position in any order.
+func (t *bucketTable) segmentsOf(keys []string, pos uint64) (segs [][]byte, n int) {
+	var seg []byte
+	header := len(statecoder.AppendSegmentHeader(nil, pos, t.buckets))
+	for _, k := range keys {
+		if seg == nil {
+			seg = statecoder.AppendSegmentHeader(nil, pos, t.buckets)
+		}
+		end := len(seg)
+		seg = t.appendEntry(seg, k)
+		if len(seg) > maxSegmentBytes && end > header {
+			// The entry starts the next segment.
+			next := statecoder.AppendSegmentHeader(make([]byte, 0, header+len(seg)-end), pos, t.buckets)
+			next = append(next, seg[end:]...)
+			segs, seg = append(segs, seg[:end:end]), next
+		}
+	}
+	if seg != nil {
+		segs = append(segs, seg)
+	}
+	for _, s := range segs {
+		n += len(s)
+	}
+	return segs, n
 }
 
 // appendEntry appends the key's entry (a deletion if it has none) to seg.

@@ -172,6 +172,7 @@ type bucketed struct {
 	tables  map[string]*bucketTable // the bundle's, by bucket key
 	held    map[state.Provider]string
 	entries int // held in the tables
+	limit   int // maxTableEntries (a test's own, smaller)
 	rd      bytes.Reader
 	// the timer family: event time, processing time, or none
 	event *timers.EventTime
@@ -184,6 +185,7 @@ func (b *bucketed) setup(p *Params, cell *state.Bag[[]byte]) error {
 	}
 	b.tables = make(map[string]*bucketTable)
 	b.held = make(map[state.Provider]string)
+	b.limit = maxTableEntries
 	return b.s.setup(p, bucketStore{cell: cell, buckets: p.Buckets})
 }
 
@@ -206,16 +208,18 @@ func (b *bucketed) deferring() bool { return b.s.Overlapping() }
 
 // table is the bucket's table: the bundle's, or read through sp.
 func (b *bucketed) table(ctx context.Context, sp state.Provider, key []byte) (*bucketTable, error) {
+	if b.entries >= b.limit {
+		// Whether the keys were read or added by the bundle's rows: a
+		// bundle of only new keys fills its tables as surely.
+		if err := b.writeAll(ctx); err != nil {
+			return nil, err
+		}
+		b.forget()
+	}
 	t := b.tables[string(key)]
 	if t != nil {
 		b.s.m.stateCacheHits.Inc(ctx, 1)
 	} else {
-		if b.entries >= maxTableEntries {
-			if err := b.writeAll(ctx); err != nil {
-				return nil, err
-			}
-			b.forget()
-		}
 		was, err := b.s.io.read(ctx, sp, key)
 		if err != nil {
 			return nil, err
@@ -249,6 +253,8 @@ func (b *bucketed) decide(ctx context.Context, sp state.Provider, key, rows []by
 	}
 	b.s.table = t
 	defer func() { b.s.table = nil }()
+	before := len(t.entries)
+	defer func() { b.entries += len(t.entries) - before }() // the keys added, less those gone
 	for len(rows) > 0 {
 		k, ts, enc, rest, err := nextRow(rows)
 		if err != nil {
@@ -290,6 +296,8 @@ func (b *bucketed) fire(ctx context.Context, ts beam.EventTime, sp state.Provide
 	}
 	b.s.table = t
 	defer func() { b.s.table = nil }()
+	before := len(t.entries)
+	defer func() { b.entries += len(t.entries) - before }() // less the keys gone
 	for {
 		k, tm, ok := t.popDue(due)
 		if !ok {
