@@ -2,10 +2,13 @@ package step
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -320,6 +323,30 @@ func TestBucketTable_KeysComeDueByTheirLatestTimer(t *testing.T) {
 	assert.Equal(t, int64(40), next)
 }
 
+// The due heap hands its items back by time, then key, however they were
+// pushed and whatever it was built from.
+func TestTimerHeap_PopsByTimeThenKey(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var items []dueItem
+	for i := range 500 {
+		items = append(items, dueItem{at: rnd.Int64N(50), key: string(keyN(rnd.IntN(100) + i%3))})
+	}
+	want := slices.Clone(items)
+	slices.SortFunc(want, func(a, b dueItem) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.key, b.key))
+	})
+	h := timerHeap(slices.Clone(items[:200]))
+	h.init()
+	for _, d := range items[200:] {
+		h.push(d)
+	}
+	var got []dueItem
+	for len(h) > 0 {
+		got = append(got, h.pop())
+	}
+	assert.Equal(t, want, got)
+}
+
 // BenchmarkBucketTable_ARowAloneInItsBucket is state per bucket's worst
 // case: a streaming bundle of a few rows over many stored keys, so that
 // each row is alone in its bucket in its bundle, and its bundle reads its
@@ -377,5 +404,71 @@ func BenchmarkBucketTable_ARowAloneInItsBucket(b *testing.B) {
 				b.ReportMetric(float64(len(one)+len(keyN(0))), "per_key_bytes/row")
 			})
 		}
+	}
+}
+
+// BenchmarkBucketTable_ARowOfABundle is what a bucket's table costs a row
+// of a bundle that holds many rows per bucket (a file, a backlog): the
+// key's get, its put and its timer set, and its share of the bundle's
+// write. One op is one row, in bundles of 10,000 rows of one bucket: of
+// new keys on an empty bucket, or of the keys the bucket's cell already
+// holds (each read with the bucket, its state and timer changed). The
+// rows' states are event-time KeepFirst's: a seen marker, a cleanup timer.
+//
+//	go test -run='^$' -bench=BucketTable_ARowOfABundle -benchmem ./transforms/dedup/internal/step/
+func BenchmarkBucketTable_ARowOfABundle(b *testing.B) {
+	const bundle = 10_000
+	keys := make([][]byte, bundle)
+	for i := range keys {
+		keys[i] = keyN(i)
+	}
+	ctx := metrics.SetBundleID(context.Background(), "b")
+	m := newMetricSet("buckets-bench")
+	stored := func(b *testing.B) [][]byte {
+		tb, err := foldBucket(nil, 128)
+		require.NoError(b, err)
+		for i, k := range keys {
+			tb.put(k, &core.State{Phase: core.Emitted, ExpireAt: int64(i)})
+			tb.setTimer(k, core.Timer{Kind: core.Cleanup, At: int64(i)})
+		}
+		var cell cellOf
+		cell.apply(tb.rewrite(ctx, m))
+		return cell.segs
+	}
+	for _, tc := range []struct {
+		name string
+		cell func(b *testing.B) [][]byte
+	}{
+		{"new_keys", func(*testing.B) [][]byte { return nil }},
+		{"stored_keys", stored},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			segs := tc.cell(b)
+			st := core.State{Phase: core.Emitted}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var tb *bucketTable
+			for i := range b.N {
+				j := i % bundle
+				if j == 0 {
+					if tb != nil {
+						_ = tb.write(ctx, m)
+					}
+					b.StopTimer()
+					var err error
+					if tb, err = foldBucket(segs, 128); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				k := keys[j]
+				if _, err := tb.get(k); err != nil {
+					b.Fatal(err)
+				}
+				st.ExpireAt = int64(bundle + i)
+				tb.put(k, &st)
+				tb.setTimer(k, core.Timer{Kind: core.Cleanup, At: st.ExpireAt})
+			}
+		})
 	}
 }

@@ -307,11 +307,12 @@ func (b *bucketed) fire(ctx context.Context, ts beam.EventTime, sp state.Provide
 		if tm.Kind == core.Finalize {
 			hold = mtime.Time(tm.At)
 		}
-		a, err := b.s.onTimer(ctx, window.GlobalWindow{}, hold, sp, b.proc != nil, []byte(k), "", emit)
+		kb := []byte(k)
+		a, err := b.s.onTimer(ctx, window.GlobalWindow{}, hold, sp, b.proc != nil, kb, "", emit)
 		if err != nil {
 			return nil, b.s.io.abort(err)
 		}
-		b.setTimer(t, []byte(k), a.Timer)
+		b.setTimer(t, kb, a.Timer)
 	}
 	return t, b.settle(ctx, t, sp)
 }
