@@ -472,3 +472,54 @@ func BenchmarkBucketTable_ARowOfABundle(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBucketsStep_ABundleOfKeepLastRows is the stateful step on state
+// per bucket deciding a bundle of 10,000 KeepLast (upsert) rows over 2,000
+// keys in 16 buckets, batched as BucketRows batches them (not timed): each
+// row decoded from its batch, decided on its bucket's table, stored, and
+// emitted; the buckets read and written once a bundle. One op is one
+// bundle; ns/row is per row.
+//
+//	go test -run='^$' -bench=BucketsStep_ABundleOfKeepLastRows -benchmem ./transforms/dedup/internal/step/
+func BenchmarkBucketsStep_ABundleOfKeepLastRows(b *testing.B) {
+	const rows, keys, buckets = 10_000, 2_000, 16
+	ctx := context.Background()
+	cell := state.MakeBagState[[]byte]("keeplast-buckets")
+	u := &BucketsUntimed{P: Params{
+		Last: true, Rules: core.Config{Upsert: true},
+		KeyType: beam.EncodedType{T: reflect.TypeFor[[]byte]()}, ValueType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()},
+		Metrics: "buckets-bench", Overlap: OverlapWrites, Buckets: buckets,
+	}}
+	require.NoError(b, u.Init(&cell))
+	trustTheBackend(u.Step())
+	f := &BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()}, Buckets: buckets}
+	require.NoError(b, f.Setup())
+	type batch struct{ key, rows []byte }
+	var batches []batch
+	collect := func(_ beam.EventTime, key, rows []byte) { batches = append(batches, batch{key, rows}) }
+	f.StartBundle(collect)
+	for i := range rows {
+		key := fmt.Sprintf("key-%05d", i%keys)
+		require.NoError(b, f.ProcessElement(beam.EventTime(i), []byte(key), overlapRow{Key: key, Op: "+I", N: i}, collect))
+	}
+	f.FinishBundle(collect)
+	backend := statetest.NewBags()
+	backend.Jitter = false
+	emitted := 0
+	emit := func(beam.EventTime, beam.T, beam.V) { emitted++ }
+	b.ReportAllocs()
+	for b.Loop() {
+		backend.Bundle(true)
+		u.StartBundle(ctx, emit, emit)
+		for _, bt := range batches {
+			if err := u.ProcessElement(ctx, &statetest.Provider{Bags: backend, Key: string(bt.key)}, bt.key, bt.rows, emit, emit); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := u.FinishBundle(ctx, emit, emit); err != nil {
+			b.Fatal(err)
+		}
+		backend.Bundle(false)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
+}

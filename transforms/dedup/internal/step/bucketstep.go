@@ -266,7 +266,9 @@ func (b *bucketed) decide(ctx context.Context, sp state.Provider, key, rows []by
 		if err != nil {
 			return nil, b.s.io.abort(fmt.Errorf("dedup: decoding a batch's row: %w", err))
 		}
-		a, err := b.s.process(ctx, window.GlobalWindow{}, ts, b.s.now(ts.ToTime()), sp, k, row, emit, drop)
+		// enc is the row as BucketRows encoded it with the step's coder: the
+		// step keeps those bytes where it would encode the row again.
+		a, err := b.s.process(ctx, window.GlobalWindow{}, ts, b.s.now(ts.ToTime()), sp, k, row, enc, emit, drop)
 		if err != nil {
 			return nil, b.s.io.abort(err)
 		}
