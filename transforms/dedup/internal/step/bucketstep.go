@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
 
 // The stateful step on state per bucket (buckets.go): BucketRows batches a
@@ -59,8 +60,8 @@ type BucketRows struct {
 type bucketBatchEmit = func(beam.EventTime, []byte, []byte)
 
 func (f *BucketRows) Setup() error {
-	if f.Buckets <= 0 {
-		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", f.Buckets)
+	if err := needBuckets(f.Buckets); err != nil {
+		return err
 	}
 	f.enc = beam.NewElementEncoder(f.RowType.T)
 	f.batches = make(map[uint32]*batch)
@@ -152,16 +153,14 @@ func inTimeOrder(b []byte) []byte {
 // nextRow splits a batch's first row, its key, element time and encoding,
 // from the rest.
 func nextRow(b []byte) (key []byte, ts beam.EventTime, row, rest []byte, err error) {
-	key, rest, err = lengthPrefixed(b)
-	if err != nil {
-		return nil, 0, nil, nil, err
+	key, rest, ok := statecoder.LengthPrefixed(b)
+	t, k := binary.Varint(rest) // nothing when rest is nil
+	if ok && k > 0 {
+		if row, rest, ok = statecoder.LengthPrefixed(rest[k:]); ok {
+			return key, beam.EventTime(t), row, rest, nil
+		}
 	}
-	t, k := binary.Varint(rest)
-	if k <= 0 {
-		return nil, 0, nil, nil, fmt.Errorf("dedup: corrupt batch of rows")
-	}
-	row, rest, err = lengthPrefixed(rest[k:])
-	return key, beam.EventTime(t), row, rest, err
+	return nil, 0, nil, nil, fmt.Errorf("dedup: corrupt batch of rows")
 }
 
 // bucketed is what the runtimes of the stateful DoFns that keep state per
@@ -179,9 +178,21 @@ type bucketed struct {
 	proc  *timers.ProcessingTime
 }
 
+// needBuckets checks that a DoFn of state per bucket has its bucket count.
+// Options are validated where the transform is built (StateBuckets's
+// range, the input it applies to), which makes these DoFns only with a
+// count; this guards a DoFn made otherwise, which would hash its keys
+// into another count than its state's.
+func needBuckets(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", n)
+	}
+	return nil
+}
+
 func (b *bucketed) setup(p *Params, cell *state.Bag[[]byte]) error {
-	if p.Buckets <= 0 {
-		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", p.Buckets)
+	if err := needBuckets(p.Buckets); err != nil {
+		return err
 	}
 	b.tables = make(map[string]*bucketTable)
 	b.held = make(map[state.Provider]string)
