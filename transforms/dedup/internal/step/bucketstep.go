@@ -374,7 +374,7 @@ func (b *bucketed) arm(ctx context.Context, tp timers.Provider, t *bucketTable) 
 				continue
 			}
 			tm := time.UnixMilli(at)
-			b.event.Set(tp, tm, timers.WithTag(strconv.FormatInt(at, 36)), timers.WithOutputTimestamp(tm))
+			b.event.Set(tp, tm, timers.WithTag(BucketTimerTag(at)), timers.WithOutputTimestamp(tm))
 			t.times[at] = true
 			b.s.m.timerSets.Inc(ctx, 1)
 		}
@@ -390,6 +390,11 @@ func (b *bucketed) arm(ctx context.Context, tp timers.Provider, t *bucketTable) 
 	}
 	t.newTimes = t.newTimes[:0]
 }
+
+// BucketTimerTag is the tag of a bucket's event-time timer at at (unix
+// milliseconds), the time its keys' timers are at (for the library's
+// tests, which look into a bucket's timers).
+func BucketTimerTag(at int64) string { return strconv.FormatInt(at, 36) }
 
 // writeAll writes every table's changes, each through its provider.
 func (b *bucketed) writeAll(ctx context.Context) error {
