@@ -459,27 +459,76 @@ func (s restoreSnapshot) entryOf(key string) (e statecoder.Entry, ok bool) {
 }
 
 // timerOf reports whether key has a pending timer, a finalization
-// (tagged, per key) or a cleanup: per bucket, its entry's, with its
-// bucket's timer set.
+// (tagged, per key) or a cleanup: per bucket, its entry's, and its
+// bucket's timer that stands for it (bucketTimerOf).
 func (s restoreSnapshot) timerOf(key string, tagged bool) bool {
-	want := restoreKey(key)
 	if s.Buckets > 0 {
-		e, ok := s.entryOf(key)
-		kind := statecoder.CleanupTimer
-		if tagged {
-			kind = statecoder.FinalizeTimer
-		}
-		if !ok || e.Timer != kind {
-			return false
-		}
-		want = step.BucketKey(want, s.Buckets)
+		return s.bucketTimerOf(key, tagged)
 	}
 	for _, tm := range s.Timers {
-		if bytes.Equal(tm.Key, want) && (s.Buckets > 0 || (tm.Tag != "") == tagged) {
+		if bytes.Equal(tm.Key, restoreKey(key)) && (tm.Tag != "") == tagged {
 			return true
 		}
 	}
 	return false
+}
+
+// bucketTimerOf reports whether key's entry in its bucket's table has a
+// pending timer (a finalization if tagged, else a cleanup) and its bucket
+// a timer that stands for it: in event time the one at the entry's time,
+// tagged with that time; in processing time the bucket's one (untagged),
+// due at or before the entry's time, when its firing finds the keys due.
+func (s restoreSnapshot) bucketTimerOf(key string, tagged bool) bool {
+	e, ok := s.entryOf(key)
+	kind := statecoder.CleanupTimer
+	if tagged {
+		kind = statecoder.FinalizeTimer
+	}
+	if !ok || e.Timer != kind {
+		return false
+	}
+	bucket := step.BucketKey(restoreKey(key), s.Buckets)
+	for _, tm := range s.Timers {
+		if !bytes.Equal(tm.Key, bucket) {
+			continue
+		}
+		if tm.Tag == step.BucketTimerTag(e.At) && tm.Fire == e.At || tm.Tag == "" && tm.Fire <= e.At {
+			return true
+		}
+	}
+	return false
+}
+
+// The restore test's check of a pending timer per bucket holds for a key
+// only with the bucket's timer that stands for the key's own: another
+// key's of the bucket, at another time, does not do.
+func TestRestoreSnapshot_APendingTimerPerBucketIsTheKeysOwn(t *testing.T) {
+	seg := statecoder.AppendSegmentHeader(nil, 0, 1)
+	for key, at := range map[string]int64{"a": 5000, "b": 9000} {
+		seg = statecoder.AppendEntry(seg, &statecoder.Entry{Key: restoreKey(key), State: statecoder.Encode(&statecoder.State{Phase: statecoder.Emitted, ExpireAt: at}), Timer: statecoder.CleanupTimer, At: at})
+	}
+	var el bytes.Buffer
+	require.NoError(t, beam.NewElementEncoder(reflect.TypeFor[[]byte]()).Encode(seg, &el))
+	bucket := step.BucketKey(restoreKey("a"), 1)
+	for _, tc := range []struct {
+		name   string
+		timers []restoreTimer
+		a, b   bool
+	}{
+		{"event time, b's timer only", []restoreTimer{{Key: bucket, Tag: step.BucketTimerTag(9000), Fire: 9000}}, false, true},
+		{"event time, both", []restoreTimer{{Key: bucket, Tag: step.BucketTimerTag(5000), Fire: 5000}, {Key: bucket, Tag: step.BucketTimerTag(9000), Fire: 9000}}, true, true},
+		{"event time, a timer at a time no key's is", []restoreTimer{{Key: bucket, Tag: step.BucketTimerTag(7000), Fire: 7000}}, false, false},
+		{"processing time, after a's", []restoreTimer{{Key: bucket, Fire: 9000}}, false, true},
+		{"processing time, at a's", []restoreTimer{{Key: bucket, Fire: 5000}}, true, true},
+		{"another bucket's", []restoreTimer{{Key: []byte{0, 0, 0, 9}, Fire: 5000}}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := restoreSnapshot{Buckets: 1, Cells: []restoreCell{{Key: bucket, Elements: [][]byte{el.Bytes()}}}, Timers: tc.timers}
+			assert.Equal(t, tc.a, s.timerOf("a", false), "a")
+			assert.Equal(t, tc.b, s.timerOf("b", false), "b")
+			assert.False(t, s.timerOf("b", true), "b's is a cleanup, not a finalization")
+		})
+	}
 }
 
 // restoreKey is a row's key as the keying step encodes it.

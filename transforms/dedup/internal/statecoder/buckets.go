@@ -23,8 +23,8 @@ import (
 //
 // A key's current entry is the one in the segment with the largest
 // position, so the bag says the same in any order (Beam does not promise a
-// bag's order); a rewritten bag holds every live key at position 0, in as
-// many segments as it takes. An entry with no state is a key deleted since
+// bag's order). A write may take several segments of one position, a key
+// in one of them; a rewritten bag holds every live key at position 0. An entry with no state is a key deleted since
 // an earlier segment; a rewrite drops it. The bucket count is part of
 // every segment because a key's bucket depends on it: state written with
 // another count is refused, not misread.
@@ -146,13 +146,13 @@ func splitSegment(seg []byte, buckets int) (pos uint64, entries []byte, err erro
 // nextEntry decodes the first entry of entries into e and returns the
 // rest. e's key and state alias entries.
 func nextEntry(entries []byte, e *Entry) (rest []byte, err error) {
-	key, rest, err := lengthPrefixed(entries)
-	if err != nil {
-		return nil, err
+	key, rest, ok := LengthPrefixed(entries)
+	var st []byte
+	if ok {
+		st, rest, ok = LengthPrefixed(rest)
 	}
-	st, rest, err := lengthPrefixed(rest)
-	if err != nil {
-		return nil, err
+	if !ok {
+		return nil, fmt.Errorf("%w: a truncated bucket entry", ErrCorrupt)
 	}
 	*e = Entry{Key: key, State: st}
 	if len(rest) < 1 {
@@ -176,11 +176,14 @@ func nextEntry(entries []byte, e *Entry) (rest []byte, err error) {
 	return rest, nil
 }
 
-func lengthPrefixed(b []byte) (field, rest []byte, err error) {
+// LengthPrefixed splits b's first field, a uvarint length then that many
+// bytes, from the rest; ok is false if b holds no whole field. The field
+// aliases b, its capacity its length.
+func LengthPrefixed(b []byte) (field, rest []byte, ok bool) {
 	n, k := binary.Uvarint(b)
 	if k <= 0 || n > uint64(len(b)-k) {
-		return nil, nil, fmt.Errorf("%w: a truncated bucket entry", ErrCorrupt)
+		return nil, nil, false
 	}
 	end := k + int(n)
-	return b[k:end:end], b[end:], nil
+	return b[k:end:end], b[end:], true
 }

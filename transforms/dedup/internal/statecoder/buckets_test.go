@@ -68,6 +68,36 @@ func TestFoldSegments_TheLargestPositionIsCurrentInAnyOrder(t *testing.T) {
 	assert.Equal(t, len(segs[0])+len(segs[2]), held.Delta)
 }
 
+// A write too large for one segment is several at one position: their
+// entries are all current, in whichever order the bag holds the segments.
+func TestFoldSegments_SegmentsOfOnePositionAreOneWrite(t *testing.T) {
+	seg := func(pos uint64, es ...Entry) []byte {
+		b := AppendSegmentHeader(nil, pos, 4)
+		for i := range es {
+			b = AppendEntry(b, &es[i])
+		}
+		return b
+	}
+	old := Encode(&State{Phase: Emitted, ExpireAt: 1})
+	later := Encode(&State{Phase: Emitted, ExpireAt: 2})
+	base := seg(0, Entry{Key: []byte("a"), State: old}, Entry{Key: []byte("b"), State: old}, Entry{Key: []byte("c"), State: old})
+	first := seg(1, Entry{Key: []byte("a"), State: later})
+	second := seg(1, Entry{Key: []byte("b")}, Entry{Key: []byte("d"), State: later})
+	for _, segs := range [][][]byte{{base, first, second}, {second, first, base}, {first, base, second}} {
+		current := map[string]string{}
+		held, err := FoldSegments(segs, 4, func(e *Entry) {
+			if len(e.State) == 0 {
+				delete(current, string(e.Key))
+				return
+			}
+			current[string(e.Key)] = hex.EncodeToString(e.State)
+		})
+		require.NoError(t, err)
+		assert.Equal(t, map[string]string{"a": hex.EncodeToString(later), "c": hex.EncodeToString(old), "d": hex.EncodeToString(later)}, current)
+		assert.Equal(t, Held{Segments: 3, Next: 2, Base: len(base), Delta: len(first) + len(second)}, held)
+	}
+}
+
 // State written with another bucket count is refused, not misread: its
 // keys' buckets are other ones.
 func TestFoldSegments_RefusesAnotherBucketCount(t *testing.T) {

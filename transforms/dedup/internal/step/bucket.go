@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
 
 // The bucketed merge: after the in-bundle merge (KeyCandidates with Local)
@@ -159,18 +161,12 @@ func (f *MergeBucket) ProcessElement(ctx context.Context, _ uint32, batches func
 // nextCandidate splits a batch's first candidate, its key and its
 // encoding, from the rest.
 func nextCandidate(b []byte) (key, enc, rest []byte, err error) {
-	key, rest, err = lengthPrefixed(b)
-	if err == nil {
-		enc, rest, err = lengthPrefixed(rest)
+	key, rest, ok := statecoder.LengthPrefixed(b)
+	if ok {
+		enc, rest, ok = statecoder.LengthPrefixed(rest)
 	}
-	return key, enc, rest, err
-}
-
-func lengthPrefixed(b []byte) ([]byte, []byte, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > uint64(len(b)-k) {
-		return nil, nil, fmt.Errorf("dedup: corrupt candidate batch")
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("dedup: corrupt candidate batch")
 	}
-	end := k + int(n)
-	return b[k:end:end], b[end:], nil
+	return key, enc, rest, nil
 }

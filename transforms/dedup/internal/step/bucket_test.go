@@ -3,6 +3,7 @@ package step
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -225,5 +226,35 @@ func TestBucketRows_BatchesRowsInTimeOrderAndTiesInArrivalOrder(t *testing.T) {
 				assert.Equal(t, ts, beam.EventTime(1000), "batch %d is at its earliest row's time", i)
 			}
 		})
+	}
+}
+
+// A batch cut short, anywhere, is an error, never a row or a candidate.
+func TestBatches_ATruncatedBatchIsAnErrorNeverARow(t *testing.T) {
+	var rows []byte
+	f := &BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[string]()}, Buckets: 1}
+	require.NoError(t, f.Setup())
+	f.StartBundle(nil)
+	require.NoError(t, f.ProcessElement(1000, []byte("key"), "row", nil))
+	f.FinishBundle(func(_ beam.EventTime, _, b []byte) { rows = b })
+	key, ts, row, rest, err := nextRow(rows)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"key", "1000", "row", ""}, []string{string(key), fmt.Sprint(ts), string(row[1:]), string(rest)})
+
+	candidates := binary.AppendUvarint(nil, 3)
+	candidates = append(candidates, "key"...)
+	candidates = binary.AppendUvarint(candidates, 4)
+	candidates = append(candidates, "cand"...)
+	key, enc, rest, err := nextCandidate(candidates)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"key", "cand", ""}, []string{string(key), string(enc), string(rest)})
+
+	for n := range len(rows) {
+		_, _, _, _, err := nextRow(rows[:n])
+		assert.ErrorContains(t, err, "corrupt batch of rows", "cut at %d", n)
+	}
+	for n := range len(candidates) {
+		_, _, _, err := nextCandidate(candidates[:n])
+		assert.ErrorContains(t, err, "corrupt candidate batch", "cut at %d", n)
 	}
 }

@@ -1,11 +1,11 @@
 package step
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 
@@ -17,9 +17,10 @@ import (
 // states of all the keys of a bucket (a hash of the key, bucketOf) in one
 // cell, a bag of segments (statecoder's buckets), rather than a cell per
 // key. A bundle reads a bucket's cell once, decides each of the bucket's
-// rows on the bucket's table, and writes what changed as one segment: a
-// get and two appends per bucket and bundle, where the per-key layout
-// makes a get per key and an append per new key. What it costs instead is
+// rows on the bucket's table, and writes what changed as one segment (one
+// per MiB of changes): a get and two appends per bucket and bundle, where
+// the per-key layout makes a get per key and an append per new key. What
+// it costs instead is
 // reading the whole bucket: all its keys' states, for however few rows of
 // it a bundle holds (docs/state.md).
 
@@ -27,8 +28,8 @@ const (
 	// maxSegments is how many segments a bucket's cell holds before the
 	// next write rewrites it.
 	maxSegments = 64
-	// maxSegmentBytes caps a rewritten segment (a state request's
-	// payload); a larger bucket is rewritten in several.
+	// maxSegmentBytes caps a segment (a state request's payload): a
+	// larger write, a bucket's first or its rewrite, is several.
 	maxSegmentBytes = 1 << 20
 	// maxTableEntries bounds the keys a step holds in its bundle's tables:
 	// past it, the tables are written and forgotten, and read again if a
@@ -41,20 +42,25 @@ func bucketKey(b uint32) []byte { return binary.BigEndian.AppendUint32(nil, b) }
 
 // bucketEntry is a key's state in its bucket's table: encoded (what its
 // segment holds, statecoder.Append), decoded when a row or a firing of
-// the key needs it; and its pending timer.
+// the key needs it; and its pending timer. An entry without state is a key
+// deleted since the cell was last written: its deletion is written next.
 type bucketEntry struct {
+	key   string // the table's key of the entry, converted once
 	st    []byte
 	timer core.Timer
+	dirty bool // changed since the cell was last written
 }
 
 // bucketTable is a bucket's keys as its cell holds them, plus what the
 // bundle changed: its decisions read and write here, and the changes go to
-// the cell as one segment (change).
+// the cell in one write (write).
 type bucketTable struct {
 	key     []byte // the bucket's state key
 	buckets int
-	entries map[string]bucketEntry
-	dirty   map[string]bool // keys changed since the cell was last written
+	entries map[string]*bucketEntry
+	dirty   []*bucketEntry // the entries changed since the cell was last written
+	// slab holds the entries, allocated a chunk at a time
+	slab []bucketEntry
 	// what the cell holds: its segments, the next one's position, and the
 	// bytes at position 0 (the last rewrite) and after it
 	segments    int
@@ -82,13 +88,19 @@ type bucketTable struct {
 // foldBucket reads a bucket's segments into a table: each key's entry of
 // the largest position.
 func foldBucket(segs [][]byte, buckets int) (*bucketTable, error) {
-	t := &bucketTable{buckets: buckets, entries: make(map[string]bucketEntry), dirty: make(map[string]bool)}
+	t := &bucketTable{buckets: buckets, entries: make(map[string]*bucketEntry)}
 	held, err := statecoder.FoldSegments(segs, buckets, func(e *statecoder.Entry) {
+		en := t.entries[string(e.Key)]
 		if len(e.State) == 0 {
-			delete(t.entries, string(e.Key))
+			if en != nil {
+				delete(t.entries, en.key)
+			}
 			return
 		}
-		t.entries[string(e.Key)] = bucketEntry{st: e.State, timer: timerOf(e.Timer, e.At)}
+		if en == nil {
+			en = t.add(string(e.Key))
+		}
+		en.st, en.timer = e.State, timerOf(e.Timer, e.At)
 	})
 	if err != nil {
 		return nil, err
@@ -99,7 +111,7 @@ func foldBucket(segs [][]byte, buckets int) (*bucketTable, error) {
 			t.due = append(t.due, dueItem{at: en.timer.At, key: k})
 		}
 	}
-	heap.Init(&t.due)
+	t.due.init()
 	if at, ok := t.nextDue(); ok {
 		// The bucket's timer is set at or before its earliest entry's: the
 		// step sets it whenever an entry's timer comes before it.
@@ -110,6 +122,27 @@ func foldBucket(segs [][]byte, buckets int) (*bucketTable, error) {
 		t.times[d.at] = true // each entry's time has its timer
 	}
 	return t, nil
+}
+
+// add is a new entry of the key, without state.
+func (t *bucketTable) add(key string) *bucketEntry {
+	if len(t.slab) == cap(t.slab) {
+		// chunks from 16 entries to 1024, doubling: a small bucket's table
+		// stays small, a large one's costs an allocation per 1024 keys
+		t.slab = make([]bucketEntry, 0, min(max(2*cap(t.slab), 16), 1024))
+	}
+	t.slab = append(t.slab, bucketEntry{key: key})
+	en := &t.slab[len(t.slab)-1]
+	t.entries[key] = en
+	return en
+}
+
+// changed marks the entry written by the next write.
+func (t *bucketTable) changed(en *bucketEntry) {
+	if !en.dirty {
+		en.dirty = true
+		t.dirty = append(t.dirty, en)
+	}
 }
 
 // timerOf is a persisted timer as the rules name it.
@@ -136,8 +169,8 @@ func persistedTimer(t core.Timer) byte {
 
 // get is the state of the key called id.
 func (t *bucketTable) get(id []byte) (stored, error) {
-	en, ok := t.entries[string(id)]
-	if !ok {
+	en := t.entries[string(id)]
+	if en == nil || len(en.st) == 0 {
 		return stored{}, nil
 	}
 	var st core.State
@@ -148,12 +181,16 @@ func (t *bucketTable) get(id []byte) (stored, error) {
 }
 
 // put records st as the key's state (encoded: st's rows may be scratch
-// buffers); a key whose state is gone loses its entry, and its timer with
+// buffers); a key whose state is gone loses its state, and its timer with
 // it (a firing would find no state, and do nothing).
 func (t *bucketTable) put(id []byte, st *core.State) {
-	t.dirty[string(id)] = true
+	en := t.entries[string(id)]
+	if en == nil {
+		en = t.add(string(id))
+	}
+	t.changed(en)
 	if st.Phase == core.None {
-		delete(t.entries, string(id))
+		en.st, en.timer = nil, core.Timer{}
 		return
 	}
 	if cap(t.arena)-len(t.arena) < 256 {
@@ -161,24 +198,20 @@ func (t *bucketTable) put(id []byte, st *core.State) {
 	}
 	n := len(t.arena)
 	t.arena = statecoder.Append(t.arena, st)
-	b := t.arena[n:len(t.arena):len(t.arena)]
-	en := t.entries[string(id)]
-	en.st = b
-	t.entries[string(id)] = en
+	en.st = t.arena[n:len(t.arena):len(t.arena)]
 }
 
 // setTimer records the key's pending timer: the one its latest decision
 // set. A key without state has none.
 func (t *bucketTable) setTimer(id []byte, tm core.Timer) {
-	en, ok := t.entries[string(id)]
-	if !ok || en.timer == tm {
+	en := t.entries[string(id)]
+	if en == nil || len(en.st) == 0 || en.timer == tm {
 		return
 	}
 	en.timer = tm
-	t.entries[string(id)] = en
-	t.dirty[string(id)] = true
+	t.changed(en)
 	if tm.Kind != core.NoTimer {
-		heap.Push(&t.due, dueItem{at: tm.At, key: string(id)})
+		t.due.push(dueItem{at: tm.At, key: en.key})
 		t.newTimes = append(t.newTimes, tm.At)
 	}
 }
@@ -187,10 +220,10 @@ func (t *bucketTable) setTimer(id []byte, tm core.Timer) {
 func (t *bucketTable) nextDue() (int64, bool) {
 	for len(t.due) > 0 {
 		d := t.due[0]
-		if en, ok := t.entries[d.key]; ok && en.timer.Kind != core.NoTimer && en.timer.At == d.at {
+		if en := t.entries[d.key]; en != nil && en.timer.Kind != core.NoTimer && en.timer.At == d.at {
 			return d.at, true
 		}
-		heap.Pop(&t.due) // its key's timer moved, or the key is gone
+		t.due.pop() // its key's timer moved, or the key is gone
 	}
 	return 0, false
 }
@@ -202,89 +235,108 @@ func (t *bucketTable) popDue(at int64) (key string, tm core.Timer, ok bool) {
 	if !ok || next > at {
 		return "", core.Timer{}, false
 	}
-	d := heap.Pop(&t.due).(dueItem)
-	en := t.entries[d.key]
+	en := t.entries[t.due.pop().key]
 	tm, en.timer = en.timer, core.Timer{}
-	t.entries[d.key] = en
-	t.dirty[d.key] = true
-	return d.key, tm, true
+	t.changed(en)
+	return en.key, tm, true
 }
 
-// write is the change that writes what the bundle changed: a segment of the dirty
-// keys (in key order), or, when the cell would hold too many segments or
-// more bytes of changes than of its last rewrite, the whole bucket
-// rewritten. It counts the write's requests and leaves the table as the
-// cell is after it.
+// write is the change that writes what the bundle changed: the dirty keys
+// (in key order) at the cell's next position, in segments of at most
+// maxSegmentBytes, or, when the cell would hold too many segments or more
+// bytes of changes than of its last rewrite, the whole bucket rewritten.
+// It counts the write's requests and leaves the table as the cell is after
+// it.
 func (t *bucketTable) write(ctx context.Context, m *metricSet) change {
 	if len(t.dirty) == 0 {
 		return change{}
 	}
-	keys := make([]string, 0, len(t.dirty))
-	for k := range t.dirty {
-		keys = append(keys, k)
-	}
-	clear(t.dirty)
-	slices.Sort(keys)
-	seg := statecoder.AppendSegmentHeader(nil, t.next, t.buckets)
-	for _, k := range keys {
-		seg = t.appendEntry(seg, k)
-	}
+	slices.SortFunc(t.dirty, byKey)
+	segs, n := t.segmentsOf(t.dirty, t.next)
+	t.written()
 	m.stateWrites.Inc(ctx, 1)
-	if t.segments > 0 && (t.segments+1 > maxSegments || t.delta+len(seg) > t.base) {
+	if t.segments > 0 && (t.segments+len(segs) > maxSegments || t.delta+n > t.base) {
 		return t.rewrite(ctx, m)
 	}
 	if t.segments == 0 {
-		t.base += len(seg)
+		t.base += n
 	} else {
-		t.delta += len(seg)
+		t.delta += n
 	}
-	t.segments++
+	t.segments += len(segs)
 	t.next++
-	m.stateAppends.Inc(ctx, appendsPerVersion)
-	return change{segments: [][]byte{seg}}
+	m.stateAppends.Inc(ctx, int64(len(segs)*appendsPerVersion))
+	return change{segments: segs}
 }
 
 // rewrite is the change that clears the bucket's cell and writes every
-// live key at position 0, in segments of at most maxSegmentBytes.
+// live key at position 0, in segments of at most maxSegmentBytes. The
+// table has no deletion left to write.
 func (t *bucketTable) rewrite(ctx context.Context, m *metricSet) change {
-	keys := make([]string, 0, len(t.entries))
-	for k := range t.entries {
-		keys = append(keys, k)
+	t.written()
+	live := make([]*bucketEntry, 0, len(t.entries))
+	for _, en := range t.entries {
+		live = append(live, en)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(live, byKey)
 	c := change{clear: true}
-	var seg []byte
-	for _, k := range keys {
-		if seg == nil {
-			seg = statecoder.AppendSegmentHeader(nil, 0, t.buckets)
-		}
-		seg = t.appendEntry(seg, k)
-		if len(seg) >= maxSegmentBytes {
-			c.segments, seg = append(c.segments, seg), nil
-		}
-	}
-	if seg != nil {
-		c.segments = append(c.segments, seg)
-	}
-	t.segments, t.next, t.base, t.delta = len(c.segments), 1, 0, 0
+	c.segments, t.base = t.segmentsOf(live, 0)
+	t.segments, t.next, t.delta = len(c.segments), 1, 0
 	if len(c.segments) == 0 {
 		t.next = 0 // the next segment starts the bucket anew
-	}
-	for _, s := range c.segments {
-		t.base += len(s)
 	}
 	m.stateClears.Inc(ctx, clearsPerClear)
 	m.stateAppends.Inc(ctx, int64(len(c.segments)*appendsPerVersion))
 	return c
 }
 
-// appendEntry appends the key's entry (a deletion if it has none) to seg.
-func (t *bucketTable) appendEntry(seg []byte, key string) []byte {
-	e := statecoder.Entry{Key: []byte(key)}
-	if en, ok := t.entries[key]; ok {
-		e.State, e.Timer, e.At = en.st, persistedTimer(en.timer), en.timer.At
+// written forgets the changes, as written: no entry is dirty, and the
+// deleted keys' entries are gone.
+func (t *bucketTable) written() {
+	for _, en := range t.dirty {
+		en.dirty = false
+		if len(en.st) == 0 {
+			delete(t.entries, en.key)
+		}
 	}
-	return statecoder.AppendEntry(seg, &e)
+	clear(t.dirty)
+	t.dirty = t.dirty[:0]
+}
+
+func byKey(a, b *bucketEntry) int { return strings.Compare(a.key, b.key) }
+
+// segmentsOf is the entries (a deletion for one without state) in
+// segments at position pos, each of at most maxSegmentBytes (a state
+// request's payload) unless a single entry is larger, and their bytes. A
+// key's entry is current in whichever of them it is: a fold reads segments
+// of one position in any order.
+func (t *bucketTable) segmentsOf(entries []*bucketEntry, pos uint64) (segs [][]byte, n int) {
+	var seg []byte
+	header := len(statecoder.AppendSegmentHeader(nil, pos, t.buckets))
+	for _, en := range entries {
+		if seg == nil {
+			seg = statecoder.AppendSegmentHeader(nil, pos, t.buckets)
+		}
+		end := len(seg)
+		e := statecoder.Entry{Key: []byte(en.key), State: en.st}
+		if len(en.st) > 0 {
+			e.Timer, e.At = persistedTimer(en.timer), en.timer.At
+		}
+		seg = statecoder.AppendEntry(seg, &e)
+		if len(seg) > maxSegmentBytes && end > header {
+			// The entry starts the next segment.
+			next := statecoder.AppendSegmentHeader(make([]byte, 0, header+len(seg)-end), pos, t.buckets)
+			next = append(next, seg[end:]...)
+			segs, seg = append(segs, seg[:end:end]), next
+		}
+	}
+	if seg != nil {
+		segs = append(segs, seg)
+	}
+	for _, s := range segs {
+		n += len(s)
+	}
+	return segs, n
 }
 
 // dueItem is a key's timer in the bucket's due heap.
@@ -293,20 +345,61 @@ type dueItem struct {
 	key string
 }
 
-// timerHeap orders the bucket's timers by time, then key.
+// timerHeap orders the bucket's timers by time, then key: a binary heap,
+// typed, so that a push does not box its item.
 type timerHeap []dueItem
 
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
+func (h timerHeap) less(i, j int) bool {
 	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].key < h[j].key
 }
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(dueItem)) }
-func (h *timerHeap) Pop() any {
+
+func (h timerHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *timerHeap) push(d dueItem) {
+	*h = append(*h, d)
+	h.up(len(*h) - 1)
+}
+
+// pop removes and returns the earliest item.
+func (h *timerHeap) pop() dueItem {
 	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+	d, last := old[0], len(old)-1
+	old[0], old[last] = old[last], dueItem{}
+	*h = old[:last]
+	h.down(0)
+	return d
+}
+
+func (h timerHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (h timerHeap) down(i int) {
+	for {
+		least := i
+		if l := 2*i + 1; l < len(h) && h.less(l, least) {
+			least = l
+		}
+		if r := 2*i + 2; r < len(h) && h.less(r, least) {
+			least = r
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
 }
 
 // bucketStore is the cell of a bucket's segments, a Bag[[]byte].

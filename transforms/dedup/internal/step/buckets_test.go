@@ -2,14 +2,23 @@ package step
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beamdedup/beamdedup/testing/statetest"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
@@ -123,6 +132,168 @@ func TestBucketTable_RewritesALargeBucketInSegmentsOfBoundedSize(t *testing.T) {
 	assert.Len(t, cell.read(t, 1).entries, 3000)
 }
 
+// A bucket's first write, and a change set however large, goes out in
+// segments of at most maxSegmentBytes (a state request's payload each), all
+// at the write's position, and the cell read back holds every key's
+// latest entry: 30,000 new keys of 100-byte rows, then a third of them
+// changed and a tenth deleted, in a bucket whose last rewrite outweighs
+// the changes.
+func TestBucketTable_NoSegmentOverTheCapOnAFirstWriteOrAChangeSet(t *testing.T) {
+	ctx := metrics.SetBundleID(context.Background(), "b")
+	m := newMetricSet("buckets-test")
+	const keys = 30_000
+	row := bytes.Repeat([]byte{'r'}, 100)
+	var cell cellOf
+	tb := cell.read(t, 1)
+	want := map[string]core.State{}
+	for i := range keys {
+		st := core.State{Phase: core.Emitted, Cand: row}
+		tb.put(keyN(i), &st)
+		want[string(keyN(i))] = st
+	}
+	checkSegments := func(ch change, pos uint64) {
+		t.Helper()
+		require.Greater(t, len(ch.segments), 1)
+		for _, s := range ch.segments {
+			assert.LessOrEqual(t, len(s), maxSegmentBytes)
+			n, _ := binary.Uvarint(s)
+			assert.Equal(t, pos, n, "every segment of a write at its position")
+		}
+	}
+	first := tb.write(ctx, m)
+	assert.False(t, first.clear)
+	checkSegments(first, 0)
+	cell.apply(first)
+
+	tb = cell.read(t, 1)
+	for i := 0; i < keys; i += 3 {
+		st := core.State{Phase: core.Emitted, Cand: row, ExpireAt: int64(i + 1)}
+		tb.put(keyN(i), &st)
+		want[string(keyN(i))] = st
+	}
+	for i := 1; i < keys; i += 10 {
+		tb.put(keyN(i), &core.State{})
+		delete(want, string(keyN(i)))
+	}
+	changes := tb.write(ctx, m)
+	assert.False(t, changes.clear, "the changes weigh less than the last rewrite: appended")
+	checkSegments(changes, 1)
+	cell.apply(changes)
+
+	got := map[string]core.State{}
+	tb = cell.read(t, 1)
+	for k := range tb.entries {
+		was, err := tb.get([]byte(k))
+		require.NoError(t, err)
+		got[k] = was.st
+	}
+	assert.Equal(t, want, got)
+}
+
+// bucketsRun drives the step that keeps state per bucket (KeepFirst,
+// without timers) through bundles of rows batched as BucketRows batches
+// them, on a backend that stands for the harness's.
+type bucketsRun struct {
+	t       *testing.T
+	u       *BucketsUntimed
+	batcher *BucketRows
+	backend *statetest.Bags
+	out     []string
+}
+
+func newBucketsRun(t *testing.T, buckets int) *bucketsRun {
+	t.Helper()
+	cell := state.MakeBagState[[]byte]("keepfirst-buckets")
+	u := &BucketsUntimed{P: Params{
+		KeyType: beam.EncodedType{T: reflect.TypeFor[[]byte]()}, ValueType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()},
+		Metrics: "buckets-test", Overlap: OverlapWrites, Buckets: buckets, Dropped: true,
+	}}
+	require.NoError(t, u.Init(&cell))
+	trustTheBackend(u.Step())
+	f := &BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()}, Buckets: buckets, MaxBytes: 256}
+	require.NoError(t, f.Setup())
+	b := statetest.NewBags()
+	b.Jitter = false
+	return &bucketsRun{t: t, u: u, batcher: f, backend: b}
+}
+
+// bundle runs rows through the step as one bundle, calling each after
+// each batch is decided.
+func (r *bucketsRun) bundle(rows []overlapRow, each func()) {
+	r.t.Helper()
+	ctx := context.Background()
+	type batch struct{ key, rows []byte }
+	var batches []batch
+	collect := func(_ beam.EventTime, key, rows []byte) { batches = append(batches, batch{key, rows}) }
+	r.batcher.StartBundle(collect)
+	for _, row := range rows {
+		require.NoError(r.t, r.batcher.ProcessElement(0, []byte(row.Key), row, collect))
+	}
+	r.batcher.FinishBundle(collect)
+	emit := func(dropped string) rowEmit {
+		return func(_ beam.EventTime, _ beam.T, v beam.V) { r.out = append(r.out, dropped+v.(overlapRow).Key) }
+	}
+	r.backend.Bundle(true)
+	r.u.StartBundle(ctx, emit(""), emit("dropped "))
+	for _, b := range batches {
+		sp := &statetest.Provider{Bags: r.backend, Key: string(b.key)}
+		require.NoError(r.t, r.u.ProcessElement(ctx, sp, b.key, b.rows, emit(""), emit("dropped ")))
+		each()
+	}
+	require.NoError(r.t, r.u.FinishBundle(ctx, emit(""), emit("dropped ")))
+	r.backend.Bundle(false)
+}
+
+// A bundle of only new keys (a file of distinct keys, a backfill) holds
+// at most the tables' limit of keys, and a bucket's more (a bucket is read
+// whole): at the limit its tables are written and forgotten, before the
+// bundle's end; nothing is lost, and the next bundle finds every key.
+func TestBucketsStep_ABundleOfOnlyNewKeysFlushesItsTablesAtTheLimit(t *testing.T) {
+	const keys, buckets, limit = 2000, 64, 100
+	r := newBucketsRun(t, buckets)
+	r.u.b.limit = limit
+	var rows []overlapRow
+	perBucket := map[uint32]int{}
+	for i := range keys {
+		rows = append(rows, overlapRow{Key: fmt.Sprintf("k%05d", i), Op: "+I", N: i})
+		perBucket[bucketOf([]byte(rows[i].Key), buckets)]++
+	}
+	largest := 0
+	for _, n := range perBucket {
+		largest = max(largest, n)
+	}
+	most, miscounted := 0, 0
+	r.bundle(rows, func() {
+		held := 0
+		for _, tb := range r.u.b.tables {
+			held += len(tb.entries)
+		}
+		if held != r.u.b.entries {
+			miscounted++
+		}
+		most = max(most, held)
+	})
+	assert.Less(t, most, limit+largest, "at most the limit and a bucket's keys")
+	assert.Zero(t, miscounted, "the keys counted are those the tables hold")
+	assert.Len(t, r.out, keys, "a row per key")
+	appends := 0
+	for _, log := range r.backend.Log {
+		for _, req := range log {
+			if req == "append" {
+				appends++
+			}
+		}
+	}
+	assert.Greater(t, appends, 2*buckets, "the tables were written at the limit, not only at the bundle's end")
+
+	r.out = nil
+	r.bundle(rows, func() {})
+	assert.Len(t, r.out, keys)
+	for _, o := range r.out {
+		require.True(t, strings.HasPrefix(o, "dropped "), "every key remembered: %s", o)
+	}
+}
+
 // A bucket's timers come due earliest first, each the key's latest: a key
 // whose timer moved comes due at its new time only, and one that lost its
 // state not at all.
@@ -150,6 +321,30 @@ func TestBucketTable_KeysComeDueByTheirLatestTimer(t *testing.T) {
 	next, ok = tb.nextDue()
 	require.True(t, ok)
 	assert.Equal(t, int64(40), next)
+}
+
+// The due heap hands its items back by time, then key, however they were
+// pushed and whatever it was built from.
+func TestTimerHeap_PopsByTimeThenKey(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var items []dueItem
+	for i := range 500 {
+		items = append(items, dueItem{at: rnd.Int64N(50), key: string(keyN(rnd.IntN(100) + i%3))})
+	}
+	want := slices.Clone(items)
+	slices.SortFunc(want, func(a, b dueItem) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), strings.Compare(a.key, b.key))
+	})
+	h := timerHeap(slices.Clone(items[:200]))
+	h.init()
+	for _, d := range items[200:] {
+		h.push(d)
+	}
+	var got []dueItem
+	for len(h) > 0 {
+		got = append(got, h.pop())
+	}
+	assert.Equal(t, want, got)
 }
 
 // BenchmarkBucketTable_ARowAloneInItsBucket is state per bucket's worst
@@ -210,4 +405,121 @@ func BenchmarkBucketTable_ARowAloneInItsBucket(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkBucketTable_ARowOfABundle is what a bucket's table costs a row
+// of a bundle that holds many rows per bucket (a file, a backlog): the
+// key's get, its put and its timer set, and its share of the bundle's
+// write. One op is one row, in bundles of 10,000 rows of one bucket: of
+// new keys on an empty bucket, or of the keys the bucket's cell already
+// holds (each read with the bucket, its state and timer changed). The
+// rows' states are event-time KeepFirst's: a seen marker, a cleanup timer.
+//
+//	go test -run='^$' -bench=BucketTable_ARowOfABundle -benchmem ./transforms/dedup/internal/step/
+func BenchmarkBucketTable_ARowOfABundle(b *testing.B) {
+	const bundle = 10_000
+	keys := make([][]byte, bundle)
+	for i := range keys {
+		keys[i] = keyN(i)
+	}
+	ctx := metrics.SetBundleID(context.Background(), "b")
+	m := newMetricSet("buckets-bench")
+	stored := func(b *testing.B) [][]byte {
+		tb, err := foldBucket(nil, 128)
+		require.NoError(b, err)
+		for i, k := range keys {
+			tb.put(k, &core.State{Phase: core.Emitted, ExpireAt: int64(i)})
+			tb.setTimer(k, core.Timer{Kind: core.Cleanup, At: int64(i)})
+		}
+		var cell cellOf
+		cell.apply(tb.rewrite(ctx, m))
+		return cell.segs
+	}
+	for _, tc := range []struct {
+		name string
+		cell func(b *testing.B) [][]byte
+	}{
+		{"new_keys", func(*testing.B) [][]byte { return nil }},
+		{"stored_keys", stored},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			segs := tc.cell(b)
+			st := core.State{Phase: core.Emitted}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var tb *bucketTable
+			for i := range b.N {
+				j := i % bundle
+				if j == 0 {
+					if tb != nil {
+						_ = tb.write(ctx, m)
+					}
+					b.StopTimer()
+					var err error
+					if tb, err = foldBucket(segs, 128); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				k := keys[j]
+				if _, err := tb.get(k); err != nil {
+					b.Fatal(err)
+				}
+				st.ExpireAt = int64(bundle + i)
+				tb.put(k, &st)
+				tb.setTimer(k, core.Timer{Kind: core.Cleanup, At: st.ExpireAt})
+			}
+		})
+	}
+}
+
+// BenchmarkBucketsStep_ABundleOfKeepLastRows is the stateful step on state
+// per bucket deciding a bundle of 10,000 KeepLast (upsert) rows over 2,000
+// keys in 16 buckets, batched as BucketRows batches them (not timed): each
+// row decoded from its batch, decided on its bucket's table, stored, and
+// emitted; the buckets read and written once a bundle. One op is one
+// bundle; ns/row is per row.
+//
+//	go test -run='^$' -bench=BucketsStep_ABundleOfKeepLastRows -benchmem ./transforms/dedup/internal/step/
+func BenchmarkBucketsStep_ABundleOfKeepLastRows(b *testing.B) {
+	const rows, keys, buckets = 10_000, 2_000, 16
+	ctx := context.Background()
+	cell := state.MakeBagState[[]byte]("keeplast-buckets")
+	u := &BucketsUntimed{P: Params{
+		Last: true, Rules: core.Config{Upsert: true},
+		KeyType: beam.EncodedType{T: reflect.TypeFor[[]byte]()}, ValueType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()},
+		Metrics: "buckets-bench", Overlap: OverlapWrites, Buckets: buckets,
+	}}
+	require.NoError(b, u.Init(&cell))
+	trustTheBackend(u.Step())
+	f := &BucketRows{RowType: beam.EncodedType{T: reflect.TypeFor[overlapRow]()}, Buckets: buckets}
+	require.NoError(b, f.Setup())
+	type batch struct{ key, rows []byte }
+	var batches []batch
+	collect := func(_ beam.EventTime, key, rows []byte) { batches = append(batches, batch{key, rows}) }
+	f.StartBundle(collect)
+	for i := range rows {
+		key := fmt.Sprintf("key-%05d", i%keys)
+		require.NoError(b, f.ProcessElement(beam.EventTime(i), []byte(key), overlapRow{Key: key, Op: "+I", N: i}, collect))
+	}
+	f.FinishBundle(collect)
+	backend := statetest.NewBags()
+	backend.Jitter = false
+	emitted := 0
+	emit := func(beam.EventTime, beam.T, beam.V) { emitted++ }
+	b.ReportAllocs()
+	for b.Loop() {
+		backend.Bundle(true)
+		u.StartBundle(ctx, emit, emit)
+		for _, bt := range batches {
+			if err := u.ProcessElement(ctx, &statetest.Provider{Bags: backend, Key: string(bt.key)}, bt.key, bt.rows, emit, emit); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := u.FinishBundle(ctx, emit, emit); err != nil {
+			b.Fatal(err)
+		}
+		backend.Bundle(false)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/row")
 }

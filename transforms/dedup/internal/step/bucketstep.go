@@ -17,6 +17,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 
 	"github.com/beamdedup/beamdedup/transforms/dedup/internal/core"
+	"github.com/beamdedup/beamdedup/transforms/dedup/internal/statecoder"
 )
 
 // The stateful step on state per bucket (buckets.go): BucketRows batches a
@@ -59,8 +60,8 @@ type BucketRows struct {
 type bucketBatchEmit = func(beam.EventTime, []byte, []byte)
 
 func (f *BucketRows) Setup() error {
-	if f.Buckets <= 0 {
-		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", f.Buckets)
+	if err := needBuckets(f.Buckets); err != nil {
+		return err
 	}
 	f.enc = beam.NewElementEncoder(f.RowType.T)
 	f.batches = make(map[uint32]*batch)
@@ -152,16 +153,14 @@ func inTimeOrder(b []byte) []byte {
 // nextRow splits a batch's first row, its key, element time and encoding,
 // from the rest.
 func nextRow(b []byte) (key []byte, ts beam.EventTime, row, rest []byte, err error) {
-	key, rest, err = lengthPrefixed(b)
-	if err != nil {
-		return nil, 0, nil, nil, err
+	key, rest, ok := statecoder.LengthPrefixed(b)
+	t, k := binary.Varint(rest) // nothing when rest is nil
+	if ok && k > 0 {
+		if row, rest, ok = statecoder.LengthPrefixed(rest[k:]); ok {
+			return key, beam.EventTime(t), row, rest, nil
+		}
 	}
-	t, k := binary.Varint(rest)
-	if k <= 0 {
-		return nil, 0, nil, nil, fmt.Errorf("dedup: corrupt batch of rows")
-	}
-	row, rest, err = lengthPrefixed(rest[k:])
-	return key, beam.EventTime(t), row, rest, err
+	return nil, 0, nil, nil, fmt.Errorf("dedup: corrupt batch of rows")
 }
 
 // bucketed is what the runtimes of the stateful DoFns that keep state per
@@ -172,18 +171,32 @@ type bucketed struct {
 	tables  map[string]*bucketTable // the bundle's, by bucket key
 	held    map[state.Provider]string
 	entries int // held in the tables
+	limit   int // maxTableEntries (a test's own, smaller)
 	rd      bytes.Reader
 	// the timer family: event time, processing time, or none
 	event *timers.EventTime
 	proc  *timers.ProcessingTime
 }
 
+// needBuckets checks that a DoFn of state per bucket has its bucket count.
+// Options are validated where the transform is built (StateBuckets's
+// range, the input it applies to), which makes these DoFns only with a
+// count; this guards a DoFn made otherwise, which would hash its keys
+// into another count than its state's.
+func needBuckets(n int) error {
+	if n <= 0 {
+		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", n)
+	}
+	return nil
+}
+
 func (b *bucketed) setup(p *Params, cell *state.Bag[[]byte]) error {
-	if p.Buckets <= 0 {
-		return fmt.Errorf("dedup: state per bucket needs a bucket count, got %d", p.Buckets)
+	if err := needBuckets(p.Buckets); err != nil {
+		return err
 	}
 	b.tables = make(map[string]*bucketTable)
 	b.held = make(map[state.Provider]string)
+	b.limit = maxTableEntries
 	return b.s.setup(p, bucketStore{cell: cell, buckets: p.Buckets})
 }
 
@@ -206,16 +219,18 @@ func (b *bucketed) deferring() bool { return b.s.Overlapping() }
 
 // table is the bucket's table: the bundle's, or read through sp.
 func (b *bucketed) table(ctx context.Context, sp state.Provider, key []byte) (*bucketTable, error) {
+	if b.entries >= b.limit {
+		// Whether the keys were read or added by the bundle's rows: a
+		// bundle of only new keys fills its tables as surely.
+		if err := b.writeAll(ctx); err != nil {
+			return nil, err
+		}
+		b.forget()
+	}
 	t := b.tables[string(key)]
 	if t != nil {
 		b.s.m.stateCacheHits.Inc(ctx, 1)
 	} else {
-		if b.entries >= maxTableEntries {
-			if err := b.writeAll(ctx); err != nil {
-				return nil, err
-			}
-			b.forget()
-		}
 		was, err := b.s.io.read(ctx, sp, key)
 		if err != nil {
 			return nil, err
@@ -249,6 +264,8 @@ func (b *bucketed) decide(ctx context.Context, sp state.Provider, key, rows []by
 	}
 	b.s.table = t
 	defer func() { b.s.table = nil }()
+	before := len(t.entries)
+	defer func() { b.entries += len(t.entries) - before }() // the keys added, less those gone
 	for len(rows) > 0 {
 		k, ts, enc, rest, err := nextRow(rows)
 		if err != nil {
@@ -260,7 +277,9 @@ func (b *bucketed) decide(ctx context.Context, sp state.Provider, key, rows []by
 		if err != nil {
 			return nil, b.s.io.abort(fmt.Errorf("dedup: decoding a batch's row: %w", err))
 		}
-		a, err := b.s.process(ctx, window.GlobalWindow{}, ts, b.s.now(ts.ToTime()), sp, k, row, emit, drop)
+		// enc is the row as BucketRows encoded it with the step's coder: the
+		// step keeps those bytes where it would encode the row again.
+		a, err := b.s.process(ctx, window.GlobalWindow{}, ts, b.s.now(ts.ToTime()), sp, k, row, enc, emit, drop)
 		if err != nil {
 			return nil, b.s.io.abort(err)
 		}
@@ -290,6 +309,8 @@ func (b *bucketed) fire(ctx context.Context, ts beam.EventTime, sp state.Provide
 	}
 	b.s.table = t
 	defer func() { b.s.table = nil }()
+	before := len(t.entries)
+	defer func() { b.entries += len(t.entries) - before }() // less the keys gone
 	for {
 		k, tm, ok := t.popDue(due)
 		if !ok {
@@ -299,11 +320,12 @@ func (b *bucketed) fire(ctx context.Context, ts beam.EventTime, sp state.Provide
 		if tm.Kind == core.Finalize {
 			hold = mtime.Time(tm.At)
 		}
-		a, err := b.s.onTimer(ctx, window.GlobalWindow{}, hold, sp, b.proc != nil, []byte(k), "", emit)
+		kb := []byte(k)
+		a, err := b.s.onTimer(ctx, window.GlobalWindow{}, hold, sp, b.proc != nil, kb, "", emit)
 		if err != nil {
 			return nil, b.s.io.abort(err)
 		}
-		b.setTimer(t, []byte(k), a.Timer)
+		b.setTimer(t, kb, a.Timer)
 	}
 	return t, b.settle(ctx, t, sp)
 }
@@ -352,7 +374,7 @@ func (b *bucketed) arm(ctx context.Context, tp timers.Provider, t *bucketTable) 
 				continue
 			}
 			tm := time.UnixMilli(at)
-			b.event.Set(tp, tm, timers.WithTag(strconv.FormatInt(at, 36)), timers.WithOutputTimestamp(tm))
+			b.event.Set(tp, tm, timers.WithTag(BucketTimerTag(at)), timers.WithOutputTimestamp(tm))
 			t.times[at] = true
 			b.s.m.timerSets.Inc(ctx, 1)
 		}
@@ -368,6 +390,11 @@ func (b *bucketed) arm(ctx context.Context, tp timers.Provider, t *bucketTable) 
 	}
 	t.newTimes = t.newTimes[:0]
 }
+
+// BucketTimerTag is the tag of a bucket's event-time timer at at (unix
+// milliseconds), the time its keys' timers are at (for the library's
+// tests, which look into a bucket's timers).
+func BucketTimerTag(at int64) string { return strconv.FormatInt(at, 36) }
 
 // writeAll writes every table's changes, each through its provider.
 func (b *bucketed) writeAll(ctx context.Context) error {

@@ -119,18 +119,20 @@ type arming struct {
 
 // arrival is a row arriving at the step, as the rules see it (its kind,
 // time, sequence value and, for rules that read rows, its encoding), and
-// the row as kept and emitted as +I, made when first needed.
+// the row as kept and emitted as +I, made when first needed; enc is the
+// row's encoding when the caller has it (a bucket's batch), else nil.
 type arrival struct {
 	core.Row
 	row      any
 	asInsert any
+	enc      []byte
 }
 
 // arrive reads a row's kind, sequence value and the microseconds of its
 // OnTime value (the keying step validated them, and set ts from that
 // value's millisecond) and encodes it when the rules read rows.
-func (s *Step) arrive(ts beam.EventTime, row any) (arrival, error) {
-	a := arrival{Row: core.Row{Kind: rowkind.Insert, Time: int64(ts)}, row: row}
+func (s *Step) arrive(ts beam.EventTime, row any, enc []byte) (arrival, error) {
+	a := arrival{Row: core.Row{Kind: rowkind.Insert, Time: int64(ts)}, row: row, enc: enc}
 	if s.in.any() {
 		c, reason := s.in.check(ts, reflect.ValueOf(row), s.seqBuf[:0])
 		if reason != "" { // validated upstream; never panic on data
@@ -143,10 +145,20 @@ func (s *Step) arrive(ts beam.EventTime, row any) (arrival, error) {
 	}
 	if s.readsRow {
 		var err error
-		a.Row.Row, err = s.encode(s.insertForm(&a))
+		a.Row.Row, err = s.encodeInsert(&a)
 		return a, err
 	}
 	return a, nil
+}
+
+// encodeInsert is the encoding of the arriving row's insert form: the
+// bytes it came in when that form is the row itself (the step writes no
+// kind column), else encoded into the step's scratch buffer.
+func (s *Step) encodeInsert(a *arrival) ([]byte, error) {
+	if a.enc != nil && s.outKind == nil {
+		return a.enc, nil
+	}
+	return s.encode(s.insertForm(a))
 }
 
 // insertForm is the arriving row with its kind normalized to +I, so that
@@ -159,9 +171,10 @@ func (s *Step) insertForm(a *arrival) any {
 }
 
 // process decides on one row of key in window w, arriving at processing
-// time at, and returns the timer to set.
-func (s *Step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at time.Time, sp state.Provider, key beam.T, row beam.V, emit, drop rowEmit) (arming, error) {
-	a, err := s.arrive(ts, row)
+// time at, and returns the timer to set. enc is the row's encoding when
+// the caller has it, else nil.
+func (s *Step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at time.Time, sp state.Provider, key beam.T, row beam.V, enc []byte, emit, drop rowEmit) (arming, error) {
+	a, err := s.arrive(ts, row, enc)
 	if err != nil {
 		return arming{}, err
 	}
@@ -179,7 +192,7 @@ func (s *Step) process(ctx context.Context, w beam.Window, ts beam.EventTime, at
 	// write below encodes it.
 	d := s.rules.OnRow(&st, a.Row, now)
 	if d.Stored && a.Row.Row == nil {
-		if st.Cand, err = s.encode(s.insertForm(&a)); err != nil {
+		if st.Cand, err = s.encodeInsert(&a); err != nil {
 			return arming{}, err
 		}
 	}
@@ -386,7 +399,7 @@ func (s *Step) add(ctx context.Context, pn typex.PaneInfo, w beam.Window, ts bea
 }
 
 func (s *Step) decideRow(ctx context.Context, r pendingRow, emit, drop rowEmit) error {
-	_, err := s.process(ctx, r.w, r.ts, r.at, r.sp, r.key, r.row, emit, drop)
+	_, err := s.process(ctx, r.w, r.ts, r.at, r.sp, r.key, r.row, nil, emit, drop)
 	return err
 }
 
@@ -396,7 +409,7 @@ func (s *Step) decide(ctx context.Context, w beam.Window, ts beam.EventTime, sp 
 	if err := s.io.admit(ctx, sp); err != nil {
 		return arming{}, err
 	}
-	a, err := s.process(ctx, w, ts, s.now(ts.ToTime()), sp, key, row, emit, drop)
+	a, err := s.process(ctx, w, ts, s.now(ts.ToTime()), sp, key, row, nil, emit, drop)
 	if err != nil {
 		return arming{}, s.io.abort(err)
 	}
