@@ -181,7 +181,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	fctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
 	format := exec.CommandContext(fctx, "java", append(append([]string{}, jvm...),
-		"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", props)...)
+		"kafka.tools.StorageTool", "format", "--cluster-id="+newClusterID(), "-c", props)...)
 	if out, err := format.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("kafkatest: formatting the broker's storage: %v\n%s", err, out))
 	}
@@ -217,7 +217,12 @@ func (b *Broker) watch() error {
 	return nil
 }
 
+// newClusterID is a new broker's KRaft cluster id (clusterID; a test's own).
+var newClusterID = clusterID
+
 // clusterID is a random KRaft cluster id: 16 bytes, base64url unpadded.
+// One in 64 begins with '-', which the storage tool's parser takes for an
+// option unless it is given as --cluster-id=ID.
 func clusterID() string {
 	var b [16]byte
 	rand.Read(b[:])

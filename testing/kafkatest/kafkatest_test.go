@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,4 +52,22 @@ func TestTopicsAreNotCreatedOnFirstUse(t *testing.T) {
 	defer cancel()
 	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "no-such-topic", Value: []byte("x")}).FirstErr()
 	require.Error(t, err, "a write to a missing topic fails instead of creating it")
+}
+
+// A broker whose random cluster id begins with '-' (one in 64) starts:
+// the storage tool is given the id as --cluster-id=ID, which its parser
+// does not take for an option.
+func TestStartFormatsAStorageWhoseClusterIDBeginsWithADash(t *testing.T) {
+	defer func(f func() string) { newClusterID = f }(newClusterID)
+	newClusterID = func() string { return "-" + clusterID()[1:] }
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := Start(ctx, Options{})
+	require.NoError(t, err)
+	defer b.Close()
+	cl, err := b.Admin()
+	require.NoError(t, err)
+	md, err := cl.BrokerMetadata(ctx)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(md.Cluster, "-"), "the broker's cluster id: %q", md.Cluster)
 }
