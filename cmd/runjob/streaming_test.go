@@ -174,7 +174,16 @@ func inProcess(t *testing.T, args []string) (func(), func(time.Duration) (int, s
 // asBinary runs a built runjob; the stop is a SIGINT.
 func asBinary(bin string) startFunc {
 	return func(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
-		stdout, stderr := newSafeBuffer(), newSafeBuffer()
+		stop, wait, _ := startBinary(t, bin, args)
+		return stop, wait
+	}
+}
+
+// startBinary runs bin as asBinary does, and returns as well what it has
+// printed on stderr so far.
+func startBinary(t *testing.T, bin string, args []string) (func(), func(time.Duration) (int, string, string), func() string) {
+	stdout, stderr := newSafeBuffer(), newSafeBuffer()
+	start := func(t *testing.T, args []string) (func(), func(time.Duration) (int, string, string)) {
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		require.NoError(t, cmd.Start())
@@ -192,6 +201,8 @@ func asBinary(bin string) startFunc {
 			}
 		}
 	}
+	stop, wait := start(t, args)
+	return stop, wait, stderr.String
 }
 
 // The tool end to end: the standalone emulator process, a stream with

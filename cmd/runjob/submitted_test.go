@@ -272,22 +272,40 @@ func TestRunStreamingOnAWorkerPoolFailsWithinTheStallLimitWhenTheWorkerFreezes(t
 	const limit = 10 * time.Second
 	args := append(submitted(bin, endpoint, "EXTERNAL", pool.Addr), "--pipeline=streaming",
 		"--subscription=projects/p/subscriptions/orders-sub", "--output_topic=projects/p/topics/orders-deduped",
-		"--dead_letter_topic=projects/p/topics/orders-dlq", "--stall_limit="+limit.String(), "--job_name=runjob-test-frozen-stream")
-	_, wait := asBinary(bin)(t, args)
-	// Running, and idle: every order out.
+		"--dead_letter_topic=projects/p/topics/orders-dlq", "--stall_limit="+limit.String(), "--job_name=runjob-test-frozen-stream",
+		"--progress=1s")
+	_, wait, stderr := startBinary(t, bin, args)
+	// Running, and idle: every order out, and published and acked in the
+	// counters the watchdog reads (a publish whose counts were not yet
+	// reported would be the step it blames).
 	for n := 0; n < len(msgs); {
 		require.NoError(t, ctx.Err(), "the orders did not reach the output topic")
 		n += len(pull(ctx, t, subs, "projects/p/subscriptions/deduped-sub"))
+	}
+	idle := fmt.Sprintf("acked %d;", len(msgs))
+	published := fmt.Sprintf("; %d published (", len(msgs))
+	for {
+		require.NoError(t, ctx.Err(), "runjob's progress never said every order acked and published:\n%s", stderr())
+		var progress string
+		for _, l := range strings.Split(stderr(), "\n") {
+			if strings.HasPrefix(l, "runjob: read ") {
+				progress = l
+			}
+		}
+		if strings.Contains(progress, idle) && strings.Contains(progress, published) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	pool.Freeze()
 	t.Cleanup(pool.Thaw) // before the pool's own cleanup kills it
 	frozen := time.Now()
 
-	code, stdout, stderr := wait(2 * time.Minute)
+	code, stdout, errOut := wait(2 * time.Minute)
 	took := time.Since(frozen)
-	t.Logf("exit %d %v after the freeze\n%s%s", code, took, stdout, stderr)
+	t.Logf("exit %d %v after the freeze\n%s%s", code, took, stdout, errOut)
 	assert.Equal(t, 1, code)
-	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
 	last := lines[len(lines)-1]
 	assert.Contains(t, last, "runjob: streaming from projects/p/subscriptions/orders-sub failed after")
 	assert.Contains(t, last, "streaming job on universal stalled: Pub/Sub source: no bundle committed for ")
