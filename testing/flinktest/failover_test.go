@@ -74,6 +74,22 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		assert.NoError(t, err, "the cluster's TaskManagers replenished")
 	})
 	ctx := context.Background()
+	// Every slot of the cluster free: a task of an earlier test's job
+	// still cancelling holds one, and the job restarted after the kill
+	// would not find the slots it needs.
+	_, err := c.Replenish(2)
+	require.NoError(t, err)
+	var slots flinkrest.Slots
+	flinktest.Await(t, 3*time.Minute, "every slot of the cluster free", func() bool {
+		var err error
+		slots, err = rest(t).Slots(ctx)
+		return err == nil && slots.Running == 0 && slots.Available == slots.Total
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cluster's slots as last seen: %+v", slots)
+		}
+	})
 	pg := pgtest.Shared(t)
 	dsn := pg.NewDatabase(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -132,6 +148,9 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		before = emitted()
 		killIt()
 		flinktest.Await(t, 2*time.Minute, "the job restored and running", func() bool {
+			if sl, err := rest(t).Slots(ctx); err == nil {
+				slots = sl
+			}
 			cs2, err := checkpointsOf(t, id)
 			if err != nil || cs2.Counts.Restored <= cs.Counts.Restored || cs2.Latest.Restored == nil || !allRunning(t, id) {
 				return false
