@@ -74,22 +74,8 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		assert.NoError(t, err, "the cluster's TaskManagers replenished")
 	})
 	ctx := context.Background()
-	// Every slot of the cluster free: a task of an earlier test's job
-	// still cancelling holds one, and the job restarted after the kill
-	// would not find the slots it needs.
 	_, err := c.Replenish(2)
 	require.NoError(t, err)
-	var slots flinkrest.Slots
-	flinktest.Await(t, 3*time.Minute, "every slot of the cluster free", func() bool {
-		var err error
-		slots, err = rest(t).Slots(ctx)
-		return err == nil && slots.Running == 0 && slots.Available == slots.Total
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("the cluster's slots as last seen: %+v", slots)
-		}
-	})
 	pg := pgtest.Shared(t)
 	dsn := pg.NewDatabase(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -148,9 +134,6 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 		before = emitted()
 		killIt()
 		flinktest.Await(t, 2*time.Minute, "the job restored and running", func() bool {
-			if sl, err := rest(t).Slots(ctx); err == nil {
-				slots = sl
-			}
 			cs2, err := checkpointsOf(t, id)
 			if err != nil || cs2.Counts.Restored <= cs.Counts.Restored || cs2.Latest.Restored == nil || !allRunning(t, id) {
 				return false
@@ -190,7 +173,16 @@ func TestFailover_OfATaskManagerAndOfAnSDKWorkerLosesNoRowAndKeepsTheState(t *te
 	t.Run("of a TaskManager", func(t *testing.T) {
 		kill(t, "TaskManager", func() (string, func()) {
 			tm := source(t)
-			return tm.Name, tm.Kill // with its process group: its boot loaders and SDK workers
+			// Killed with its process group (its boot loaders and SDK
+			// workers), and replaced, as a cluster manager replaces a lost
+			// TaskManager: the restarted job may not find the slots it
+			// needs on the other one alone (NoResourceAvailableException
+			// until the restarts ran out, in 2 of 6 CI runs).
+			return tm.Name, func() {
+				tm.Kill()
+				_, err := c.Replenish(2)
+				require.NoError(t, err, "a TaskManager started in place of the killed one")
+			}
 		})
 	})
 	t.Run("of an SDK worker", func(t *testing.T) {
