@@ -90,19 +90,6 @@ func Terminal(state string) bool {
 	return false
 }
 
-// Slots are the cluster's task slots, as the JobManager counts them.
-type Slots struct {
-	Total     int `json:"slots-total"`
-	Available int `json:"slots-available"`
-	Running   int `json:"jobs-running"`
-}
-
-// Slots returns the cluster's slots (/overview).
-func (c *Client) Slots(ctx context.Context) (Slots, error) {
-	var s Slots
-	return s, c.do(ctx, http.MethodGet, "/overview", nil, &s)
-}
-
 // Jobs lists the cluster's jobs, newest first.
 func (c *Client) Jobs(ctx context.Context) ([]JobOverview, error) {
 	var o struct {
