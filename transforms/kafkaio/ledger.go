@@ -196,9 +196,8 @@ func (fn *ledgerFn) commit(ctx context.Context, sp state.Provider, topic string,
 	return fn.State.Write(sp, l.state(committed))
 }
 
-// groupOffset is the group's committed offset of a partition, -1 for
-// none.
-func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string, partition int32) (int64, error) {
+// fetchOffsets reads group's committed offsets, retried.
+func fetchOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.OffsetResponses, error) {
 	var resp kadm.OffsetResponses
 	err := retry(ctx, func() error {
 		var err error
@@ -208,6 +207,13 @@ func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string, par
 		}
 		return err
 	})
+	return resp, err
+}
+
+// groupOffset is the group's committed offset of a partition, -1 for
+// none.
+func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string, partition int32) (int64, error) {
+	resp, err := fetchOffsets(ctx, adm, group)
 	if err != nil {
 		return 0, fmt.Errorf("kafkaio: fetching the committed offsets of group %s: %w", group, err)
 	}

@@ -133,15 +133,7 @@ func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group s
 	if err != nil {
 		return nil, err
 	}
-	var resp kadm.OffsetResponses
-	err = retry(ctx, func() error {
-		var err error
-		resp, err = adm.FetchOffsets(ctx, group)
-		if err == nil {
-			err = resp.Error()
-		}
-		return err
-	})
+	resp, err := fetchOffsets(ctx, adm, group)
 	if err != nil {
 		return nil, fmt.Errorf("kafkaio: fetching the committed offsets of group %s on %s: %w", group, brokers, err)
 	}
