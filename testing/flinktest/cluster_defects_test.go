@@ -140,7 +140,7 @@ func TestBeamDefect_TheStockRunnerRegistersAStatePerResumeAndItsCheckpointsFailP
 	flinkJob(t, j)
 	restore()
 	var declined string
-	flinktest.Await(t, 2*time.Minute, "a TaskManager refusing to snapshot too many states", func() bool {
+	flinktest.Await(t, 4*time.Minute, "a TaskManager refusing to snapshot too many states", func() bool {
 		for _, tm := range c.TaskManagers() {
 			for _, l := range strings.Split(tm.Output(), "\n") {
 				if strings.Contains(l, "Too many states") {

@@ -82,7 +82,7 @@ func TestOnFlink_Seed001RemembersEveryOrderAcrossASavepointAndLosesNoneWhenATask
 	flinktest.Await(t, 3*time.Minute, "every one of the 20,000 orders on the output topic and the 3 dead letters", func() bool {
 		return present(out.PerKey(), oldIDs) == oldCount && dead.Total() >= len(undecodable)
 	})
-	savepoint, err := j.StopWithSavepoint(ctx, "", 2*time.Minute)
+	savepoint, err := j.StopWithSavepoint(ctx, "", 4*time.Minute)
 	require.NoError(t, err)
 	_, err = j.Wait()
 	require.NoError(t, err, "a job stopped with a savepoint ends without an error")
