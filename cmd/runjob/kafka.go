@@ -5,8 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,14 +151,9 @@ var kafkaRun = pipelineRun{
 
 // committedLine says, per partition, the group's offset against the end.
 func committedLine(committed, end map[int32]int64) string {
-	var ps []int
-	for p := range end {
-		ps = append(ps, int(p))
-	}
-	sort.Ints(ps)
 	var parts []string
-	for _, p := range ps {
-		parts = append(parts, fmt.Sprintf("partition %d at %d of %d", p, committed[int32(p)], end[int32(p)]))
+	for _, p := range slices.Sorted(maps.Keys(end)) {
+		parts = append(parts, fmt.Sprintf("partition %d at %d of %d", p, committed[p], end[p]))
 	}
 	return strings.Join(parts, ", ")
 }
