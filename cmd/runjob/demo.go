@@ -16,10 +16,6 @@ import (
 // demoConfig is a run of the demo. Zero values take the defaults.
 type demoConfig struct {
 	pubsubdemo.Script
-	// IdleStop ends the source after this long without messages (default
-	// 5s; it must exceed the 2s lease after which lost acks are
-	// redelivered).
-	IdleStop time.Duration
 	// StateTTL is the key retention, as dedup.StateTTL: 0 (the default)
 	// remembers keys for the whole run. The demo sets no cleanup timers
 	// (dedup.CleanupTimers(false)): processing-time ones would keep
@@ -39,9 +35,6 @@ type demoResult struct {
 	Elapsed time.Duration
 }
 
-// OK reports whether the run met the pipeline's promise (Report.OK).
-func (r demoResult) OK() bool { return r.Report.OK() }
-
 // String is a short report.
 func (r demoResult) String() string {
 	return fmt.Sprintf("%s\ndedup: %d rows in, %d emitted, %d duplicates dropped (in %v)",
@@ -54,9 +47,6 @@ func (r demoResult) String() string {
 // workers reach the fake at a loopback address: run them on this machine
 // (LOOPBACK, or a worker pool here).
 func runDemo(ctx context.Context, job jobrun.Options, cfg demoConfig) (demoResult, error) {
-	if cfg.IdleStop <= 0 {
-		cfg.IdleStop = 5 * time.Second
-	}
 	if len(cfg.Fake) == 0 {
 		cfg.Fake = pubsubdemo.FakeCommand
 	}
@@ -88,7 +78,7 @@ func runDemo(ctx context.Context, job jobrun.Options, cfg demoConfig) (demoResul
 	start := time.Now()
 	res, err := streaming.Run(ctx, job, src, streaming.RunConfig{
 		Config:   streaming.Config{Dedup: []dedup.Option{dedup.StateTTL(cfg.StateTTL), dedup.CleanupTimers(false)}},
-		IdleStop: cfg.IdleStop,
+		IdleStop: 5 * time.Second, // past the 2s lease after which lost acks come back
 	})
 	if err != nil {
 		return demoResult{}, fmt.Errorf("streaming demo: %w", err)

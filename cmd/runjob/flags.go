@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -69,12 +70,7 @@ func mode(o *options) string {
 // naming the pipelines it applies to.
 func flagsApply(o *options) error {
 	m := mode(o)
-	names := make([]string, 0, len(o.set))
-	for f := range o.set {
-		names = append(names, f)
-	}
-	slices.Sort(names)
-	for _, f := range names {
+	for _, f := range slices.Sorted(maps.Keys(o.set)) {
 		modes, ok := appliesTo[f]
 		if !ok || slices.Contains(modes, m) {
 			continue

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -70,12 +71,7 @@ func renderDOT(w io.Writer, model *pipepb.Pipeline) {
 	slices.Sort(leaves)
 	for _, id := range leaves {
 		ins := ts[id].GetInputs()
-		tags := make([]string, 0, len(ins))
-		for tag := range ins {
-			tags = append(tags, tag)
-		}
-		slices.Sort(tags)
-		for _, tag := range tags {
+		for _, tag := range slices.Sorted(maps.Keys(ins)) {
 			if from, ok := producer[ins[tag]]; ok {
 				fmt.Fprintf(w, "  %q -> %q;\n", from, id)
 			}

@@ -5,8 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,49 +88,29 @@ var kafkaRun = pipelineRun{
 	prepare: func(o *options) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if o.postgres != "" {
-			if err := streaming.CreateTable(ctx, o.postgres, streaming.DefaultTable); err != nil {
-				return err
-			}
-		}
-		if !o.kafka.produce {
-			return nil
+		if err := createTable(ctx, o); err != nil || !o.kafka.produce {
+			return err
 		}
 		return produceOrders(ctx, o)
 	},
 	describe: func(o *options) string {
 		return fmt.Sprintf("kafka from %s on %s", o.kafka.inputTopic, o.kafka.brokers)
 	},
-	checkRunner: func(o *options) error {
-		if !jobrun.Followed(o.runner) {
-			return fmt.Errorf("--pipeline=kafka runs on a Beam job server (prism, universal, flink, spark), which it stops itself on Ctrl-C")
-		}
-		return nil
-	},
+	checkRunner: followedOnly("--pipeline=kafka runs on a Beam job server (prism, universal, flink, spark), which it stops itself on Ctrl-C"),
 	build: func(s beam.Scope, o *options) error {
-		src, cfg := kafkaConfig(o, nil)
+		src, cfg := kafkaConfig(o)
 		_, err := streaming.Build(s, src, cfg.Config)
 		return err
 	},
 	run: func(ctx context.Context, o *options, job jobrun.Options, stderr io.Writer) (report, error) {
-		stderr = &lockedWriter{w: stderr}
 		k, l := &o.kafka, &o.live
 		until := "until stopped; Ctrl-C stops it (what was read is written and committed first; a second Ctrl-C kills)"
 		if k.idleStop > 0 {
 			until = fmt.Sprintf("until every partition is read to its end and idle for %v, or stopped", k.idleStop)
 		}
 		fmt.Fprintf(stderr, "runjob: reading %s on %s, group %s, %s\n", k.inputTopic, k.brokers, k.group, until)
-		finished := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-				fmt.Fprintf(stderr, "runjob: stopping: no more reads; draining what was read (at most --drain_timeout=%v)\n", l.drainTimeout)
-			case <-finished:
-			}
-		}()
-		src, cfg := kafkaConfig(o, stderr)
-		res, err := streaming.Run(ctx, job, src, cfg)
-		close(finished)
+		src, cfg := kafkaConfig(o)
+		res, err := untilStopped(ctx, job, src, cfg, stderr, "no more reads")
 		if err != nil {
 			return nil, err
 		}
@@ -150,10 +131,7 @@ var kafkaRun = pipelineRun{
 			}
 			fmt.Fprintf(stdout, "dead-lettered       %d\n", res.DeadLettered+c.DeadLettered)
 			fmt.Fprintf(stdout, "written             %d (%s and %s)\n", res.Written, l.outputTopic, l.deadLetterTopic)
-			if o.postgres != "" {
-				fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
-					res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
-			}
+			postgresLine(stdout, o, res)
 			fmt.Fprintf(stdout, "committed           %s\n", committedLine(res.Committed, res.End))
 			fmt.Fprintf(stdout, "every record        %d = %d emitted + %d duplicates dropped + %d late + %d dead-lettered\n",
 				res.Read, c.Emitted, c.DuplicatesDropped, c.LateDropped, res.DeadLettered+c.DeadLettered)
@@ -173,21 +151,15 @@ var kafkaRun = pipelineRun{
 
 // committedLine says, per partition, the group's offset against the end.
 func committedLine(committed, end map[int32]int64) string {
-	var ps []int
-	for p := range end {
-		ps = append(ps, int(p))
-	}
-	sort.Ints(ps)
 	var parts []string
-	for _, p := range ps {
-		parts = append(parts, fmt.Sprintf("partition %d at %d of %d", p, committed[int32(p)], end[int32(p)]))
+	for _, p := range slices.Sorted(maps.Keys(end)) {
+		parts = append(parts, fmt.Sprintf("partition %d at %d of %d", p, committed[p], end[p]))
 	}
 	return strings.Join(parts, ", ")
 }
 
-// kafkaConfig is the pipeline of a run; progress lines go to progress when
-// it is not nil.
-func kafkaConfig(o *options, progress io.Writer) (streaming.Kafka, streaming.RunConfig) {
+// kafkaConfig is the pipeline of a run.
+func kafkaConfig(o *options) (streaming.Kafka, streaming.RunConfig) {
 	k, l := &o.kafka, &o.live
 	src := streaming.Kafka{
 		Brokers: k.brokers, InputTopic: k.inputTopic, OutputTopic: l.outputTopic, DeadLetterTopic: l.deadLetterTopic,
@@ -212,9 +184,6 @@ func kafkaConfig(o *options, progress io.Writer) (streaming.Kafka, streaming.Run
 	}
 	if k.watch > 0 {
 		src.Read = append(src.Read, kafkaio.WatchPartitions(k.watch))
-	}
-	if progress != nil {
-		cfg.Progress = func(s streaming.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }
 	}
 	return src, cfg
 }

@@ -310,13 +310,7 @@ func checkOptions(o *options) error {
 func dedupOptions(o *options) []dedup.Option {
 	var opts []dedup.Option
 	if o.set["partition_by"] {
-		var cols []string
-		for c := range strings.SplitSeq(o.partitionBy, ",") {
-			if c = strings.TrimSpace(c); c != "" {
-				cols = append(cols, c)
-			}
-		}
-		opts = append(opts, rowspec.PartitionBy(cols...))
+		opts = append(opts, rowspec.PartitionBy(columns(o.partitionBy)...))
 	}
 	if o.set["on_time"] {
 		opts = append(opts, rowspec.OnTime(o.onTime))
@@ -337,6 +331,17 @@ func dedupOptions(o *options) []dedup.Option {
 		opts = append(opts, dedup.AsStream())
 	}
 	return opts
+}
+
+// columns is a comma-separated list of columns.
+func columns(list string) []string {
+	var cols []string
+	for c := range strings.SplitSeq(list, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cols = append(cols, c)
+		}
+	}
+	return cols
 }
 
 // oneLine keeps the first line of an error: Beam's errors carry stacks of

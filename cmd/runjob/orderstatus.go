@@ -15,7 +15,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orderstatus"
 	"github.com/beamdedup/beamdedup/transforms/changelog"
@@ -48,19 +47,7 @@ var orderStatusRun = pipelineRun{
 	},
 	build:    buildOrderStatus,
 	describe: pipelineOn,
-	run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
-		p, s := beam.NewPipelineWithRoot()
-		if err := buildOrderStatus(s, o); err != nil {
-			return nil, err
-		}
-		pr, err := jobrun.Run(ctx, p, job)
-		if err != nil {
-			return nil, err
-		}
-		return func(stdout, stderr io.Writer, wall time.Duration) int {
-			return summarizeOrderStatus(stdout, stderr, o, pr, wall)
-		}, nil
-	},
+	run:      jobOf(buildOrderStatus, summarizeOrderStatus),
 }
 
 // orderStatusFiles are the naive count's and the changelog's files, next

@@ -129,19 +129,27 @@ func filePipeline(f fileSpec) pipelineRun {
 		prepare:  func(o *options) error { return prepareFiles(o, f.input) },
 		build:    f.build,
 		describe: pipelineOn,
-		run: func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
-			p, s := beam.NewPipelineWithRoot()
-			if err := f.build(s, o); err != nil {
-				return nil, err
-			}
-			pr, err := jobrun.Run(ctx, p, job)
-			if err != nil {
-				return nil, err
-			}
-			return func(stdout, stderr io.Writer, wall time.Duration) int {
-				return summarize(stdout, stderr, o, pr, wall, f.note)
-			}, nil
-		},
+		run: jobOf(f.build, func(stdout, stderr io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) int {
+			return summarize(stdout, stderr, o, pr, wall, f.note)
+		}),
+	}
+}
+
+// jobOf is the run of a pipeline that build makes: it runs as one job,
+// and summary reports on its result.
+func jobOf(build func(beam.Scope, *options) error, summary func(stdout, stderr io.Writer, o *options, pr beam.PipelineResult, wall time.Duration) int) func(context.Context, *options, jobrun.Options, io.Writer) (report, error) {
+	return func(ctx context.Context, o *options, job jobrun.Options, _ io.Writer) (report, error) {
+		p, s := beam.NewPipelineWithRoot()
+		if err := build(s, o); err != nil {
+			return nil, err
+		}
+		pr, err := jobrun.Run(ctx, p, job)
+		if err != nil {
+			return nil, err
+		}
+		return func(stdout, stderr io.Writer, wall time.Duration) int {
+			return summary(stdout, stderr, o, pr, wall)
+		}, nil
 	}
 }
 

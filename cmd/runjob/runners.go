@@ -124,12 +124,19 @@ func probe(ctx context.Context, runner string) error {
 	if i := strings.Index(addr, "://"); i >= 0 {
 		addr = addr[i+3:]
 	}
-	d := net.Dialer{Timeout: probeTimeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
+	if err := dial(ctx, addr); err != nil {
 		return fmt.Errorf("--runner=%s: no job server at --endpoint=%s (%v)%s", runner, *jobopts.Endpoint, err, jobServerHint(runner))
 	}
-	return c.Close()
+	return nil
+}
+
+// dial checks that addr accepts TCP connections within probeTimeout.
+func dial(ctx context.Context, addr string) error {
+	c, err := (&net.Dialer{Timeout: probeTimeout}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	return err
 }
 
 // probeWorkerPool dials the worker pool of an EXTERNAL environment: a job
@@ -144,12 +151,10 @@ func probeWorkerPool(ctx context.Context) error {
 	if addr == "" {
 		return fmt.Errorf("--environment_type=EXTERNAL needs --environment_config=HOST:PORT of a worker pool (see docs/workers.md)")
 	}
-	d := net.Dialer{Timeout: probeTimeout}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
+	if err := dial(ctx, addr); err != nil {
 		return fmt.Errorf("--environment_type=EXTERNAL: no worker pool at --environment_config=%s (%v); start one first (see docs/workers.md): a job server cannot start the SDK workers without it, and Prism v2.77.0 crashes", addr, err)
 	}
-	return c.Close()
+	return nil
 }
 
 // runnerNote describes the runner for the summary.

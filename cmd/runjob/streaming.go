@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -130,41 +131,23 @@ var demoRun = pipelineRun{
 var liveRun = pipelineRun{
 	untilStopped: true,
 	prepare: func(o *options) error {
-		if o.postgres == "" {
-			return nil
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return streaming.CreateTable(ctx, o.postgres, streaming.DefaultTable)
+		return createTable(ctx, o)
 	},
-	describe: func(o *options) string { return "streaming from " + o.live.subscription },
-	checkRunner: func(o *options) error {
-		if !jobrun.Followed(o.runner) {
-			return fmt.Errorf("--pipeline=streaming with --subscription runs on a Beam job server (prism, universal, flink, spark), which it stops itself on Ctrl-C; on Dataflow build the pipeline with pipelines/streaming and drain the job with Dataflow (see docs/streaming-pubsub.md)")
-		}
-		return nil
-	},
+	describe:    func(o *options) string { return "streaming from " + o.live.subscription },
+	checkRunner: followedOnly("--pipeline=streaming with --subscription runs on a Beam job server (prism, universal, flink, spark), which it stops itself on Ctrl-C; on Dataflow build the pipeline with pipelines/streaming and drain the job with Dataflow (see docs/streaming-pubsub.md)"),
 	build: func(s beam.Scope, o *options) error {
-		src, cfg := liveConfig(o, nil)
+		src, cfg := liveConfig(o)
 		_, err := streaming.Build(s, src, cfg.Config)
 		return err
 	},
 	run: func(ctx context.Context, o *options, job jobrun.Options, stderr io.Writer) (report, error) {
 		l := &o.live
-		stderr = &lockedWriter{w: stderr} // progress and the stop notice come from two goroutines
 		target := pubsubadmin.Target("")
 		fmt.Fprintf(stderr, "runjob: reading %s on %s until stopped; Ctrl-C stops it (what was read is published and acked first; a second Ctrl-C kills)\n", l.subscription, target)
-		finished := make(chan struct{})
-		go func() {
-			select {
-			case <-ctx.Done():
-				fmt.Fprintf(stderr, "runjob: stopping: no more pulls; draining what was read (at most --drain_timeout=%v)\n", l.drainTimeout)
-			case <-finished:
-			}
-		}()
-		src, cfg := liveConfig(o, stderr)
-		res, err := streaming.Run(ctx, job, src, cfg)
-		close(finished)
+		src, cfg := liveConfig(o)
+		res, err := untilStopped(ctx, job, src, cfg, stderr, "no more pulls")
 		if err != nil {
 			return nil, err
 		}
@@ -178,21 +161,17 @@ var liveRun = pipelineRun{
 			fmt.Fprintf(stdout, "duplicates dropped  %d\n", c.DuplicatesDropped)
 			fmt.Fprintf(stdout, "dead-lettered       %d\n", res.DeadLettered)
 			fmt.Fprintf(stdout, "published           %d (%s and %s)\n", res.Written, l.outputTopic, l.deadLetterTopic)
-			if o.postgres != "" {
-				fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
-					res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
-			}
+			postgresLine(stdout, o, res)
 			fmt.Fprintf(stdout, "wall time           %v (stopped, drained)\n", res.Elapsed.Round(time.Millisecond))
 			return 0
 		}, nil
 	},
 }
 
-// liveConfig is the pipeline of a run against a subscription; progress
-// lines go to progress when it is not nil. The emulator of
-// PUBSUB_EMULATOR_HOST, when set, is named in the pipeline, so that SDK
+// liveConfig is the pipeline of a run against a subscription. The emulator
+// of PUBSUB_EMULATOR_HOST, when set, is named in the pipeline, so that SDK
 // workers in other processes (a worker pool) use it too.
-func liveConfig(o *options, progress io.Writer) (streaming.PubSub, streaming.RunConfig) {
+func liveConfig(o *options) (streaming.PubSub, streaming.RunConfig) {
 	l := &o.live
 	src := streaming.PubSub{
 		Subscription:    l.subscription,
@@ -211,22 +190,63 @@ func liveConfig(o *options, progress io.Writer) (streaming.PubSub, streaming.Run
 		DrainTimeout:  l.drainTimeout,
 		ProgressEvery: l.progress,
 	}
-	if progress != nil {
-		cfg.Progress = func(s streaming.Status) { fmt.Fprintf(progress, "runjob: %v\n", s) }
-	}
 	return src, cfg
 }
 
-// partitionBy is --partition_by's columns (the pipeline's default,
-// order_id, when not given).
+// partitionBy is --partition_by's columns (none, for the pipeline's
+// default order_id, when not given).
 func partitionBy(o *options) []string {
-	var cols []string
-	for c := range strings.SplitSeq(o.partitionBy, ",") {
-		if c = strings.TrimSpace(c); c != "" && o.set["partition_by"] {
-			cols = append(cols, c)
-		}
+	if !o.set["partition_by"] {
+		return nil
 	}
-	return cols
+	return columns(o.partitionBy)
+}
+
+// untilStopped runs a streaming pipeline until ctx is done or the run ends
+// by itself, printing its progress and, when ctx is done first, that it
+// stops (stopping: what it no longer does) on stderr.
+func untilStopped[E any](ctx context.Context, job jobrun.Options, src streaming.Source[E], cfg streaming.RunConfig, stderr io.Writer, stopping string) (streaming.Result, error) {
+	stderr = &lockedWriter{w: stderr} // progress and the stop notice come from two goroutines
+	cfg.Progress = func(s streaming.Status) { fmt.Fprintf(stderr, "runjob: %v\n", s) }
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "runjob: stopping: %s; draining what was read (at most --drain_timeout=%v)\n", stopping, cfg.DrainTimeout)
+		case <-finished:
+		}
+	}()
+	res, err := streaming.Run(ctx, job, src, cfg)
+	close(finished)
+	return res, err
+}
+
+// followedOnly is the checkRunner of a run that stops itself on Ctrl-C,
+// which needs a job server: msg says so.
+func followedOnly(msg string) func(o *options) error {
+	return func(o *options) error {
+		if !jobrun.Followed(o.runner) {
+			return errors.New(msg)
+		}
+		return nil
+	}
+}
+
+// createTable creates the kept orders' table in --postgres, when given.
+func createTable(ctx context.Context, o *options) error {
+	if o.postgres == "" {
+		return nil
+	}
+	return streaming.CreateTable(ctx, o.postgres, streaming.DefaultTable)
+}
+
+// postgresLine is the summary's line of the kept orders' table, when
+// there is one.
+func postgresLine(stdout io.Writer, o *options, res streaming.Result) {
+	if o.postgres != "" {
+		fmt.Fprintf(stdout, "postgres            %d rows written (or there already), %d refused and dead-lettered, into table %s\n",
+			res.PostgresWritten, res.PostgresRefused, streaming.DefaultTable)
+	}
 }
 
 // withoutPartitionBy is o without --partition_by: the streaming pipeline

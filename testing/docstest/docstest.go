@@ -133,7 +133,7 @@ func pageCommands(root, page string) ([]Command, error) {
 			for k, v := range exports {
 				env[k] = v
 			}
-			for len(words) > 0 && isAssignment(words[0]) {
+			for len(words) > 0 && assignment.MatchString(words[0]) {
 				k, v, _ := strings.Cut(words[0], "=")
 				env[k] = v
 				words = words[1:]
@@ -153,8 +153,6 @@ func fence(line string) (info string, ok bool) {
 }
 
 var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-
-func isAssignment(w string) bool { return assignment.MatchString(w) }
 
 // stripComment removes a # comment that starts a word outside quotes.
 func stripComment(line string) string {
@@ -269,7 +267,7 @@ func Links(root string, pages []string) ([]Link, error) {
 			if inBlock {
 				continue
 			}
-			for _, m := range linkRE.FindAllStringSubmatch(removeCodeSpans(line), -1) {
+			for _, m := range linkRE.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
 				out = append(out, Link{File: page, Target: m[1], Line: i + 1})
 			}
 		}
@@ -278,8 +276,6 @@ func Links(root string, pages []string) ([]Link, error) {
 }
 
 var codeSpan = regexp.MustCompile("`[^`]*`")
-
-func removeCodeSpans(line string) string { return codeSpan.ReplaceAllString(line, "") }
 
 // Anchors returns the GitHub heading anchors of a Markdown page.
 func Anchors(path string) (map[string]bool, error) {

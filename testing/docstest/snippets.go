@@ -12,10 +12,12 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -332,12 +334,7 @@ func usedPackages(code string, implicit map[string]string) []string {
 		}
 		before, last, lastLit = last, tok, lit
 	}
-	var names []string
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // excerpt is an API excerpt: its package and, in order, the functions

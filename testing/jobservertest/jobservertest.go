@@ -169,28 +169,10 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	cmd := exec.Command(bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// Its own process group: the SDK workers it starts for PROCESS
-	// environments outlive it otherwise (and hold its output open).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	// The boot loaders it starts write pipeline_options.json into their
-	// working directory.
-	cmd.Dir = t.TempDir()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("jobservertest: starting %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("job server output:\n%s", out.String())
-		}
-	})
+	cmd := groupCommand(t, bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	done := startGroup(t, cmd, "job server", out)
 	endpoint := net.JoinHostPort("localhost", strconv.Itoa(port))
 	deadline := time.Now().Add(StartTimeout)
 	for {
@@ -208,6 +190,38 @@ func Start(t testing.TB) string {
 			t.Fatalf("jobservertest: job server not accepting connections on %s after %v: %v", endpoint, StartTimeout, err)
 		}
 	}
+}
+
+// groupCommand is a command run in a process group of its own, in a
+// temporary directory: the SDK workers a job server or a worker pool
+// starts outlive it otherwise (and hold its output open), and the boot
+// loaders write pipeline_options.json into their working directory.
+func groupCommand(t testing.TB, bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// startGroup starts cmd (a groupCommand) and returns the channel closed
+// when it exited; when t ends, its process group is killed and, if t
+// failed, its output is logged.
+func startGroup(t testing.TB, cmd *exec.Cmd, what string, out *syncBuffer) <-chan struct{} {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("jobservertest: starting %s: %v", cmd.Path, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		if t.Failed() {
+			t.Logf("%s output:\n%s", what, out.String())
+		}
+	})
+	return done
 }
 
 type syncBuffer struct {

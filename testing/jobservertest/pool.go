@@ -18,7 +18,6 @@ type WorkerPool struct {
 	// Addr is the pool's address, for --environment_config.
 	Addr string
 	cmd  *exec.Cmd
-	out  *syncBuffer
 }
 
 // StartWorkerPool builds (once) and starts a worker pool on a free port,
@@ -37,30 +36,16 @@ func StartWorkerPool(t testing.TB, env ...string) *WorkerPool {
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	cmd := exec.Command(bin, "--boot="+boot, "--port=0")
+	cmd := groupCommand(t, bin, "--boot="+boot, "--port=0")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Dir = t.TempDir() // the boot loaders write pipeline_options.json there
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
 	out := &syncBuffer{}
 	cmd.Stderr = out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("jobservertest: starting %s: %v", bin, err)
-	}
-	p := &WorkerPool{cmd: cmd, out: out}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		p.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("worker pool output:\n%s", out.String())
-		}
-	})
+	p := &WorkerPool{cmd: cmd}
+	done := startGroup(t, cmd, "worker pool", out)
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)

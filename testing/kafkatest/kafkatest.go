@@ -58,14 +58,10 @@ var Project = &maven.Project{Name: "kafka-" + KafkaVersion, Pom: pom}
 // broker to serve.
 var StartTimeout = 2 * time.Minute
 
-// Options configure Start. The zero value is a broker with a 512 MB heap
-// whose topics have 2 partitions by default.
+// Options configure Start. The zero value is a broker with a 512 MB heap.
 type Options struct {
 	// Heap is the JVM's -Xmx (default "512m").
 	Heap string
-	// Partitions is num.partitions, the default of a topic created without
-	// a count (default 2).
-	Partitions int
 }
 
 // Broker is a running (or stopped) broker and its storage.
@@ -107,7 +103,7 @@ logger.ready.level = info
 // the tests write records with the seed's timestamps, months old, which
 // Kafka's default retention (7 days by record timestamp) deletes at its
 // next check.
-func serverProperties(dir string, port, controller, partitions int) string {
+func serverProperties(dir string, port, controller int) string {
 	return fmt.Sprintf(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:%[3]d
@@ -117,7 +113,7 @@ controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 log.dirs=%[1]s
-num.partitions=%[4]d
+num.partitions=2
 auto.create.topics.enable=false
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=1
@@ -134,7 +130,7 @@ num.recovery.threads.per.data.dir=1
 log.cleaner.threads=1
 log.retention.ms=-1
 log.retention.bytes=-1
-`, filepath.Join(dir, "data"), port, controller, partitions)
+`, filepath.Join(dir, "data"), port, controller)
 }
 
 // Start formats a storage directory and starts a broker on free loopback
@@ -143,9 +139,6 @@ log.retention.bytes=-1
 func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if opts.Heap == "" {
 		opts.Heap = "512m"
-	}
-	if opts.Partitions <= 0 {
-		opts.Partitions = 2
 	}
 	cp, err := Project.Classpath()
 	if err != nil {
@@ -168,7 +161,7 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 		return fail(err)
 	}
 	props := filepath.Join(dir, "server.properties")
-	if err := os.WriteFile(props, []byte(serverProperties(dir, port, controller, opts.Partitions)), 0o644); err != nil {
+	if err := os.WriteFile(props, []byte(serverProperties(dir, port, controller)), 0o644); err != nil {
 		return fail(err)
 	}
 	logConf := filepath.Join(dir, "log4j2.properties")

@@ -108,10 +108,15 @@ func Run(ctx context.Context, p *maven.Project, main string, args ...string) (ma
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, "java", append([]string{"-Xmx2g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=error", "-cp", cp, main}, args...)...)
+	return results(cmd, main+" "+strings.Join(args, " "))
+}
+
+// results runs cmd and parses its result lines; what names it in an error.
+func results(cmd *exec.Cmd, what string) (map[string]Fields, error) {
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("peers: %s %s: %v\n%s", main, strings.Join(args, " "), err, tail(errOut.String(), 4000))
+		return nil, fmt.Errorf("peers: %s: %v\n%s", what, err, tail(errOut.String(), 4000))
 	}
 	return ParseResults(out.String()), nil
 }
@@ -172,10 +177,5 @@ func RunPython(ctx context.Context, python, prism, input string, args ...string)
 	}
 	cmd := exec.CommandContext(ctx, python, append([]string{script, "--prism=" + prism, "--input=" + input}, args...)...)
 	cmd.Dir = dir
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("peers: %s: %v\n%s", script, err, tail(errOut.String(), 4000))
-	}
-	return ParseResults(out.String()), nil
+	return results(cmd, script)
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +42,6 @@ type Server struct {
 	mu       sync.Mutex
 	acks     []AckCall
 	dropAcks func(ackID string) bool
-	acked    map[string]struct{} // message ids with an ack that was not dropped
 }
 
 // AckCall is one observed Acknowledge request.
@@ -65,7 +63,7 @@ func Start(ctx context.Context, minAckDeadline time.Duration) (*Server, error) {
 
 // StartAt starts a server listening on addr (host:port).
 func StartAt(ctx context.Context, addr string) (_ *Server, err error) {
-	s := &Server{Project: DefaultProject, acked: map[string]struct{}{}}
+	s := &Server{Project: DefaultProject}
 	defer func() {
 		if r := recover(); r != nil { // pstest panics when it cannot listen
 			err = fmt.Errorf("pubsubtest: listen on %s: %v", addr, r)
@@ -211,15 +209,6 @@ func (s *Server) AckCalls() []AckCall {
 	return append([]AckCall(nil), s.acks...)
 }
 
-// AckedMessages is the number of distinct messages acked so far (dropped
-// acks not counted), cheap enough to poll while a job runs (MessagesOn
-// copies every message).
-func (s *Server) AckedMessages() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.acked)
-}
-
 // DropAcks makes the server discard acks whose ack id satisfies drop (nil
 // restores normal acking). A dropped ack leaves the message outstanding, so
 // it is redelivered when its deadline expires: a lost ack.
@@ -247,8 +236,6 @@ func (r ackReactor) React(req any) (bool, any, error) {
 	for _, id := range ar.AckIds {
 		if r.s.dropAcks == nil || !r.s.dropAcks(id) {
 			kept = append(kept, id)
-			msgID, _, _ := strings.Cut(id, ":") // pstest's ack id on a pull is "<message id>:<delivery>"
-			r.s.acked[msgID] = struct{}{}
 		}
 	}
 	if r.s.dropAcks == nil {

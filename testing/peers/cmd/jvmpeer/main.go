@@ -14,9 +14,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/maven"
@@ -63,19 +64,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "jvmpeer:", err)
 		os.Exit(1)
 	}
-	var names []string
-	for n := range res {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		keys := make([]string, 0, len(res[n]))
-		for k := range res[n] {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+	for _, n := range slices.Sorted(maps.Keys(res)) {
 		fmt.Print(n)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(res[n])) {
 			fmt.Printf(" %s=%s", k, res[n][k])
 		}
 		fmt.Println()

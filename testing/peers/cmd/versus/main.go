@@ -95,12 +95,10 @@ func ours(prism, input string, miniBatch bool) (ourRun, error) {
 }
 
 func startPrism(bin string) (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := jobservertest.FreePort()
 	if err != nil {
 		return "", nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	cmd := exec.Command(bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if runtime.GOOS == "linux" {

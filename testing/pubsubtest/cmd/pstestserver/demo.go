@@ -55,15 +55,6 @@ func script(sc pubsubdemo.Script) (first, later []message) {
 	return first, later
 }
 
-// Seen is a message as the fake saw it.
-type Seen struct {
-	Data        []byte
-	Attrs       map[string]string
-	PublishTime time.Time
-	Deliveries  int
-	Acks        int
-}
-
 // report counts what the fake saw on the input, output and dead-letter
 // topics, of a script of keys orders that lost acksLost acks.
 func report(keys, acksLost int, in, out, dead []*pstest.Message) pubsubdemo.Report {
