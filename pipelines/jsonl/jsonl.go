@@ -89,7 +89,6 @@ func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(ErrorLine)](&parseFn{})
 	register.Function2x0(countFile)
 	register.DoFn2x1[beam.X, func(string), error](&formatFn{})
-	register.DoFn2x0[string, func(string)](&linesFn{})
 	register.Emitter1[string]()
 	register.Function1x1(fromDeadLetter)
 	register.Emitter1[beam.Y]()
@@ -362,7 +361,7 @@ func Write(s beam.Scope, path string, rows beam.PCollection) {
 // in one file, as Write does.
 func WriteLines(s beam.Scope, path string, lines beam.PCollection) {
 	s = s.Scope("WriteLines")
-	textio.Write(s, path, beam.ParDo(s, &linesFn{Chunk: inChunks(lines)}, lines))
+	textio.Write(s, path, beam.ParDo(s, &formatFn{Chunk: inChunks(lines), Lines: true}, lines))
 }
 
 // inChunks reports whether col's lines are written in chunks: up to
@@ -401,9 +400,11 @@ func (c *chunk) flush(emit func(string)) {
 	}
 }
 
-// formatFn encodes rows as JSON lines into chunks.
+// formatFn encodes rows as JSON lines into chunks, or with Lines gathers
+// strings as they are.
 type formatFn struct {
 	Chunk bool `json:"chunk"`
+	Lines bool `json:"lines"`
 
 	c   chunk
 	enc *json.Encoder
@@ -419,7 +420,10 @@ func (f *formatFn) Setup() {
 func (f *formatFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
 
 func (f *formatFn) ProcessElement(row beam.X, emit func(string)) error {
-	if err := f.enc.Encode(row); err != nil { // writes nothing on failure
+	if f.Lines {
+		f.c.buf.WriteString(row.(string))
+		f.c.buf.WriteByte('\n')
+	} else if err := f.enc.Encode(row); err != nil { // writes nothing on failure
 		return fmt.Errorf("encoding %T as JSON: %w", row, err)
 	}
 	f.c.done(emit)
@@ -428,27 +432,6 @@ func (f *formatFn) ProcessElement(row beam.X, emit func(string)) error {
 
 // FinishBundle emits the bundle's last chunk.
 func (f *formatFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
-
-// linesFn gathers lines into chunks.
-type linesFn struct {
-	Chunk bool `json:"chunk"`
-
-	c chunk
-}
-
-func (f *linesFn) Setup() { f.c.On = f.Chunk }
-
-// StartBundle drops what a failed bundle may have left.
-func (f *linesFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
-
-func (f *linesFn) ProcessElement(line string, emit func(string)) {
-	f.c.buf.WriteString(line)
-	f.c.buf.WriteByte('\n')
-	f.c.done(emit)
-}
-
-// FinishBundle emits the bundle's last chunk.
-func (f *linesFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
 
 // FromDeadLetters turns the transforms' dead letters (a PCollection of
 // deadletter.DeadLetter) into ErrorLines, with Stage set to the refusing
