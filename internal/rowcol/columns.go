@@ -12,11 +12,9 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// The readers of a role's column. Each is resolved once per row type (the
-// field found, its type checked) and then reads a row by field index; a
-// constructor's error names the role's option, a read's reason (a row that
-// has no value) names the role and the column: one text for each, whoever
-// reads.
+// The readers of a role's column, resolved once per row type and then
+// reading a row by field index; a constructor's error names the role's
+// option, a read's reason the role and the column.
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()

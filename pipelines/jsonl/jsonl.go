@@ -5,13 +5,12 @@
 // of one errors file (ErrorLine), names that file (ErrorsPath) and reads the
 // malformed-line counter from a job's result (ReadMalformed).
 //
-// Every input line is accounted for, per file (ReadInputs): it is a row,
-// a blank line, or a malformed line. A malformed line never stops a job: it
-// becomes an ErrorLine with the line, its source file and the reason. A line
-// that is not valid UTF-8, or whose JSON escapes name no Unicode character
-// (a lone UTF-16 surrogate), is malformed: decoding would turn the bad
-// bytes into U+FFFD and so merge distinct keys, and its dead letter keeps
-// its bytes (ErrorLine.LineBase64). So is a line with anything after its
+// Every input line is a row, a blank line, or a malformed line, counted
+// per file (ReadInputs). A malformed line becomes an ErrorLine with the
+// line, its source file and the reason: so is a line that is not valid
+// UTF-8, or whose JSON escapes name a lone UTF-16 surrogate (decoding
+// would make the bad bytes U+FFFD and so merge distinct keys; its dead
+// letter keeps its bytes, ErrorLine.LineBase64), or has anything after its
 // JSON value. An input path that matches no file is an error: at
 // construction for a local path, when the job runs for any other.
 package jsonl
@@ -364,13 +363,11 @@ func WriteLines(s beam.Scope, path string, lines beam.PCollection) {
 	textio.Write(s, path, beam.ParDo(s, &formatFn{Chunk: inChunks(lines), Lines: true}, lines))
 }
 
-// inChunks reports whether col's lines are written in chunks: up to
-// chunkBytes of lines joined by newlines an element, and a bundle's last.
-// textio writes every element it is given as a line, through a GroupByKey
-// on one key, so a chunk writes the same bytes as its lines one by one,
-// and the runner carries one element a chunk instead of one a row. Only
-// globally windowed lines are: a bundle's last chunk lands in the global
-// window.
+// inChunks reports whether col's lines are written in chunks, up to
+// chunkBytes of lines joined by newlines an element: textio writes each
+// element as a line, so a chunk writes the same bytes, and the runner
+// carries one element a chunk instead of one a row. Only globally windowed
+// lines are, since a bundle's last chunk lands in the global window.
 func inChunks(col beam.PCollection) bool {
 	return col.WindowingStrategy().Fn.Kind == window.GlobalWindows
 }
