@@ -60,10 +60,6 @@ func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
 	return TimeColumn{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
 }
 
-// IsInt reports whether the column holds int64 Unix milliseconds rather
-// than a time.Time.
-func (c TimeColumn) IsInt() bool { return c.isInt }
-
 // Read returns the column's value in row (a struct value of the column's
 // type) in Unix microseconds (an int64 column's milliseconds times 1000),
 // or the reason it has none, naming the column: NULL (a nil pointer), the
