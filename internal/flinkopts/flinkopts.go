@@ -71,10 +71,10 @@ type option struct {
 var table = []option{
 	{"max_parallelism", "Flink: the max parallelism (key groups) of the job's keyed state; keep it across restores", func(o *Options) flag.Value { return (*intValue)(&o.MaxParallelism) }},
 	{"checkpointing_interval", "Flink: checkpoint this often (e.g. 5s); 0: no checkpoints; unset: the job server's default", func(o *Options) flag.Value { return (*millis)(&o.CheckpointingInterval) }},
-	{"checkpointing_mode", "Flink: EXACTLY_ONCE (default) or AT_LEAST_ONCE", func(o *Options) flag.Value { return (*upper)(&o.CheckpointingMode) }},
-	{"state_backend", "Flink: rocksdb or filesystem; empty: the cluster's state.backend.type", func(o *Options) flag.Value { return (*lower)(&o.StateBackend) }},
-	{"state_backend_storage_path", "Flink: the state backend's checkpoint directory (a URI), with --state_backend", func(o *Options) flag.Value { return (*text)(&o.StateBackendStoragePath) }},
-	{"savepoint_path", "Flink: restore the job from this savepoint or retained checkpoint", func(o *Options) flag.Value { return (*text)(&o.SavepointPath) }},
+	{"checkpointing_mode", "Flink: EXACTLY_ONCE (default) or AT_LEAST_ONCE", func(o *Options) flag.Value { return str{&o.CheckpointingMode, strings.ToUpper} }},
+	{"state_backend", "Flink: rocksdb or filesystem; empty: the cluster's state.backend.type", func(o *Options) flag.Value { return str{&o.StateBackend, strings.ToLower} }},
+	{"state_backend_storage_path", "Flink: the state backend's checkpoint directory (a URI), with --state_backend", func(o *Options) flag.Value { return str{p: &o.StateBackendStoragePath} }},
+	{"savepoint_path", "Flink: restore the job from this savepoint or retained checkpoint", func(o *Options) flag.Value { return str{p: &o.SavepointPath} }},
 	{"allow_non_restored_state", "Flink: start from --savepoint_path even if some of its state maps to no operator", func(o *Options) flag.Value { return (*boolValue)(&o.AllowNonRestoredState) }},
 	{"streaming", "Flink: run a bounded pipeline in streaming mode (checkpoints, no batch translation)", func(o *Options) flag.Value { return (*boolValue)(&o.Streaming) }},
 	{"finish_bundle_before_checkpointing", "Flink: finish each bundle before a checkpoint (unset: the job server's default, true for a Go job)", func(o *Options) flag.Value { return optBool{&o.FinishBundleBeforeCheckpointing} }},
@@ -224,35 +224,24 @@ func (v optBool) Set(s string) error {
 
 func (v optBool) IsBoolFlag() bool { return true }
 
-type text string
-
-func (v *text) String() string {
-	if v == nil {
-		return ""
-	}
-	return string(*v)
+// str is a string flag, its value passed through conv when set (nil: as
+// given).
+type str struct {
+	p    *string
+	conv func(string) string
 }
 
-func (v *text) Set(s string) error { *v = text(s); return nil }
-
-type upper string
-
-func (v *upper) String() string {
-	if v == nil {
+func (v str) String() string {
+	if v.p == nil {
 		return ""
 	}
-	return string(*v)
+	return *v.p
 }
 
-func (v *upper) Set(s string) error { *v = upper(strings.ToUpper(s)); return nil }
-
-type lower string
-
-func (v *lower) String() string {
-	if v == nil {
-		return ""
+func (v str) Set(s string) error {
+	if v.conv != nil {
+		s = v.conv(s)
 	}
-	return string(*v)
+	*v.p = s
+	return nil
 }
-
-func (v *lower) Set(s string) error { *v = lower(strings.ToLower(s)); return nil }

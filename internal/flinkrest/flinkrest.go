@@ -1,8 +1,7 @@
-// Package flinkrest reads a Flink cluster's REST API (the JobManager's,
-// Flink 1.19) for what Beam's Job API does not give a Go job on Flink: its
-// metrics while it runs (the portable Flink runner reports them to the Job
-// API only when the job ends), its checkpoints, the options it runs with,
-// and stop-with-savepoint (the Job API can only cancel).
+// Package flinkrest reads a Flink 1.19 JobManager's REST API for what
+// Beam's Job API does not give a Go job on Flink: its metrics while it runs
+// (the Job API gets them only when the job ends), its checkpoints, its
+// options, and stop-with-savepoint (the Job API can only cancel).
 package flinkrest
 
 import (

@@ -15,14 +15,11 @@ import (
 	"time"
 )
 
-// Cluster is a Flink session cluster of its own processes, on this
-// machine: a JobManager (StandaloneSessionClusterEntrypoint) and
-// TaskManagers (TaskManagerRunner), from the Flink jars of the job server's
-// Maven project (Flink 1.19.0, the version Beam's runner module is built
-// against; Maven Central serves no flink-dist), every port bound to
-// 127.0.0.1; and the job server submitting to it
-// (--flink-master=localhost:REST), staging no jar, since the cluster's
-// classpath holds the runner and the job server's classes.
+// Cluster is a Flink session cluster of its own processes on this
+// machine, a JobManager and TaskManagers run from the job server's Maven
+// project's Flink jars (Maven Central serves no flink-dist), every port on
+// 127.0.0.1; and the job server submitting to it, staging no jar, since the
+// cluster's classpath holds the runner and the job server's classes.
 type Cluster struct {
 	// REST is the JobManager's REST address, "localhost:PORT": Flink's
 	// web API and what the job server submits to.
@@ -47,21 +44,17 @@ type Cluster struct {
 	cp           string
 }
 
-// JVM sizes: modest heaps, the machine is shared (2 cores).
+// JVM sizes: modest heaps, the machine is shared.
 var (
-	jobManagerJVM = []string{"-Xmx256m", "-XX:MaxMetaspaceSize=160m"}
-	// The job server translates and submits; it stages no jar, since the
-	// cluster's classpath holds the runner (GoOptionsJobServer).
+	jobManagerJVM       = []string{"-Xmx256m", "-XX:MaxMetaspaceSize=160m"}
 	clusterJobServerJVM = []string{"-Xmx384m", "-Dbeamdedup.stage=none"}
 )
 
-// taskManagerJVM is a TaskManager's JVM options: its heap is its framework
-// and task heap, its direct memory the framework's and task's off-heap and
-// the network buffers, as the taskmanager.memory.* keys of clusterConf say
-// (Flink's start scripts compute the same from them); managed memory is
-// allocated outside both. The direct memory is also where Beam's gRPC
-// servers buffer what they send: the worker binary a PROCESS worker's boot
-// loader fetches (a test binary is some 100 MB) passes through it whole.
+// taskManagerJVM: the heap is the framework and task heap, the direct
+// memory the framework's and task's off-heap and the network buffers, as
+// clusterConf's taskmanager.memory.* keys say (Flink's start scripts
+// compute the same). Beam's gRPC servers buffer there too: a PROCESS
+// worker's binary (some 100 MB) passes through it whole.
 var taskManagerJVM = []string{"-Xmx576m", "-XX:MaxDirectMemorySize=352m", "-XX:MaxMetaspaceSize=192m"}
 
 // clusterConf is a session cluster's Flink configuration less its ports,
@@ -94,8 +87,7 @@ func clusterConf(cfg Config) map[string]string {
 
 // StartCluster starts a session cluster and its job server and returns
 // once every TaskManager has registered and the job server accepts jobs.
-// Stop stops it; its processes also die with the process that started
-// them.
+// Its processes die with Stop, or with the process that started them.
 func StartCluster(cfg Config) (c *Cluster, err error) {
 	cfg = cfg.withDefaults()
 	cp, err := Project.Classpath()
@@ -188,9 +180,8 @@ var jobManagerLogLevels = append([]string{
 
 // awaitStarted waits until n TaskManagers are registered and each live
 // one is among them by its own RPC port (a killed one stays registered
-// until its heartbeat times out, so the count alone can be met before a
-// new one registers), then records the new ones' listeners: Flink's own,
-// before any job.
+// until its heartbeat times out), then records the new ones' listeners
+// before any job (Process.Startup).
 func (c *Cluster) awaitStarted(n int) error {
 	if err := c.AwaitTaskManagers(n, StartTimeout); err != nil {
 		return err
@@ -326,8 +317,7 @@ func (c *Cluster) Logs(n int) string {
 }
 
 // Stop kills every process of the cluster, and removes its directory when
-// it was a temporary one (Config.Dir empty): a directory of the user's,
-// with its checkpoints, savepoints and logs, stays.
+// it was a temporary one (Config.Dir empty).
 func (c *Cluster) Stop() {
 	if c.JobServer != nil {
 		c.JobServer.proc.Kill()

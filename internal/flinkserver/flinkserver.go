@@ -1,25 +1,22 @@
 // Package flinkserver runs the project's Flink job server: Beam's portable
 // Flink job server (Beam 2.62.0, Flink 1.19) with the changes a Go job
-// needs (jobserver/src, GoOptionsJobServer and its classes), either with an
-// embedded Flink cluster (StartEmbedded), against a Flink 1.19 cluster of
-// the user's (StartAgainst), or with a Flink session cluster of its own
-// processes on this machine (StartCluster). cmd/flinkjobserver is its
-// command; testing/flinktest starts the same for the tests.
+// needs (jobserver/src), with an embedded Flink cluster (StartEmbedded),
+// against a Flink 1.19 cluster of the user's (StartAgainst), or with a
+// session cluster of its own processes on this machine (StartCluster).
+// cmd/flinkjobserver is its command; testing/flinktest starts it for the
+// tests.
 //
-// Maven Central publishes no job-server jar for any Beam version, but the
-// runner module holds the driver (FlinkJobServerDriver): the Maven project
-// in jobserver/ depends on it, its classpath is resolved with mvn once per
-// machine (internal/maven), and the job server's own Java sources are
-// compiled against it. Those classes come first on the job server's and
-// the session cluster's classpath, and three of them replace Beam's of the
-// same name (docs/flink-jobserver.md). The newest Beam release whose Flink
-// runner and job-service modules are both served is 2.62.0 (Flink 1.19).
-//
-// The job server's Job API and artifact service, and every Flink listener
-// of the session cluster, listen on loopback.
+// Maven Central publishes no job-server jar, but the runner module holds
+// the driver: the Maven project in jobserver/ depends on it (internal/maven
+// resolves it once per machine), and the job server's own Java sources,
+// compiled against it, come first on the classpath, three of them replacing
+// Beam's classes of the same name (docs/flink-jobserver.md). 2.62.0 is the
+// newest Beam release whose Flink runner and job-service modules are both
+// served. Every listener of the job server and the cluster is on loopback.
 package flinkserver
 
 import (
+	"cmp"
 	"embed"
 	"fmt"
 	"net"
@@ -70,9 +67,8 @@ type Config struct {
 	// sets --max_parallelism (pipeline.max-parallelism).
 	MaxParallelism int
 	// RestartAttempts and RestartDelay are a failing job's restarts in a
-	// row before it fails for good, and the delay before the first of them
-	// (restart-strategy exponential-delay: the delay doubles with each
-	// failure in a row, up to MaxRestartDelay, and the count starts again
+	// row before it fails for good, and the delay before the first
+	// (exponential-delay: doubling up to MaxRestartDelay, the count reset
 	// after an hour without a failure).
 	RestartAttempts int
 	RestartDelay    time.Duration
@@ -92,63 +88,47 @@ type Config struct {
 const (
 	// DefaultCheckpointInterval: a crash replays at most ~5 s of input (the
 	// output since the last checkpoint comes out twice unless the sink is
-	// transactional), for a checkpoint of a small job's state every 5 s
-	// (tens of milliseconds on the tests' cluster).
+	// transactional).
 	DefaultCheckpointInterval = 5 * time.Second
 	// DefaultMaxParallelism is Flink's own for a job of parallelism up to
 	// 85, so that a savepoint restores on a stock cluster with the same key
 	// groups, and rescales up to 128 subtasks.
 	DefaultMaxParallelism = 128
 	// DefaultRestartAttempts and DefaultRestartDelay: a job whose
-	// TaskManager died restarts on the others at once, and one that
-	// restarts while the cluster frees or replaces slots (Flink's "could
-	// not acquire the minimum required resources") waits 2, 4, 8, 16 and
-	// 32 s more; a job that cannot run fails after about a minute, not
-	// after twenty attempts (each failed attempt of a job whose workers
-	// are gone leaves Beam's environment objects in the TaskManager's
-	// heap). A job that runs for weeks is not failed by its sixth
-	// TaskManager lost: the count starts again after an hour without a
-	// failure (fixed-delay never starts again).
+	// TaskManager died restarts on the others at once, one waiting for
+	// slots retries after 2, 4, 8, 16 and 32 s, and one that cannot run
+	// fails after about a minute (each failed attempt leaves Beam's
+	// environment objects in the TaskManager's heap). The count starts
+	// again after an hour without a failure, so a long job survives many
+	// TaskManagers lost.
 	DefaultRestartAttempts = 6
 	DefaultRestartDelay    = time.Second
 	// MaxRestartDelay is the longest delay before a restart.
 	MaxRestartDelay = time.Minute
 	// DefaultHeartbeatInterval and DefaultHeartbeatTimeout: a killed
-	// TaskManager is declared lost at its first failed heartbeat RPC (its
-	// port refuses, heartbeat.rpc-failure-threshold 1), not after the
-	// timeout, which stays long enough for a TaskManager on a loaded
-	// machine.
+	// TaskManager is lost at its first failed heartbeat RPC
+	// (heartbeat.rpc-failure-threshold 1); the timeout stays long enough
+	// for a loaded machine.
 	DefaultHeartbeatInterval = time.Second
 	DefaultHeartbeatTimeout  = 30 * time.Second
 	DefaultTaskManagers      = 2
 	DefaultSlots             = 2
-	// DefaultManagedMemoryMB: Flink's sorter splits a slot's share of it
-	// into sort buffers, and a batch GroupByKey's record (Beam pre-groups a
-	// key's values into one) must fit in one: 5.25 MiB at 64 MiB, which the
-	// orders sample's textio.Write outgrew; 21 MiB at 256 MiB.
+	// DefaultManagedMemoryMB: a batch GroupByKey's record (Beam pre-groups
+	// a key's values into one) must fit in one of the sort buffers Flink
+	// cuts a slot's share into: 21 MiB at 256 MiB.
 	DefaultManagedMemoryMB = 256
 )
 
 func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	defD(&c.CheckpointInterval, DefaultCheckpointInterval)
-	def(&c.MaxParallelism, DefaultMaxParallelism)
-	def(&c.RestartAttempts, DefaultRestartAttempts)
-	defD(&c.RestartDelay, DefaultRestartDelay)
-	defD(&c.HeartbeatInterval, DefaultHeartbeatInterval)
-	defD(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
-	def(&c.TaskManagers, DefaultTaskManagers)
-	def(&c.Slots, DefaultSlots)
-	def(&c.ManagedMemoryMB, DefaultManagedMemoryMB)
+	c.CheckpointInterval = cmp.Or(c.CheckpointInterval, DefaultCheckpointInterval)
+	c.MaxParallelism = cmp.Or(c.MaxParallelism, DefaultMaxParallelism)
+	c.RestartAttempts = cmp.Or(c.RestartAttempts, DefaultRestartAttempts)
+	c.RestartDelay = cmp.Or(c.RestartDelay, DefaultRestartDelay)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, DefaultHeartbeatInterval)
+	c.HeartbeatTimeout = cmp.Or(c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	c.TaskManagers = cmp.Or(c.TaskManagers, DefaultTaskManagers)
+	c.Slots = cmp.Or(c.Slots, DefaultSlots)
+	c.ManagedMemoryMB = cmp.Or(c.ManagedMemoryMB, DefaultManagedMemoryMB)
 	return c
 }
 
@@ -195,16 +175,14 @@ func (c Config) jobServerJVM() []string {
 // whether Stop removes it.
 func prepareDir(dir string) (string, bool, error) {
 	temp := dir == ""
+	var err error
 	if temp {
-		var err error
-		if dir, err = os.MkdirTemp("", "flinkserver-"); err != nil {
-			return "", false, err
-		}
+		dir, err = os.MkdirTemp("", "flinkserver-")
 	} else {
-		var err error
-		if dir, err = filepath.Abs(dir); err != nil {
-			return "", false, err
-		}
+		dir, err = filepath.Abs(dir)
+	}
+	if err != nil {
+		return "", false, err
 	}
 	for _, d := range []string{"conf", "tmp", "checkpoints", "savepoints"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {

@@ -124,26 +124,8 @@ func (j *JobServer) StartIn(dir string, jvm []string, args ...string) (*Server, 
 // accepts jobs: checkpoints and savepoints in cfg.Dir, cfg's defaults for
 // Go jobs.
 func StartEmbedded(cfg Config) (*Server, error) {
-	cfg = cfg.withDefaults()
-	dir, temp, err := prepareDir(cfg.Dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeConf(filepath.Join(dir, "conf", "flink-conf.yaml"), cfg.flinkConf(dir)); err != nil {
-		return nil, err
-	}
 	// Flink's MiniCluster sizes its memory from the heap.
-	jvm := append([]string{"-Xmx2g"}, cfg.jobServerJVM()...)
-	j := &JobServer{Project: Project, Main: flinkMain}
-	s, err := j.StartIn(dir, jvm, "--flink-master=[local]", "--flink-conf-dir="+filepath.Join(dir, "conf"))
-	if err != nil {
-		if temp {
-			os.RemoveAll(dir)
-		}
-		return nil, err
-	}
-	s.removeDir = temp
-	return s, nil
+	return startFlink(cfg, "-Xmx2g", true, "--flink-master=[local]")
 }
 
 // StartAgainst starts the Flink job server submitting to the running Flink
@@ -153,14 +135,25 @@ func StartEmbedded(cfg Config) (*Server, error) {
 // from Flink's distribution has no Beam runner of its own; the job server's
 // classes come first in it (docs/flink-jobserver.md).
 func StartAgainst(master string, cfg Config) (*Server, error) {
+	return startFlink(cfg, "-Xmx512m", false, "--flink-master="+master)
+}
+
+// startFlink starts the Flink job server in cfg.Dir with the heap heap,
+// and with cfg's Flink configuration when conf.
+func startFlink(cfg Config, heap string, conf bool, args ...string) (*Server, error) {
 	cfg = cfg.withDefaults()
 	dir, temp, err := prepareDir(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	jvm := append([]string{"-Xmx512m"}, cfg.jobServerJVM()...)
+	if conf {
+		if err := writeConf(filepath.Join(dir, "conf", "flink-conf.yaml"), cfg.flinkConf(dir)); err != nil {
+			return nil, err
+		}
+		args = append(args, "--flink-conf-dir="+filepath.Join(dir, "conf"))
+	}
 	j := &JobServer{Project: Project, Main: flinkMain}
-	s, err := j.StartIn(dir, jvm, "--flink-master="+master)
+	s, err := j.StartIn(dir, append([]string{heap}, cfg.jobServerJVM()...), args...)
 	if err != nil {
 		if temp {
 			os.RemoveAll(dir)

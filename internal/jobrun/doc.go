@@ -3,20 +3,16 @@
 // the sample pipelines (pipelines/...) and of cmd/runjob, whatever the
 // runner and wherever the SDK workers run.
 //
-// Submission goes through beam.Run, so the program must link the runner
-// it names (a blank import of the runner's package, as in any Beam main);
-// jobrun itself links no runner. A job on a portable job server (runners
-// prism, universal/portable, flink, spark) is followed through the Job
-// API: a watchdog (Watch) reads its metrics and cancels it in the runner
-// when it stops making progress, with one line saying what did not happen
-// and what to check, so that no run waits silently. Other runners
-// (Dataflow, dot) are left to beam.Run: the Dataflow runner follows its
-// job itself.
+// Submission goes through beam.Run, so the program links the runner it
+// names; jobrun links none. A job on a portable job server (prism,
+// universal, flink, spark) is followed through the Job API: a watchdog
+// (Watch) cancels it when it stops making progress, with one line saying
+// what did not happen and what to check. Other runners (Dataflow) are left
+// to beam.Run.
 //
-// Beam's runners read a job's settings from global flags (--endpoint,
-// --environment_type, ...); Start sets them for the submission only
-// (flags.go). A job on a runner that may be Prism is submitted with
-// Prism's bundle splitting off (NoSplitsExperiment). Files:
+// Start sets Beam's global flags (--endpoint, --environment_type, ...) for
+// the submission only (flags.go), with Prism's bundle splitting off on a
+// runner that may be Prism (NoSplitsExperiment). Files:
 //
 //	options.go  Options: a job's settings and their defaults
 //	job.go      Start and the job's life: wait, cancel, drain, give up

@@ -11,13 +11,11 @@ import (
 	"github.com/beamdedup/beamdedup/internal/prismexp"
 )
 
-// Beam's runners take no settings per job: beam.Run reads the endpoint,
-// the environment, the job's name, the worker binary, the experiments and
-// the parallelism from the process's global flags (Beam Go 2.77, package
-// jobopts), and the runner options from beam.PipelineOptions. So a
-// submission sets them, and puts them back as it found them once the job
-// is on the job server; submissions in one process take turns (flagsMu).
-// This file is the one place that writes them.
+// beam.Run reads a job's settings from the process's global flags (Beam
+// Go 2.77, package jobopts) and beam.PipelineOptions, not per job. So a
+// submission sets them, and puts them back once the job is on the job
+// server; submissions in one process take turns (flagsMu). This file is the
+// one place that writes them.
 
 // flagsMu makes submissions take turns with Beam's global flags.
 var flagsMu sync.Mutex
@@ -32,8 +30,7 @@ func flagDefaults() (endpoint, envType, envConfig, name, worker string) {
 
 // submitWithFlags submits p with beam.Run (j.run, on ctx) under the job's
 // flags, which it puts back once the job is on the job server (Wait waits
-// for that). BeforeSubmit sees the flags as the submission does; its error
-// stops the job before it starts.
+// for that).
 func (j *Job) submitWithFlags(ctx context.Context, p *beam.Pipeline) error {
 	o := j.o
 	flagsMu.Lock()
@@ -82,9 +79,8 @@ func (j *Job) awaitSubmission() {
 }
 
 // setFlags sets Beam's flag variables and returns a function restoring
-// them. A flag that already has its value is not written, so that code
-// reading it outside flagsMu (a test's own check of --endpoint) does not
-// race with a submission that leaves it as it was.
+// them. A flag that has its value already is not written, so that readers
+// outside flagsMu do not race with a submission that leaves it as it was.
 func setFlags(vals map[*string]string) func() {
 	old := map[*string]string{}
 	for p, v := range vals {

@@ -53,27 +53,14 @@ func (j *Job) StopWithSavepoint(ctx context.Context, dir string, timeout time.Du
 	if err != nil {
 		return "", err
 	}
-	j.mu.Lock()
-	first := j.why == nil
-	if first {
-		j.why = errCancelled
-	}
-	j.mu.Unlock()
-	if !first {
+	if !j.claimStop(errCancelled) {
 		return "", errors.New("jobrun: the job is already being stopped")
 	}
-	j.stopWatch()
 	path, err := j.flink.StopWithSavepoint(ctx, id, dir, false, timeout)
 	if err != nil {
 		return "", err
 	}
-	go func() {
-		select {
-		case <-j.done:
-		case <-time.After(cancelGrace):
-			j.abandon(errCancelled)
-		}
-	}()
+	j.abandonAfterGrace(errCancelled)
 	return path, nil
 }
 

@@ -66,9 +66,9 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 	if o.Timeout > 0 {
 		ctx, giveUp = context.WithTimeoutCause(ctx, o.Timeout, &TimedOut{What: o.What, After: o.Timeout})
 	}
-	// The job gets a context of its own: cancelling beam.Run's context
-	// leaves the job running in the runner (and, with LOOPBACK, without
-	// its workers). It is stopped through the job server instead.
+	// Cancelling beam.Run's context leaves the job running in the runner
+	// (and, with LOOPBACK, without its workers): it is stopped through the
+	// job server instead.
 	runCtx, runCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	j.runCancel = runCancel
 	if j.remote == nil {
@@ -152,16 +152,9 @@ const cancelGrace = 30 * time.Second
 // cancel stops the job in the runner; why is kept as the reason of the
 // first cancellation.
 func (j *Job) cancel(why error) error {
-	j.mu.Lock()
-	first := j.why == nil
-	if first {
-		j.why = why
-	}
-	j.mu.Unlock()
-	if !first {
+	if !j.claimStop(why) {
 		return nil
 	}
-	j.stopWatch()
 	if j.remote == nil {
 		j.runCancel(why)
 		return nil
@@ -187,6 +180,28 @@ func (j *Job) cancel(why error) error {
 		j.abandon(why)
 		return fmt.Errorf("cancelling job %s on %s: %w", j.o.Name, j.o.Endpoint, err)
 	}
+	j.abandonAfterGrace(why)
+	return nil
+}
+
+// claimStop keeps why as the reason the job is stopped and stops the
+// watchdog; false: the job is being stopped already.
+func (j *Job) claimStop(why error) bool {
+	j.mu.Lock()
+	first := j.why == nil
+	if first {
+		j.why = why
+	}
+	j.mu.Unlock()
+	if first {
+		j.stopWatch()
+	}
+	return first
+}
+
+// abandonAfterGrace abandons beam.Run unless the job ends within
+// cancelGrace.
+func (j *Job) abandonAfterGrace(why error) {
 	go func() {
 		select {
 		case <-j.done:
@@ -194,7 +209,6 @@ func (j *Job) cancel(why error) error {
 			j.abandon(why)
 		}
 	}()
-	return nil
 }
 
 // abandon stops waiting for beam.Run.
@@ -268,12 +282,11 @@ func (j *Job) Metrics(ctx context.Context) (metrics.Results, error) {
 	return j.remote.Metrics(ctx)
 }
 
-// Drain ends the job without losing what it read: it calls stop (to end
-// the sources, say; nil for none), waits until drained reports from the
-// job's committed metrics that nothing is in flight, at most timeout, and
-// then cancels the job. It reports whether the job drained; it returns
-// false at once when the job ends by itself meanwhile (read its final
-// metrics from Wait). A stall during the drain cancels the job as ever.
+// Drain ends the job without losing what it read: it calls stop (nil for
+// none), waits until drained reports from the job's committed metrics that
+// nothing is in flight, at most timeout, and then cancels the job. It
+// reports whether the job drained; false at once when the job ends by
+// itself meanwhile.
 func (j *Job) Drain(stop func(), drained func(metrics.Results) bool, timeout time.Duration) bool {
 	if stop != nil {
 		stop()

@@ -1,6 +1,7 @@
 package jobrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -22,13 +23,11 @@ const DefaultStallLimit = 60 * time.Second
 type Options struct {
 	// Runner is the Beam runner, as beam.Run names it (required).
 	Runner string
-	// Endpoint is the job server of a portable runner; empty means
-	// --endpoint. Runner prism needs one too: a standalone Prism, or
-	// Prism started in this process (internal/jobrun/localprism).
+	// Endpoint is the job server of a portable runner (prism too: see
+	// internal/jobrun/localprism); empty means --endpoint.
 	Endpoint string
 	// EnvironmentType and EnvironmentConfig say where the SDK workers run
-	// (LOOPBACK, EXTERNAL, PROCESS, DOCKER); empty means the flags
-	// --environment_type and --environment_config.
+	// (LOOPBACK, EXTERNAL, PROCESS, DOCKER); empty means their flags.
 	EnvironmentType   string
 	EnvironmentConfig string
 	// WorkerBinary is the SDK worker binary the runner stages (a
@@ -45,10 +44,8 @@ type Options struct {
 	// What names the job in messages ("orders job"); default "job".
 	What string
 	// Progress observes the job for the watchdog, from its committed
-	// metrics, once a bundle has been committed or reported. Nil: any
-	// committed or attempted element count that moves is progress, and
-	// nothing moving for StallLimit is a stall (a batch job has work until
-	// it ends).
+	// metrics. Nil: any committed or attempted element count that moves is
+	// progress, and nothing moving for StallLimit is a stall.
 	Progress func(ctx context.Context, committed metrics.Results) (Sample, error)
 	// Hint ends the stall message of a job whose workers have reported
 	// (where to read about the pipeline's known stalls); empty: what to
@@ -61,22 +58,17 @@ type Options struct {
 	// Parallelism is the job's parallelism on a runner that takes one
 	// (Flink; Beam's --parallelism); 0: --parallelism, else the runner's.
 	Parallelism int
-	// Flink are the job's Flink runner options (checkpoints, max
-	// parallelism, the savepoint to restore, ...), sent as the Go options
-	// of their names, which the project's job server (cmd/flinkjobserver) lifts into the
-	// runner's options (internal/flinkopts). Their flags, when set
-	// (flinkopts.Register), reach the runner too; these take precedence.
+	// Flink are the job's Flink runner options, sent as Go options, which
+	// the project's job server lifts into the runner's (internal/flinkopts);
+	// they take precedence over the flags of the same names.
 	Flink flinkopts.Options
 	// FlinkREST is the REST address ("host:port") of the Flink cluster the
-	// job server submits to (its --flink-master). With runner flink, the
-	// watchdog reads the job's progress there: Beam's Flink runner reports
-	// a job's metrics to the Job API only when the job ends. Runner flink
-	// without it has no watchdog (Timeout and Start's context still bound
-	// the job): the Job API shows a healthy job as one that never moves.
+	// job server submits to. With runner flink the watchdog reads the job's
+	// progress there (Beam's Flink runner reports metrics to the Job API
+	// only when the job ends); without it, runner flink has no watchdog.
 	FlinkREST string
-	// BeforeSubmit is called with the pipeline before it is submitted (to
-	// write its graph, say), with Beam's flags as the submission sees
-	// them; its error stops the job before it starts.
+	// BeforeSubmit is called with the pipeline before it is submitted, with
+	// Beam's flags set; its error stops the job before it starts.
 	BeforeSubmit func(*beam.Pipeline) error
 }
 
@@ -105,30 +97,16 @@ var jobSeq atomic.Int64
 // withDefaults fills in the fields the flags or defaults give.
 func (o Options) withDefaults() Options {
 	endpoint, envType, envConfig, name, worker := flagDefaults()
-	if o.WorkerBinary == "" {
-		o.WorkerBinary = worker
-	}
-	if o.Endpoint == "" {
-		o.Endpoint = endpoint
-	}
-	if o.EnvironmentType == "" {
-		o.EnvironmentType = envType
-	}
-	if o.EnvironmentConfig == "" {
-		o.EnvironmentConfig = envConfig
-	}
-	if o.Name == "" {
-		o.Name = name
-	}
+	o.WorkerBinary = cmp.Or(o.WorkerBinary, worker)
+	o.Endpoint = cmp.Or(o.Endpoint, endpoint)
+	o.EnvironmentType = cmp.Or(o.EnvironmentType, envType)
+	o.EnvironmentConfig = cmp.Or(o.EnvironmentConfig, envConfig)
+	o.Name = cmp.Or(o.Name, name)
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("beamdedup-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
 	}
-	if o.StallLimit == 0 {
-		o.StallLimit = DefaultStallLimit
-	}
-	if o.What == "" {
-		o.What = "job"
-	}
+	o.StallLimit = cmp.Or(o.StallLimit, DefaultStallLimit)
+	o.What = cmp.Or(o.What, "job")
 	return o
 }
 

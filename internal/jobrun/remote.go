@@ -19,11 +19,6 @@ import (
 // Spark job server), found by its name: its state, its metrics and its
 // cancellation. Give each run a name of its own: a finished job of the
 // same name is ignored, a running one is not.
-//
-// Committed metrics are those of finished bundles: a job whose bundles
-// crawl (a row a second) makes no progress that counts there. Attempted
-// metrics are the runners' view of bundles in flight (Prism's are its
-// latest progress report, not a sum).
 type Remote struct {
 	Name     string
 	Endpoint string
@@ -81,12 +76,10 @@ func (r *Remote) ListedName(ctx context.Context) (string, error) {
 	return r.listed, nil
 }
 
-// javaJobName is the start of the name Beam's Java job servers (Flink's,
-// Spark's) give a job submitted as name: they ignore the name and make one
-// from the application name (the Go SDK sends the job's name), as Java's
-// PipelineOptions.JobNameFactory does, "<app>-<user>-<MMddHHmmss>-<hex>",
-// with app lowercased, each character outside [a-z0-9] made a 0 and a
-// first character that is not a letter an a.
+// javaJobName is the start of the name Beam's Java job servers give a job
+// submitted as name, as Java's PipelineOptions.JobNameFactory makes it:
+// "<app>-<user>-<MMddHHmmss>-<hex>", with app lowercased, each character
+// outside [a-z0-9] made a 0 and a first character that is not a letter an a.
 func javaJobName(name string) string {
 	b := []byte(strings.ToLower(name))
 	for i, c := range b {
@@ -108,7 +101,9 @@ func terminal(s jobpb.JobState_Enum) bool {
 	return false
 }
 
-// monitoring returns the job's committed and attempted monitoring infos.
+// monitoring returns the job's committed monitoring infos (of finished
+// bundles) and attempted ones (bundles in flight; Prism's are its latest
+// progress report, not a sum).
 func (r *Remote) monitoring(ctx context.Context) (committed, attempted []*pipepb.MonitoringInfo, err error) {
 	id, err := r.ID(ctx)
 	if err != nil {

@@ -52,14 +52,13 @@ func (j *Job) sample(ctx context.Context) (Sample, error) {
 		}
 	}
 	if s.Live != "" {
-		// Every bundle a worker finishes reports the elements it read,
-		// the source's own restriction among them. Last: a stage of the
-		// caller's that stalls is the more precise report.
+		// Every finished bundle reports the elements it read. Last: a stage
+		// of the caller's that stalls is the more precise report.
 		s.Stages = append(s.Stages, Stage{Name: s.Live, Always: true, Done: counters(committed)["elements"]})
 	}
 	if len(committed) == 0 && len(attempted) == 0 && !holdsWork(s.Stages) {
-		// Not idle: the job has not started. A healthy job commits its
-		// first bundle within seconds, a streaming source's included.
+		// Not idle: the job has not started (a healthy job commits its first
+		// bundle within seconds).
 		s.Pending, s.Note = true, noWorker
 	}
 	return s, nil

@@ -12,18 +12,12 @@ import (
 )
 
 // NoSplitsExperiment turns off Prism's dynamic splitting of running
-// bundles, for every stage (despite its name, not only splittable DoFns:
-// Prism's execute.go sets each stage's sdfSplittable from it). On a busy
-// machine Prism splits a slow bundle of a stateful stage inside a key and
-// runs the key's remaining rows in a second bundle at once, on the state as
-// it was before the first wrote it: a dedup step then emits the key twice
-// (notes/beam-defects.md 9). Splits only rebalance work inside Prism's one
-// process, so nothing is lost without them; runners that hold a key to one
-// bundle (Dataflow, Flink) ignore the experiment.
-//
-// Start submits every job on a runner that may be Prism (MayBePrism) with
-// it; DisableSplits adds it to --experiments for what runs Beam directly
-// (ptest).
+// bundles, for every stage. Prism may split a slow bundle of a stateful
+// stage inside a key and run the key's remaining rows at once on the state
+// as it was, so a dedup step emits the key twice (notes/beam-defects.md 9);
+// splits only rebalance work inside Prism's process. Other runners ignore
+// it. Start submits every job on a runner that may be Prism with it;
+// DisableSplits adds it to --experiments for what runs Beam directly.
 const NoSplitsExperiment = prismsplit.Experiment
 
 // MayBePrism reports whether runner submits to Prism: runner prism, or

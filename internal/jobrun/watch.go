@@ -10,16 +10,13 @@ import (
 )
 
 // Sample is one observation of a job. Any change in Counters counts as
-// progress. Pending says that input remains (say unacked messages); while it
-// is false no stall is reported, since an idle job with nothing to do is
-// not stalled.
+// progress. Pending says that input remains (say unacked messages); while
+// it is false no stall is reported: an idle job is not stalled.
 //
 // Stages, when given, are watched one by one as well: a stage that holds
 // work (Waiting > 0) and finishes none of it (Done unchanged) for the
-// limit stalls, whatever the rest of the job does; a source that keeps
-// reading must not hide a step after it that stopped. A stage with
-// nothing waiting is never reported, so a job with nothing to read is not
-// stalled however long it idles.
+// limit stalls, so that a source that keeps reading does not hide a step
+// after it that stopped.
 type Sample struct {
 	Counters map[string]int64
 	Pending  bool
@@ -27,15 +24,12 @@ type Sample struct {
 	// Note says what is not happening, for the Stall message ("no bundle
 	// finished"); empty: "no progress ... while input remains".
 	Note string
-	// Live names the job's live source ("Pub/Sub source"), one whose
-	// bundles end and commit every few seconds whether or not it has
-	// anything to read (a splittable DoFn that checkpoints, as pubsubio's
-	// does every MaxBundleDuration). A followed job's watchdog then adds a
-	// stage for it (Stage.Always) that moves with every committed bundle:
-	// a job of which nothing commits for the limit, idle or not, is
-	// stalled (a frozen SDK worker commits nothing, and with workers in
-	// other processes nothing else shows it). Leave it empty once the
-	// source is asked to stop.
+	// Live names the job's live source ("Pub/Sub source"), whose bundles
+	// commit every few seconds whether or not it has anything to read. A
+	// followed job's watchdog then adds a stage for it (Stage.Always) that
+	// moves with every committed bundle: a job of which nothing commits
+	// for the limit is stalled (a frozen SDK worker in another process
+	// shows no other way). Leave it empty once the source is asked to stop.
 	Live string
 }
 

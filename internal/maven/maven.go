@@ -1,10 +1,6 @@
-// Package maven runs Java from Maven Central on this machine: a Project is
-// a Maven project whose dependencies' classpath is resolved with mvn once
-// per machine and cached under the user cache directory, keyed by its pom,
-// with its own Java sources (if any) compiled against it with javac once
-// per version of them. The Flink job server (internal/flinkserver), the
-// Kafka broker of the tests and the JVM peers of the benchmarks are such
-// projects.
+// Package maven runs Java from Maven Central on this machine (Project):
+// the Flink job server (internal/flinkserver), the tests' Kafka broker and
+// the benchmarks' JVM peers.
 package maven
 
 import (

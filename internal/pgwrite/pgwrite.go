@@ -1,16 +1,13 @@
-// Package pgwrite is what pgsink.Write runs on each worker, and what the
-// module's own pipelines that must know when a row is in the table call
-// directly (pipelines/internal/pgkept): a Writer folds rows per key and
+// Package pgwrite is what pgsink.Write runs on each worker, and what
+// pipelines/internal/pgkept calls directly: a Writer folds rows per key and
 // writes them in batches, one transaction each, guarded by the ordering
 // columns, with dead letters for the rows the table refuses and retries
-// for a lost connection. Config is the sink's configuration, validated
-// here once for both.
+// for a lost connection. Config is the sink's configuration.
 //
 // The files: writer.go folds and writes the batches, sql.go makes the
-// statements of a table's plan, table.go reads and checks the table,
-// layout.go reads the row type, conn.go shares a process's pools and
-// keeps the password out of every message, fault.go sorts errors and
-// retry.go retries the transient ones.
+// statements, table.go reads and checks the table, layout.go reads the row
+// type, conn.go shares a process's pools and keeps the password out of
+// every message, fault.go sorts errors and retry.go retries.
 package pgwrite
 
 import (

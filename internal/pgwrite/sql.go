@@ -11,8 +11,7 @@ import (
 // plan is a layout checked against its table, with the SQL that writes a
 // batch. Each statement takes one array per column and unnest()s them, so
 // a batch of any size is one statement with a fixed text, prepared once
-// per connection (docs/pgsink.md compares it with COPY into a temporary
-// table).
+// per connection (docs/pgsink.md).
 type plan struct {
 	*layout
 	table      *tableInfo
@@ -24,9 +23,9 @@ type plan struct {
 	// is a query returning (rows written, tombstones written).
 	upsert       string
 	upsertCounts bool
-	// insert is the plain INSERT an insert-only batch tries first: without
-	// ON CONFLICT it is about twice as fast (docs/pgsink.md); a key already
-	// in the table fails it, and the batch is written again with upsert.
+	// insert is the plain INSERT an insert-only batch tries first (about
+	// twice as fast); a key already in the table fails it, and the batch
+	// is written again with upsert.
 	insert  string
 	mu      sync.Mutex
 	deletes map[uint64]string // hard deletes per NULL pattern of the key

@@ -33,10 +33,8 @@ type Script struct {
 	RetryEvery int
 	// LostAckEvery: the first ack of every LostAckEvery-th message is lost,
 	// so Pub/Sub redelivers it after its ack deadline. Default 7; negative:
-	// none. On Flink give none: there the kept rows come out only once the
-	// source has ended (docs/streaming.md), so their messages are acked
-	// after the readers stopped, and one whose ack is lost is not read
-	// again in the run.
+	// none, which Flink needs: its kept rows are acked only after the
+	// readers stopped (docs/streaming.md), too late for a redelivery.
 	LostAckEvery int
 	// Undecodable is the number of payloads that are not JSON orders
 	// (default 3); they must reach the dead-letter topic.

@@ -12,11 +12,9 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// The readers of a role's column. Each is resolved once per row type (the
-// field found, its type checked) and then reads a row by field index; a
-// constructor's error names the role's option, a read's reason (a row that
-// has no value) names the role and the column: one text for each, whoever
-// reads.
+// The readers of a role's column, resolved once per row type and then
+// reading a row by field index; a constructor's error names the role's
+// option, a read's reason the role and the column.
 
 var (
 	timeType  = reflect.TypeFor[time.Time]()
@@ -61,10 +59,6 @@ func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
 	}
 	return TimeColumn{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
 }
-
-// IsInt reports whether the column holds int64 Unix milliseconds rather
-// than a time.Time.
-func (c TimeColumn) IsInt() bool { return c.isInt }
 
 // Read returns the column's value in row (a struct value of the column's
 // type) in Unix microseconds (an int64 column's milliseconds times 1000),

@@ -1,11 +1,8 @@
 // Package rowcol reads the columns of a row by the roles a rowspec.Spec
-// gives them, and orders a key's rows: the kind column (+I, -U, +U, -D),
-// the event time (OnTime) and the ordering column (SequenceBy), each read
-// by one reader with one set of accepted types and one text for each
-// error, and the one comparator (order.go) that says which of a key's rows
-// wins, for dedup's rules and merge, changelog and the PostgreSQL sink.
-// What a user states is package rowspec's; this is how the library reads
-// it. It has no Beam imports.
+// gives them (the kind, OnTime and SequenceBy columns, each by one reader
+// with one set of accepted types and one text for each error), and holds
+// the one comparator of a key's rows (order.go), for dedup, changelog and
+// the PostgreSQL sink. It has no Beam imports.
 package rowcol
 
 import (

@@ -13,19 +13,14 @@ import (
 )
 
 // A Control stops the readers of one Read on request and counts, live,
-// what they did: a reader that sees the request ends its bundle, whose
-// output the runner then commits as usual, and its restriction is done.
-// The job's metrics show a bundle's counts only once it commits, so they
-// cannot tell a reader stuck in a bundle from an idle one; the Control's
-// counts can.
+// what they did: a reader that sees the request ends its bundle and its
+// restriction. The job's metrics show a bundle's counts only once it
+// commits, so they cannot tell a reader stuck in a bundle from an idle
+// one; the Control's counts can.
 //
 // The request and the counts travel through process memory: they reach
-// only readers running in the process that made the Control (Prism in
-// process, or any runner with the LOOPBACK environment). Elsewhere the
-// runner's own stop ends a job (Flink: stop with a savepoint).
-//
-// It is the samples' (pipelines/streaming) and the tests' handle on a
-// source: a source package takes it through the option it registers
+// only readers in the process that made the Control (Prism in process, or
+// LOOPBACK). A source package takes it through the option it registers
 // (RegisterControlOption), which is no public name of its own.
 type Control struct {
 	id         string
@@ -71,14 +66,12 @@ type Progress struct {
 	Claimed int64
 	// Answered is the number of polls the service answered (empty ones
 	// included), and Unanswered whether the last one went unanswered for
-	// the whole bundle: an idle source answers, a service that is down or
-	// frozen does not. Only sources that report their polls count them
-	// (pubsubio).
+	// the whole bundle: an idle source answers, a service that is down
+	// does not. Only pubsubio reports its polls.
 	Answered   int64
 	Unanswered bool
 	// Polling is how long the poll a reader waits on has been out (0 when
-	// none is): a reader whose bundle commits nothing while it waits on
-	// the service is held up by the service, not by the runner.
+	// none is).
 	Polling time.Duration
 }
 

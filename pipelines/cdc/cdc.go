@@ -21,12 +21,10 @@
 // yet is ignored.
 //
 // Which change is "first": each change is stamped with its ts_ms column
-// (Debezium's envelope ts_ms when the row has none). On a bounded input
-// such as a file, KeepFirst runs its batch expansion and keeps the +I/+U
-// with the smallest timestamp per key, whatever the order of the lines, so
-// give every change a ts_ms for a deterministic result. On a stream it
-// keeps the first in arrival order: Flink and Dataflow deliver a key's rows
-// in arrival order, which for a changelog partitioned by key upstream (as
+// (Debezium's envelope ts_ms when the row has none). On a file KeepFirst
+// keeps the +I/+U with the smallest timestamp per key, whatever the order
+// of the lines, so give every change a ts_ms. On a stream it keeps the
+// first in arrival order, which for a changelog partitioned by key (as
 // Debezium's Kafka topics are) is the change order.
 package cdc
 
@@ -61,10 +59,9 @@ func init() {
 	register.Function2x2(stamp)
 }
 
-// stamp sets a change's timestamp from its ts_ms. Beam promises no order
+// stamp sets a change's timestamp from its ts_ms: Beam promises no order
 // between elements, so without it the first change of a file would be
-// arbitrary: KeepFirst's batch expansion keeps the smallest timestamp, and
-// Prism hands each key's rows to a stateful step in timestamp order.
+// arbitrary.
 func stamp(ts beam.EventTime, c Change) (beam.EventTime, Change) {
 	if c.TsMs > 0 {
 		ts = mtime.FromMilliseconds(c.TsMs)

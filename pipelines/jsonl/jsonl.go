@@ -5,13 +5,12 @@
 // of one errors file (ErrorLine), names that file (ErrorsPath) and reads the
 // malformed-line counter from a job's result (ReadMalformed).
 //
-// Every input line is accounted for, per file (ReadInputs): it is a row,
-// a blank line, or a malformed line. A malformed line never stops a job: it
-// becomes an ErrorLine with the line, its source file and the reason. A line
-// that is not valid UTF-8, or whose JSON escapes name no Unicode character
-// (a lone UTF-16 surrogate), is malformed: decoding would turn the bad
-// bytes into U+FFFD and so merge distinct keys, and its dead letter keeps
-// its bytes (ErrorLine.LineBase64). So is a line with anything after its
+// Every input line is a row, a blank line, or a malformed line, counted
+// per file (ReadInputs). A malformed line becomes an ErrorLine with the
+// line, its source file and the reason: so is a line that is not valid
+// UTF-8, or whose JSON escapes name a lone UTF-16 surrogate (decoding
+// would make the bad bytes U+FFFD and so merge distinct keys; its dead
+// letter keeps its bytes, ErrorLine.LineBase64), or has anything after its
 // JSON value. An input path that matches no file is an error: at
 // construction for a local path, when the job runs for any other.
 package jsonl
@@ -89,7 +88,6 @@ func init() {
 	register.DoFn5x0[context.Context, string, string, func(beam.Y), func(ErrorLine)](&parseFn{})
 	register.Function2x0(countFile)
 	register.DoFn2x1[beam.X, func(string), error](&formatFn{})
-	register.DoFn2x0[string, func(string)](&linesFn{})
 	register.Emitter1[string]()
 	register.Function1x1(fromDeadLetter)
 	register.Emitter1[beam.Y]()
@@ -362,16 +360,14 @@ func Write(s beam.Scope, path string, rows beam.PCollection) {
 // in one file, as Write does.
 func WriteLines(s beam.Scope, path string, lines beam.PCollection) {
 	s = s.Scope("WriteLines")
-	textio.Write(s, path, beam.ParDo(s, &linesFn{Chunk: inChunks(lines)}, lines))
+	textio.Write(s, path, beam.ParDo(s, &formatFn{Chunk: inChunks(lines), Lines: true}, lines))
 }
 
-// inChunks reports whether col's lines are written in chunks: up to
-// chunkBytes of lines joined by newlines an element, and a bundle's last.
-// textio writes every element it is given as a line, through a GroupByKey
-// on one key, so a chunk writes the same bytes as its lines one by one,
-// and the runner carries one element a chunk instead of one a row. Only
-// globally windowed lines are: a bundle's last chunk lands in the global
-// window.
+// inChunks reports whether col's lines are written in chunks, up to
+// chunkBytes of lines joined by newlines an element: textio writes each
+// element as a line, so a chunk writes the same bytes, and the runner
+// carries one element a chunk instead of one a row. Only globally windowed
+// lines are, since a bundle's last chunk lands in the global window.
 func inChunks(col beam.PCollection) bool {
 	return col.WindowingStrategy().Fn.Kind == window.GlobalWindows
 }
@@ -401,9 +397,11 @@ func (c *chunk) flush(emit func(string)) {
 	}
 }
 
-// formatFn encodes rows as JSON lines into chunks.
+// formatFn encodes rows as JSON lines into chunks, or with Lines gathers
+// strings as they are.
 type formatFn struct {
 	Chunk bool `json:"chunk"`
+	Lines bool `json:"lines"`
 
 	c   chunk
 	enc *json.Encoder
@@ -419,7 +417,10 @@ func (f *formatFn) Setup() {
 func (f *formatFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
 
 func (f *formatFn) ProcessElement(row beam.X, emit func(string)) error {
-	if err := f.enc.Encode(row); err != nil { // writes nothing on failure
+	if f.Lines {
+		f.c.buf.WriteString(row.(string))
+		f.c.buf.WriteByte('\n')
+	} else if err := f.enc.Encode(row); err != nil { // writes nothing on failure
 		return fmt.Errorf("encoding %T as JSON: %w", row, err)
 	}
 	f.c.done(emit)
@@ -428,27 +429,6 @@ func (f *formatFn) ProcessElement(row beam.X, emit func(string)) error {
 
 // FinishBundle emits the bundle's last chunk.
 func (f *formatFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
-
-// linesFn gathers lines into chunks.
-type linesFn struct {
-	Chunk bool `json:"chunk"`
-
-	c chunk
-}
-
-func (f *linesFn) Setup() { f.c.On = f.Chunk }
-
-// StartBundle drops what a failed bundle may have left.
-func (f *linesFn) StartBundle(_ func(string)) { f.c.buf.Reset() }
-
-func (f *linesFn) ProcessElement(line string, emit func(string)) {
-	f.c.buf.WriteString(line)
-	f.c.buf.WriteByte('\n')
-	f.c.done(emit)
-}
-
-// FinishBundle emits the bundle's last chunk.
-func (f *linesFn) FinishBundle(emit func(string)) { f.c.flush(emit) }
 
 // FromDeadLetters turns the transforms' dead letters (a PCollection of
 // deadletter.DeadLetter) into ErrorLines, with Stage set to the refusing

@@ -10,15 +10,12 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 )
 
-// Order's Beam coder. Without one, Beam encodes an Order as a schema row:
-// its fields through reflection, and created_at as a nested row holding
-// the time as RFC 3339 text (Beam's time.Time logical type), formatted and
-// parsed for every row that crosses a stage. This one writes the fields
-// in order: order_id (uvarint length, bytes), quantity (varint), price
-// (IEEE bits, 8 bytes big-endian), created_at (time.Time.MarshalBinary,
-// uvarint length first). A runner sees it as opaque bytes, so Beam's
-// Flink runner carries the rows between its operators without decoding
-// them.
+// Order's Beam coder. Without one, Beam encodes an Order as a schema row,
+// through reflection and with created_at as RFC 3339 text, for every row
+// that crosses a stage. This one writes order_id (uvarint length, bytes),
+// quantity (varint), price (IEEE bits, 8 bytes big-endian) and created_at
+// (time.Time.MarshalBinary, uvarint length first); a runner sees opaque
+// bytes and carries them without decoding.
 func init() {
 	register.Function1x1(encodeOrder)
 	register.Function1x2(decodeOrder)

@@ -84,19 +84,16 @@ type Config struct {
 	// writes nothing.
 	Changes string
 	// Stateful uses the streaming (stateful) expansions of keep-last and
-	// of the count on a file too, as a stream delivering one event at a
-	// time gets them: the changelog then has a -U/+U pair for every
-	// change, not only each order's final row. (KeepLast's mini-batch fold
-	// is off for it: a file is one bundle, which the fold would collapse
-	// to the final rows; Dedup may turn it back on.)
+	// of the count on a file too: the changelog then has a -U/+U pair for
+	// every change, not only each order's final row (KeepLast's mini-batch
+	// fold is off for it; Dedup may turn it back on).
 	Stateful bool
 	// Dedup options are passed to the keep-last step after its defaults.
 	Dedup []dedup.Option
 	// Postgres, when set, is the DSN of a PostgreSQL database into whose
-	// Table (DefaultTable when empty, created with CreateTable) each
-	// order's current status is written, from the keep-last changelog
-	// (transforms/pgsink). Prefer a DSN without its password (PGPASSWORD):
-	// the DSN travels in the pipeline.
+	// Table (DefaultTable when empty; see CreateTable) each order's current
+	// status is written from the keep-last changelog. Prefer a DSN without
+	// its password (PGPASSWORD): the DSN travels in the pipeline.
 	Postgres string
 	Table    string
 }
@@ -132,8 +129,8 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 	countOpts = append(countOpts, Columns, changelog.GroupBy("status"))
 
 	var r Result
-	// The step: keep-last, then the count per status from its changelog
-	// and the naive count of every event beside it.
+	// Keep-last, then the count per status from its changelog, and the
+	// naive count of every event beside it.
 	step := func(s beam.Scope, events beam.PCollection) (beam.PCollection, beam.PCollection, error) {
 		changes, rejected, err := pipeline.KeepLast(opts...)(s, events)
 		if err != nil {

@@ -42,12 +42,10 @@ func CreateTable(ctx context.Context, dsn, table string) error {
 
 // postgresFn writes the rows of the kept elements into a table
 // (pipelines/internal/pgkept: insert-only, keyed by the PartitionBy
-// columns: a row that is there already is left alone, so an element read
-// again after a restart changes nothing) and passes each element on once
-// its row is committed: to written, or to refused, as a dead letter with
-// the table's reason. It emits at the end of the bundle, after the last
-// batch committed, so that the write and the settling that follow it in
-// the stage never run for a row that is not in the table.
+// columns) and passes each element on, to written or to refused (a dead
+// letter with the table's reason), at the end of the bundle, once the last
+// batch committed: what follows in the stage never runs for a row that is
+// not in the table.
 type postgresFn[T any, E any] struct {
 	DSN       string
 	Table     string

@@ -17,12 +17,9 @@ import (
 
 // PubSub is a Pub/Sub subscription: each message is acked once it is safe
 // (pubsubio.Ack). Its names are full names (projects/P/subscriptions/S,
-// projects/P/topics/T).
-//
-// On Dataflow (Native) the pipeline uses Beam's io/pubsubio, which
-// Dataflow executes natively and acks itself; elsewhere (Prism, Flink) the
-// Go-native source of transforms/pubsubio. Both produce pubsubio.Message,
-// so the rest of the pipeline is the same.
+// projects/P/topics/T). On Dataflow (Native) the pipeline reads with Beam's
+// io/pubsubio, which Dataflow runs natively and acks itself; elsewhere
+// with transforms/pubsubio's Go-native source.
 type PubSub struct {
 	Subscription string
 	OutputTopic  string

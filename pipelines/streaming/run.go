@@ -1,6 +1,7 @@
 package streaming
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,9 @@ type RunConfig struct {
 	// idle this long (Kafka: every partition read to its end). 0: the run
 	// goes on until ctx is done.
 	IdleStop time.Duration
-	// DrainTimeout bounds the stop: from the stop request until every
-	// element read is safe and settled (default 1 minute). Past it the job
-	// is cancelled and Run fails; nothing that was not safe was settled,
-	// so the next run reads it again.
+	// DrainTimeout bounds the stop, until every element read is safe and
+	// settled (default 1 minute); past it the job is cancelled and Run
+	// fails.
 	DrainTimeout time.Duration
 	// Progress, when set, is called every ProgressEvery (default 10s) with
 	// the job's counters.
@@ -89,36 +89,30 @@ func (s Status) toWrite() int64 {
 // Result is the final status of a Run.
 type Result struct {
 	Status
-	// Stopped: the run was stopped (ctx) and drained, then cancelled.
-	// Prism keeps a job with KeepFirst's pending cleanup timers alive;
-	// once nothing is in flight, cancelling it loses nothing but that
-	// in-memory state.
+	// Stopped: the run was stopped (ctx) and drained, then cancelled
+	// (losing nothing but KeepFirst's in-memory state).
 	Stopped bool
 	// Committed are the group's committed offsets of the input topic and
 	// End its end offsets, by partition, read after the run (Kafka).
 	Committed, End map[int32]int64
 }
 
-// Run runs the pipeline over src for the orders rows as a job (job: the
-// runner, its job server, the environment, the stall limit) until it ends
-// by itself (IdleStop) or ctx is done, then stops it and returns its
+// Run runs the pipeline over src for the orders rows as a job until it
+// ends by itself (IdleStop) or ctx is done, then stops it and returns its
 // counters. beam.Init must have been called.
 //
-// The stop drains: when the SDK workers run in this process (LOOPBACK)
-// the readers stop reading and end; elsewhere they cannot be reached and
-// read on. Either way Run waits until every element the job read is safe
-// and settled, at most DrainTimeout, then cancels the job. An element is
-// settled only once it is safe, so whatever the job had not finished,
-// after a stop, a failure or a crash, is read again by the next run.
+// The stop drains: the readers stop when they run in this process
+// (LOOPBACK), and read on elsewhere; Run waits until every element read is
+// safe and settled, at most DrainTimeout, then cancels the job. What the
+// job had not finished is read again by the next run.
 //
-// A watchdog follows each step of the job (its stages): when one holds
-// work and finishes none of it for job.StallLimit, or nothing of the job
-// commits at all, Run cancels the job and returns a *jobrun.Stall naming
-// the step and what to check. A quiet source is never a stall.
+// A watchdog follows each step of the job: when one holds work and
+// finishes none of it for job.StallLimit, or nothing of the job commits at
+// all, Run cancels the job and returns a *jobrun.Stall naming the step and
+// what to check. A quiet source is never a stall.
 //
-// Prism keeps KeepFirst's state in memory: a new run starts with no keys
-// seen, so a key read again across a restart is emitted again (at most the
-// keys with an element unsettled at the restart).
+// Prism keeps KeepFirst's state in memory: a key read again across a
+// restart (an element unsettled at the restart) is emitted again.
 func Run[E any](ctx context.Context, job jobrun.Options, src Source[E], cfg RunConfig) (Result, error) {
 	if len(cfg.PartitionBy) == 0 && !src.spec().byID {
 		cfg.PartitionBy = []string{"order_id"}
@@ -132,12 +126,8 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	if err := src.check(true); err != nil {
 		return Result{}, err
 	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = DefaultDrainTimeout
-	}
-	if cfg.ProgressEvery <= 0 {
-		cfg.ProgressEvery = DefaultProgressEvery
-	}
+	cfg.DrainTimeout = cmp.Or(max(cfg.DrainTimeout, 0), DefaultDrainTimeout)
+	cfg.ProgressEvery = cmp.Or(max(cfg.ProgressEvery, 0), DefaultProgressEvery)
 	readers, err := src.preflight(ctx)
 	if err != nil {
 		return Result{}, err
@@ -264,16 +254,13 @@ func stageName(stage int, sp spec) string {
 	return fmt.Sprintf("%s: kept %s and dead letters not yet %s", sp.write, sp.noun, sp.written)
 }
 
-// progress samples the job for the watchdog, step by step: an idle source
-// is normal here, a step that holds work and finishes none is not.
-//
-// The source's work is the readers' own live count of what they emitted
-// (the Control's) against the committed count (a bundle that never ends
-// commits no metrics), and one more while a poll goes unanswered; answered
-// polls count as done, so an idle source is no stall. The other steps'
-// come from the committed metrics, so a crawling step whose bundles do not
-// finish makes no progress. The settling runs in the bundles of the steps
-// it follows, so a commit or ack that hangs shows as its step's.
+// progress samples the job for the watchdog, step by step. The source's
+// work is the readers' live count of what they emitted (the Control's)
+// against the committed count, plus one while a poll goes unanswered;
+// answered polls count as done, so an idle source is no stall. The other
+// steps' come from the committed metrics. The settling runs in the bundles
+// of the steps it follows, so a commit or ack that hangs shows as its
+// step's.
 func (w *watch[E]) progress(_ context.Context, m metrics.Results) (jobrun.Sample, error) {
 	s := w.status(m)
 	pr := w.ctl.Progress()
@@ -306,8 +293,6 @@ func (w *watch[E]) progress(_ context.Context, m metrics.Results) (jobrun.Sample
 		},
 	}
 	if !pr.Requested {
-		// Its bundles commit every MaxBundleDuration, elements or not: a
-		// frozen worker in another process shows as nothing committed.
 		sample.Live = w.sp.live
 	}
 	return sample, nil

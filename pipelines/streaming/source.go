@@ -12,10 +12,9 @@ import (
 
 // Source is where the pipeline reads and writes: a Kafka topic with a
 // consumer group (Kafka) or a Pub/Sub subscription (PubSub). E is its
-// element, kafkaio.Record or pubsubio.Message. The pipeline is the same
-// over either; a source says how it reads, writes and settles its
-// elements (commits or acks each once what the pipeline made of it is
-// safe), and how a run of it is checked and watched.
+// element, kafkaio.Record or pubsubio.Message. A source says how it reads,
+// writes and settles its elements, and how a run of it is checked and
+// watched.
 type Source[E any] interface {
 	// spec is what the pipeline needs to know of the source.
 	spec() spec

@@ -1,28 +1,22 @@
 // Package streaming is the deduplication pipeline of a stream, over Kafka
-// (seed 001: a topic of orders with duplicates and a consumer group) or
-// Pub/Sub (a subscription): read, decode each element's JSON payload into
-// a row (the orders rows by default; any row type with BuildFor),
-// dead-letter what does not decode (with its bytes and the reason in the
-// "dlq_reason" header or attribute), keep the first element per key with
-// dedup.KeepFirst, write each kept row to the output topic and,
-// optionally, into a PostgreSQL table.
+// (seed 001: a topic of orders and a consumer group) or Pub/Sub (a
+// subscription): decode each element's JSON payload into a row (the orders
+// rows by default; any row type with BuildFor), dead-letter what does not
+// decode (the reason in the "dlq_reason" header or attribute), keep the
+// first element per key with dedup.KeepFirst, and write each kept row to
+// the output topic and, optionally, into a PostgreSQL table.
 //
-// Streams deliver at least once: Kafka reads again after a restart what
-// was not committed, Pub/Sub redelivers when an ack is late or lost, and
-// publishers retry. KeepFirst absorbs what comes twice while the key's
-// state lives (StateTTL).
+// Streams deliver at least once; KeepFirst absorbs what comes twice while
+// the key's state lives (StateTTL). An element is settled (its offset
+// committed, or its message acked) only once what the pipeline made of it
+// is safe: its row written (and in the table), its dead letter written, or
+// dropped by KeepFirst as a duplicate of a key whose row is written or not
+// yet settled. So after a crash the next run reads again every element
+// whose row is not out.
 //
-// An element is settled (its offset committed for the group, or its
-// message acked) only once what the pipeline made of it is safe: its row
-// written and confirmed (and in the table), its dead letter written, or
-// dropped by KeepFirst as a duplicate of a key whose row is itself written
-// or not yet settled. So a crash at any moment leaves every element whose
-// row is not out unsettled, and the next run reads it again.
-//
-// The pipeline is one (Build); a Source says how it reads, writes and
-// settles its elements (Kafka, PubSub). Run runs it as a job with
-// internal/jobrun until it ends by itself (an idle stop) or is stopped,
-// and then drains it. Files:
+// Build is the pipeline; a Source says how it reads, writes and settles
+// its elements (Kafka, PubSub). Run runs it as a job (internal/jobrun)
+// until it ends by itself or is stopped, and then drains it. Files:
 //
 //	streaming.go  Config, Build: the pipeline over a source
 //	source.go     Source: what a source does for the pipeline
@@ -64,35 +58,28 @@ type Config struct {
 	// (PubSub.ByMessageID) takes none.
 	PartitionBy []string
 	// OnTime, when set, names a time column of the row (created_at for
-	// the orders): KeepFirst then keeps the row with the earliest event
-	// time of each key, emitted once the watermark passes it, and the
-	// row's record is stamped with it (Kafka only: its Timestamp, as seed
-	// 001's table declares created_at the record's timestamp). Empty:
-	// watermarkless, the first element to arrive is kept and written at
-	// once.
+	// the orders): KeepFirst then keeps each key's row with the earliest
+	// event time, emitted once the watermark passes it, and the record's
+	// Timestamp is set from it (Kafka only). Empty: the first element to
+	// arrive is kept and written at once.
 	OnTime string
 	// UID names the KeepFirst step and its state (default "kafka-dedup"
 	// for Kafka, "streaming-dedup" for Pub/Sub).
 	UID string
-	// Dedup adds KeepFirst options after the pipeline's own:
-	// dedup.StateTTL (2h for Kafka, the seed's assumption that duplicates
-	// arrive within 2 hours; 10m for Pub/Sub) and the UID. A StateTTL here
-	// replaces the default, with dedup's meaning (0 keeps keys forever).
-	// KeepFirst runs on the elements keyed by PartitionBy, so options that
-	// name the row's columns do not apply (those that name the element's
-	// do).
+	// Dedup adds KeepFirst options after the pipeline's own: dedup.StateTTL
+	// (DefaultKafkaStateTTL, DefaultPubSubStateTTL) and the UID. KeepFirst
+	// runs on the elements keyed by PartitionBy, so options that name the
+	// row's columns do not apply.
 	//
-	// On an unbounded input KeepFirst deletes expired keys with
-	// processing-time timers, and Prism keeps a job alive until its pending
-	// timers fire: a run that ends by itself (an idle stop) adds
-	// dedup.CleanupTimers(false), or keeps keys forever (StateTTL(0)).
+	// Prism keeps a job alive until its pending timers fire, KeepFirst's
+	// cleanup timers among them: a run that ends by itself (an idle stop)
+	// adds dedup.CleanupTimers(false), or keeps keys forever (StateTTL(0)).
 	Dedup []dedup.Option
 	// Postgres, when set, is the DSN of a PostgreSQL database into whose
-	// Table (DefaultTable when empty; CreateTable makes one for the orders
-	// rows) each kept row is also written, before it goes to the output
-	// topic; its element is settled only once both are done. A row the
-	// table refuses is dead-lettered. Prefer a DSN without its password
-	// (PGPASSWORD): the DSN travels in the pipeline.
+	// Table (DefaultTable when empty; see CreateTable) each kept row is also
+	// written before it goes to the output topic. A row the table refuses
+	// is dead-lettered. Prefer a DSN without its password (PGPASSWORD): the
+	// DSN travels in the pipeline.
 	Postgres string
 	Table    string
 }
@@ -156,10 +143,8 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 	}
 	out.Kept = res.Rows
 	// A Reshuffle keeps KeepFirst's stage from being the last of its fused
-	// chain: on Prism a stage with no output and no timers busy-waits in
-	// every running bundle, and 8 such bundles starve the state round
-	// trips until the job stalls (notes/beam-defects.md, "A streaming job
-	// stalls"). The write's stage after it has short bundles.
+	// chain, which on Prism busy-waits until the job stalls
+	// (notes/beam-defects.md, "A streaming job stalls").
 	kept := beam.Reshuffle(s, res.Rows)
 	dead := []beam.PCollection{bad, beam.ParDo(s, &refusedFn[E]{Input: sp.input}, res.DeadLetters)}
 	if cfg.Postgres != "" {
@@ -170,10 +155,7 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 		dead = append(dead, refused)
 	}
 
-	// Every element is settled in the stage that made it safe: a kept one
-	// after its row's write, a dead letter after its write, a duplicate
-	// where KeepFirst dropped it (its key's row is written or its element
-	// still unsettled).
+	// Every element is settled in the stage that made it safe.
 	if out.Written, err = src.write(s, sp.output, beam.ParDo(s, &outputFn[T, E]{}, kept)); err != nil {
 		return fail(err)
 	}

@@ -3,11 +3,8 @@
 // smallest rowtime is kept and emitted once the watermark passes it, with
 // rowtime as its Beam timestamp (spec section 4.1.2.2.1).
 //
-// For a bounded file the watermark reaches the end only when the whole
-// file is read, so every row of a user is seen before the user's candidate
-// is final: the earliest row per user comes out, whatever the order of the
-// lines. (On bounded input KeepFirst runs its batch expansion, a minimum
-// per key, which gives the same rows without the state and timers.) On an
+// On a file the earliest row per user comes out, whatever the order of
+// the lines (KeepFirst's batch expansion, a minimum per key). On an
 // unbounded source the watermark moves with the data, and a row that
 // arrives after its user's row was emitted is dropped as late.
 package userevents

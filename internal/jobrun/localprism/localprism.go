@@ -1,22 +1,15 @@
 // Package localprism runs Prism's job server in this process, for jobs
-// that jobrun submits on runner prism without a job server of their own.
-// Jobs submitted there with the LOOPBACK environment run their SDK workers
-// in this process, as beam.Run("prism") would, but their job service can
-// be reached from outside beam.Run: to follow a job's metrics and to
-// cancel it.
+// that jobrun submits on runner prism without a job server of their own:
+// with LOOPBACK their SDK workers run in this process, as with
+// beam.Run("prism"), but jobrun can follow and cancel them.
 //
-// The job server is reachable from this machine only. Beam v2.77.0's
-// prism.CreateJobServer listens on ":port", every interface, and serves the
-// Job API and the SDK workers' Fn API there: anyone who reached it could
-// submit a job, and a PROCESS environment runs any command here
+// Beam v2.77.0's Prism job server listens on every interface, where anyone
+// could submit a job, and a PROCESS environment runs any command here
 // (notes/beam-defects.md, "Prism's job server listens on every
-// interface"). Endpoint restricts that listener to loopback clients
-// (internal/jobrun/loopback); where it cannot (any system but Linux),
-// Exposed says so. The LOOPBACK environment's worker endpoint, Beam's
-// own, listens on localhost.
+// interface"): Endpoint restricts it to loopback clients
+// (internal/jobrun/loopback); where it cannot (not Linux), Exposed says so.
 //
-// It links the Prism runner: import it from a main package or a test, not
-// from a library (cmd/runjob and the pipelines' tests do).
+// It links the Prism runner: import it from a main package or a test.
 package localprism
 
 import (

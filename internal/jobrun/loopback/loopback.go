@@ -1,21 +1,17 @@
 // Package loopback makes a TCP listener that a library opened on every
-// interface reachable from this machine only. Beam v2.77.0's Prism job
-// server listens on ":port" whatever its caller wants (its listen call
-// is internal), and so does Beam Go's worker pool: anyone who reaches the
-// host could submit a job, and a job with a PROCESS environment runs a
-// command here (notes/beam-defects.md, "Prism's job server listens on
-// every interface").
+// interface reachable from this machine only: Beam v2.77.0's Prism job
+// server and Beam Go's worker pool listen on ":port" whatever their caller
+// wants (notes/beam-defects.md, "Prism's job server listens on every
+// interface").
 //
-// Restrict finds the listening sockets of this process on a port and
-// attaches a socket filter to them that drops every packet whose source is
-// not a loopback address (127.0.0.0/8, ::1). A connection from elsewhere
-// never completes its handshake; the connections accepted from here
-// inherit the filter and pass it. It works on Linux only.
+// Restrict attaches to this process's listening sockets on a port a socket
+// filter that drops every packet whose source is not loopback (127.0.0.0/8,
+// ::1): a connection from elsewhere never completes its handshake, and the
+// connections accepted inherit the filter. Linux only.
 //
-// Since Go 1.24 net.Listen makes a Multipath TCP socket where the kernel
-// has MPTCP, and such a socket takes no socket filter (EOPNOTSUPP). Listen
-// therefore opens the library's listener with MPTCP off (the GODEBUG
-// setting multipathtcp=0, for the call), then restricts it.
+// An MPTCP socket (net.Listen's default since Go 1.24 where the kernel has
+// it) takes no socket filter, so Listen opens the library's listener with
+// GODEBUG multipathtcp=0, then restricts it.
 package loopback
 
 import (
@@ -56,10 +52,9 @@ func Listen(port int, open func() error) error {
 
 var envMu sync.Mutex
 
-// withoutMPTCP runs f with GODEBUG's multipathtcp=0 added to the process's
-// environment, which net.Listen reads at each call (os.Setenv updates the
-// runtime's GODEBUG settings). A listener opened meanwhile elsewhere in the
-// process is a plain TCP one too, which changes nothing for its clients.
+// withoutMPTCP runs f with multipathtcp=0 added to GODEBUG, which
+// net.Listen reads at each call (a listener opened meanwhile elsewhere in
+// the process is plain TCP too, which changes nothing for its clients).
 func withoutMPTCP(f func() error) error {
 	envMu.Lock()
 	defer envMu.Unlock()

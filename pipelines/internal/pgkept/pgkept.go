@@ -1,10 +1,9 @@
 // Package pgkept writes the rows a streaming pipeline kept into a
-// PostgreSQL table with pgsink's writer (internal/pgwrite: the sink's
-// folding, batches, retries and dead letters), and says which rows the
-// table refused once their batch is committed: for the pipelines that
-// pass each input on (to ack or commit it) only once its row is in the
-// table, which pgsink.Write, returning no committed rows, cannot do
-// (pipelines/streaming, pipelines/kafka).
+// PostgreSQL table with pgsink's writer (internal/pgwrite), and says which
+// rows the table refused once their batch is committed: for a pipeline
+// that settles each input only once its row is in the table, which
+// pgsink.Write, returning no committed rows, cannot tell
+// (pipelines/streaming).
 package pgkept
 
 import (
