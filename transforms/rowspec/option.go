@@ -6,25 +6,15 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/option"
 )
 
-// Option configures a transform of beamdedup: dedup's KeepFirst, KeepLast,
-// WindowFirst and WindowLast, changelog.CountPerKey and pgsink.Write all
-// take it (each package names it Option too). An Option is one of two
-// kinds:
-//
-//   - a role of the rows' columns, said once for every transform:
-//     PartitionBy, KindColumn, OnTime, SequenceBy and Upsert, or a whole
-//     Spec (a Spec is an Option, so a Result's Spec hands the roles on);
-//   - a setting of one transform, made by its package (dedup.StateTTL,
-//     changelog.GroupBy, pgsink.Table, ...), which another transform
-//     refuses.
-//
-// Options apply in order: a later one replaces what an earlier one set. A
-// mistake in an option (a nil Option, an empty column name, another
-// transform's option) is a construction error that names the option; so
-// is a role the transform cannot take, as its documentation says.
+// Option configures every transform of beamdedup (dedup, changelog,
+// pgsink; each package names it Option too). It is a role of the rows'
+// columns (PartitionBy, KindColumn, OnTime, SequenceBy, Upsert, or a whole
+// Spec), or a setting of one transform made by its package
+// (dedup.StateTTL, pgsink.Table, ...), which another transform refuses.
+// Options apply in order, a later one replacing what an earlier one set. A
+// mistake in an option is a construction error that names it.
 type Option interface{ apply(*settings) }
 
-// settings is what a call's options are applied to.
 type settings struct {
 	transform string // "dedup.KeepFirst", in errors
 	spec      *Spec  // the roles
@@ -44,12 +34,10 @@ func (s *settings) column(option, col string) string {
 	return col
 }
 
-// role is an Option that sets a role.
 type role func(*settings)
 
 func (r role) apply(s *settings) { r(s) }
 
-// own is a setting of one transform (package option's Own).
 type own struct {
 	name string
 	set  func(cfg any) bool // false: cfg is another transform's
