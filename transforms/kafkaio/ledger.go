@@ -22,8 +22,8 @@ func init() {
 	beam.RegisterType(reflect.TypeFor[ledgerState]())
 }
 
-// ledger is a partition's safe offsets: every offset below base, and the
-// sorted, disjoint spans above it.
+// ledger is a partition's safe offsets: all below base, and the sorted,
+// disjoint spans above.
 type ledger struct {
 	base  int64
 	spans []span

@@ -11,21 +11,16 @@
 //	    rowspec.OnTime("ts"),            // guard: an older version never overwrites a newer one
 //	    pgsink.Tombstone("deleted"))     // a -D keeps its key's ts, so older rows stay out
 //
-// The rows' roles are package rowspec's options, as dedup takes them: a
-// dedup Result's Spec hands them on (pgsink.Write(s, res.Rows, res.Spec,
-// ...)).
+// The rows' roles are rowspec's options; a dedup Result's Spec hands them
+// on. Three modes, by the input:
 //
-// Three modes, by the input:
-//
-//   - insert-only (KeepFirst, WindowFirst/WindowLast output; the default):
-//     INSERT ... ON CONFLICT (key) DO NOTHING.
-//   - upserts (rowspec.Upsert, for KeepLast's upsert output) and
-//     changelogs (rowspec.KindColumn, for KeepLast's -U/+U output):
+//   - insert-only (the default): INSERT ... ON CONFLICT (key) DO NOTHING.
+//   - upserts (rowspec.Upsert) and changelogs (rowspec.KindColumn):
 //     INSERT ... ON CONFLICT (key) DO UPDATE, -U skipped, -D a DELETE or a
 //     tombstone.
-//   - guarded (rowspec.SequenceBy/OnTime with either): the update happens only when
-//     the incoming row's ordering value is at least the stored one, so the
-//     table ends with each key's largest version in any arrival order.
+//   - guarded (with rowspec.SequenceBy or OnTime): a row replaces its key's
+//     only when no older, so the table ends with each key's latest version
+//     in any arrival order.
 //
 // Each bundle is written in batches (BatchSize rows), one transaction
 // each, folded per key. A row the table refuses goes to the dead letters

@@ -27,8 +27,8 @@ type Columns struct {
 	groups []int             // field indexes of the GroupBy columns
 }
 
-// NewColumns resolves the kind column, the GroupBy columns and the key
-// (none: nil) of struct type t; the error names the option at fault.
+// NewColumns resolves the kind, GroupBy and key columns of struct type t;
+// the error names the option at fault.
 func NewColumns(t reflect.Type, kindCol string, groupBy, key []string) (*Columns, error) {
 	if kindCol == "" {
 		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
@@ -83,8 +83,7 @@ func (c *Columns) Read(row reflect.Value) (Change, string) {
 	return ch, ""
 }
 
-// Sign is the rule of the count: +I and +U add one, -U and -D take one
-// away.
+// Sign is the rule of the count: +1 for +I and +U, -1 for -U and -D.
 func Sign(k rowkind.Kind) int64 {
 	if k.IsRetraction() {
 		return -1
@@ -108,7 +107,6 @@ func BelowZero(group string, count int64) string {
 	return fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", group, count, -count)
 }
 
-// group formats the row's group for GroupCount.Group.
 func (c *Columns) group(row reflect.Value) string {
 	switch len(c.groups) {
 	case 0:
@@ -131,7 +129,6 @@ func (c *Columns) group(row reflect.Value) string {
 	return string(b)
 }
 
-// fieldValue is row's field idx, dereferenced; nil for a nil pointer.
 func fieldValue(row reflect.Value, idx int) any {
 	v := row.Field(idx)
 	if v.Kind() == reflect.Pointer {
