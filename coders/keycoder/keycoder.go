@@ -43,9 +43,8 @@
 //   - time.Time: Unix seconds as int64 (8 bytes big-endian) followed by
 //     nanoseconds within the second as uint32 (4 bytes big-endian)
 //
-// Any change to these bytes changes which state a key maps to after a
-// pipeline update, so it must bump formatVersion and be handled explicitly;
-// the golden tests pin the current format.
+// The bytes key persisted state: a change must bump formatVersion and be
+// migrated; the golden tests pin them.
 package keycoder
 
 import (
@@ -59,8 +58,7 @@ import (
 )
 
 // formatVersion is the version of the byte format described in the package
-// comment. The version is not written into keys (that would cost a byte per
-// state key); it documents which format persisted state was written with.
+// comment (not written into keys).
 const formatVersion = 1
 
 // Column describes one column of a row type.
@@ -72,7 +70,6 @@ type Column struct {
 
 var timeType = reflect.TypeFor[time.Time]()
 
-// structType returns the struct type t names, accepting a pointer to struct.
 func structType(t reflect.Type) (reflect.Type, error) {
 	if t == nil {
 		return nil, errors.New("row type is nil; want a struct or a pointer to a struct")
@@ -87,7 +84,6 @@ func structType(t reflect.Type) (reflect.Type, error) {
 	return st, nil
 }
 
-// columnName returns the column name of f and false if f is not a column.
 func columnName(f reflect.StructField) (string, bool) {
 	if !f.IsExported() {
 		return "", false
@@ -154,8 +150,8 @@ func unknownColumn(t reflect.Type, name string, cols []Column) error {
 	return fmt.Errorf("unknown column %q in row type %v; available columns: %s", name, t, avail)
 }
 
-// appendFunc appends the encoding of one column value. It is chosen once per
-// column by encoderFor so that Append does no per-row type dispatch.
+// appendFunc appends the encoding of one column value, chosen once per
+// column.
 type appendFunc func(dst []byte, v reflect.Value) []byte
 
 type keyColumn struct {
@@ -170,10 +166,9 @@ type Encoder struct {
 	cols []keyColumn
 }
 
-// New validates columns against t: it rejects an unknown column (listing the
-// available ones), a column named twice and a column of an unsupported type.
-// Zero columns is valid and encodes every row to the empty key (one global
-// partition).
+// New validates columns against t: it rejects an unknown column, a column
+// named twice and a column of an unsupported type. Zero columns encode
+// every row to the empty key.
 func New(t reflect.Type, columns []string) (*Encoder, error) {
 	st, err := structType(t)
 	if err != nil {
@@ -209,9 +204,8 @@ func New(t reflect.Type, columns []string) (*Encoder, error) {
 }
 
 // Append appends the encoding of row's key columns to dst. row is a struct
-// value of the Encoder's type or a pointer to one (an interface holding
-// either is unwrapped). It panics on a nil pointer or a row of another type:
-// both are programming errors the caller's type checks should rule out.
+// value of the Encoder's type or a pointer to one (or an interface holding
+// either). It panics on a nil pointer or a row of another type.
 func (e *Encoder) Append(dst []byte, row reflect.Value) []byte {
 	if row.Kind() == reflect.Interface {
 		row = row.Elem()
@@ -238,11 +232,6 @@ func (e *Encoder) Append(dst []byte, row reflect.Value) []byte {
 // nil.
 func (e *Encoder) Encode(row any) []byte {
 	return e.Append(nil, reflect.ValueOf(row))
-}
-
-// supported reports whether type t can be a key column type.
-func supported(t reflect.Type) bool {
-	return t != nil && encoderFor(t) != nil
 }
 
 // encoderFor returns the append function for column type t, or nil if t is
@@ -323,9 +312,7 @@ func appendFloat32(dst []byte, v reflect.Value) []byte {
 }
 
 func appendTime(dst []byte, v reflect.Value) []byte {
-	// Interface() copies (allocates) an addressable struct but not a
-	// non-addressable one; Addr().Interface() is pointer-shaped and never
-	// copies. Either way the row costs no allocation.
+	// Interface() would allocate a copy of an addressable struct.
 	var t time.Time
 	if v.CanAddr() {
 		t = *v.Addr().Interface().(*time.Time)
@@ -342,8 +329,6 @@ const (
 	canonicalNaN32 = 0x7fc00000
 )
 
-// canonicalBits64 works on bits directly so the canonical NaN cannot be
-// altered by passing it around as a float.
 func canonicalBits64(f float64) uint64 {
 	switch {
 	case f != f:

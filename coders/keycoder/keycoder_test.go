@@ -536,3 +536,8 @@ func TestAppend_DoesNotAllocate(t *testing.T) {
 		})
 	}
 }
+
+// supported reports whether type t can be a key column type.
+func supported(t reflect.Type) bool {
+	return t != nil && encoderFor(t) != nil
+}

@@ -22,8 +22,7 @@
 //     they are encoded, as rowspec.SequenceBy says.)
 //   - string: its bytes (Go's string order is byte order).
 //
-// The bytes are persisted in dedup state, so changing them changes which
-// stored row wins after a pipeline update: the golden tests pin them.
+// The bytes are persisted in dedup state: the golden tests pin them.
 package ordercoder
 
 import (

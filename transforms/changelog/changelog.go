@@ -8,10 +8,8 @@
 //	res := dedup.KeepLast(s, events, rowspec.PartitionBy("order_id"), rowspec.OnTime("ts"), rowspec.KindColumn("op"))
 //	counts := changelog.CountPerKey(s, res.Rows, res.Spec, changelog.GroupBy("status")).Counts
 //
-// The files: count.go is the API and its construction (CountPerKey,
-// Latest), options.go the options, metrics.go the counters, dofns.go the
-// DoFn types, element types and functions a pipeline's proto names (kept
-// here, so that their names, and a running job's state, stay), and
-// internal/count what the workers run: how a row is read, the rule of the
-// count and the counters' names.
+// The files: count.go the API, options.go the options, metrics.go the
+// counters, dofns.go the DoFn and element types a pipeline's proto names
+// (kept here, so that a running job's state matches), and internal/count
+// what the workers run.
 package changelog

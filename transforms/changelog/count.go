@@ -16,20 +16,14 @@ import (
 
 // GroupCount is one output row of CountPerKey: a group and its count.
 type GroupCount struct {
-	// Group is the group's values: the value of a single GroupBy column as
-	// text (NULL for a nil pointer), or a JSON array of the values of
-	// several; "" without GroupBy. The groups are counted apart, but a nil
-	// *string and the string "NULL" give the same text: where a column
-	// holds both, group by it and another column (a JSON array tells null
-	// from "NULL") before keying a sink or Latest by Group.
+	// Group is the value of a single GroupBy column as text (NULL for a
+	// nil pointer), or a JSON array of several; "" without GroupBy. A nil
+	// *string and "NULL" are counted apart but give the same text.
 	Group string `json:"group" beam:"group"`
 	// Count is the group's +I/+U rows less its -U/-D rows.
 	Count int64 `json:"count" beam:"count"`
 	// Version is the number of changes applied to the group so far: an
-	// upsert sink keeps the row with the highest Version, so a reordered
-	// write cannot replace a newer count with an older one. A group's final
-	// row is the same in both expansions, in whatever order its changes
-	// arrived (without Spec's key; with it, see Spec).
+	// upsert sink keeps the row with the highest Version.
 	Version int64 `json:"version" beam:"version"`
 }
 
@@ -38,45 +32,29 @@ type Result struct {
 	// Counts are GroupCount rows: on a stream the group's new count after
 	// every change, on bounded input one total per group.
 	Counts beam.PCollection
-	// DeadLetters are deadletter.DeadLetter rows with the reason: a row of
-	// an unknown kind (not applied), and a group whose count ends below
-	// zero (one for the group, its GroupCount as the row).
+	// DeadLetters are deadletter.DeadLetter rows: a row of an unknown kind,
+	// and a group whose count ends below zero (its GroupCount as the row).
 	DeadLetters beam.PCollection
 }
 
 // CountPerKey applies a changelog of rows (a PCollection of a struct type
 // with a kind column) to a count per group: +I and +U add one to the row's
-// group, -U and -D subtract one.
+// group, -U and -D subtract one. A count is a sum, so the result does not
+// depend on the order in which the changes arrive.
 //
-// A count is a sum, so the result does not depend on the order in which
-// the changes arrive: a -U may reach its group before the +I it retracts
-// (after a shuffle, or on a runner that hands a key's rows over in no
-// particular order, such as Flink in batch mode) and the count still ends
-// right.
+// It needs rowspec.KindColumn. Given rowspec.PartitionBy, a retraction on
+// bounded input that outnumbers its key's own rows retracts a row the
+// input never added and is ignored (retractions_ignored). OnTime and
+// SequenceBy are ignored, so a KeepLast Result's Spec is taken as it is;
+// rowspec.Upsert is refused.
 //
-// It reads the rows' roles (package rowspec): the kind column
-// (rowspec.KindColumn), which it needs, and the key (rowspec.PartitionBy),
-// with which a retraction on bounded input is matched with its key's own
-// rows: a -U/-D that outnumbers them retracts a row the input never added
-// (the -D with which bounded KeepLast ends a key that ends deleted, the
-// start of a history cut mid-way) and is ignored (retractions_ignored)
-// instead of taking its group's count down. A count needs no order:
-// OnTime and SequenceBy are ignored, so a KeepLast Result's Spec is taken
-// as it is; upserts (rowspec.Upsert), which retract nothing, are refused.
-//
-// On a stream (unbounded input) it keeps one count per group (and window)
-// in value state and emits the group's new count after every change: an
-// upsert stream of GroupCount by Group, whose last row per group is its
-// current count (Latest reduces it to that). The count may go below zero
-// on the way (a retraction that overtook its insertion); a count below
-// zero is not emitted, and the next change that takes it back to zero or
-// above emits it with a Version that counts every change applied. A group
-// still below zero when its window ends (for the global window, at the end
-// of the input) retracted rows the count never saw: it is one dead letter,
-// as on bounded input. On bounded input it is a combine per group: one
-// GroupCount per group with its total, and a group whose total is
-// negative is one dead letter instead; given the rows' key (Spec), a
-// retraction of a row the input never added is ignored instead.
+// On a stream it keeps one count per group (and window) in value state and
+// emits the group's new count after every change: an upsert stream of
+// GroupCount by Group (Latest reduces it to each group's last row). A
+// count below zero (a retraction that overtook its insertion) is not
+// emitted; a group still below zero when its window ends is one dead
+// letter. On bounded input it is a combine per group: one GroupCount per
+// group, or a dead letter for a negative total.
 //
 // Rows with an unknown kind are dead letters too. It panics on a
 // construction error (see TryCountPerKey).
@@ -88,9 +66,7 @@ func CountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 	return r
 }
 
-// TryCountPerKey is CountPerKey returning construction errors: no
-// KindColumn, an unknown column, a kind column of the wrong type, a group
-// column that cannot be a key, a row type that is not a struct.
+// TryCountPerKey is CountPerKey returning construction errors.
 func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
 	c, err := newConfig(opts)
 	fail := func(err error) (Result, error) { return Result{}, fmt.Errorf("changelog.CountPerKey: %w", err) }
@@ -127,10 +103,8 @@ func TryCountPerKey(s beam.Scope, rows beam.PCollection, opts ...Option) (Result
 	return Result{Counts: counts, DeadLetters: beam.Flatten(s, bad, late)}, nil
 }
 
-// Latest reduces CountPerKey's upsert stream to each group's current row,
-// the one with the highest Version: what an upsert sink holds. It is a
-// combine per group, so on a stream it emits when the window closes (for
-// the global window, at the end of the input).
+// Latest reduces CountPerKey's upsert stream to each group's row with the
+// highest Version, what an upsert sink holds, when the window closes.
 func Latest(s beam.Scope, counts beam.PCollection) beam.PCollection {
 	s = s.Scope("Latest")
 	keyed := beam.ParDo(s, groupOf, counts)
@@ -139,11 +113,8 @@ func Latest(s beam.Scope, counts beam.PCollection) beam.PCollection {
 
 func groupOf(c GroupCount) (string, GroupCount) { return c.Group, c }
 
-// laterCount keeps the later of two counts of a group by the rows'
-// comparator (rowcol.Order, Version its SequenceBy value) where there is
-// no arrival order: the higher Version, or at an equal Version (counts of
-// one group from different runs) the larger count, so that it is
-// commutative, as a combine needs.
+// laterCount keeps the count of higher Version, at an equal Version the
+// larger count (rowcol.Order), so that it is commutative.
 func laterCount(a, b GroupCount) GroupCount {
 	stand := func(c GroupCount) []byte { return append(ordercoder.Int(nil, c.Count), c.Group...) }
 	if rowcol.CompareRows(rowcol.Order{Seq: ordercoder.Int(nil, b.Version)}, stand(b), rowcol.Order{Seq: ordercoder.Int(nil, a.Version)}, stand(a)) > 0 {

@@ -15,12 +15,8 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/prismwarn"
 )
 
-// What a pipeline's proto names after this package: the DoFn types (Beam
-// names a step after its DoFn's type: <UID>/Count/changelog.countFn), the
-// elements between the steps, the count's state (delta, counter) and the
-// combine's functions. A running job's state is matched and decoded by
-// them, so they stay here, and stay as they are; how a row is read and
-// counted is package count's.
+// A pipeline's proto names these types and functions, and a running job's
+// state is matched and decoded by them: they stay as they are.
 
 // countParams is the serialized configuration of the keying step.
 type countParams struct {
@@ -29,15 +25,11 @@ type countParams struct {
 	GroupBy []string
 	UID     string
 	Bounded bool
-	// Key is the rows' key, on bounded input: rows are summed per key and
-	// group first (matchFn).
-	Key []string
+	Key     []string // bounded: rows are summed per key and group first (matchFn)
 }
 
-// delta is one change of a group on its way to the count: N is +1 (+I,
-// +U) or -1 (-U, -D) and Rows 1 for a row, the sums for a combined group.
-// GroupKey is the group's encoded key, which the count per key and group
-// is keyed by again once matched (bounded input with the key).
+// delta is one change of a group: N is +1 or -1 and Rows 1 for a row,
+// the sums for a combined group. GroupKey is the group's encoded key.
 type delta struct {
 	Group    string
 	GroupKey string
@@ -45,9 +37,7 @@ type delta struct {
 	Rows     int64
 }
 
-// counter is a group's state on a stream: its count, the number of
-// changes applied, and the group as GroupCount names it (for the dead
-// letter of a group that ends below zero).
+// counter is a group's state on a stream.
 type counter struct {
 	Count, Version int64
 	Group          string
@@ -76,16 +66,12 @@ func (f *keyChangeFn) ProcessElement(ctx context.Context, row beam.X, emit func(
 		return
 	}
 	d := delta{Group: ch.Group, N: ch.Sign, Rows: 1}
-	if ch.Key != nil {
-		// Summed per key and group first, and matched (matchFn), which
-		// counts the row.
+	if ch.Key != nil { // matchFn counts the row
 		d.GroupKey = string(ch.GroupKey)
 		emit(string(ch.Key), d)
 		return
 	}
-	if f.P.Bounded {
-		// A combine has no order: every row is applied, and a negative
-		// total is judged per group at the end.
+	if f.P.Bounded { // a negative total is judged per group at the end
 		f.m.Applied(ctx, d.N)
 	}
 	emit(string(ch.GroupKey), d)
@@ -95,9 +81,8 @@ func mergeDeltas(a, b delta) delta {
 	return delta{Group: a.Group, GroupKey: a.GroupKey, N: a.N + b.N, Rows: a.Rows + b.Rows}
 }
 
-// matchFn applies a key's changes of a group, summed, on bounded input
-// (count.Match), and passes the key's part of the group's total on, keyed
-// by the group, unless it applied nothing.
+// matchFn applies a key's summed changes of a group on bounded input
+// (count.Match) and passes the key's part of the group's total on.
 type matchFn struct {
 	UID string
 
@@ -117,12 +102,10 @@ func (f *matchFn) ProcessElement(ctx context.Context, _ string, d delta, emit fu
 	}
 }
 
-// countFn keeps a group's count in value state (stream expansion), and an
-// event-time timer at the end of the group's window, set on its first
-// change, that dead-letters a group whose count ends below zero. (Prism
-// fires a timer as soon as the watermark reaches its time, ahead of a
-// change of that same time: a change at a window's last millisecond can
-// come after the judgement, and is applied but not judged again.)
+// countFn keeps a group's count in value state (stream expansion), and a
+// timer at the end of the group's window that dead-letters a count below
+// zero. (Prism fires a timer ahead of a change of its same time: such a
+// change is applied but not judged again.)
 type countFn struct {
 	UID   string
 	Count state.Value[counter]
@@ -151,8 +134,7 @@ func (f *countFn) ProcessElement(ctx context.Context, w beam.Window, sp state.Pr
 		return err
 	}
 	f.m.Applied(ctx, d.N)
-	if c.Count < 0 {
-		// A retraction ahead of its insertion: no count to show yet.
+	if c.Count < 0 { // a retraction ahead of its insertion
 		return nil
 	}
 	f.m.Emitted.Inc(ctx, 1)
@@ -160,8 +142,6 @@ func (f *countFn) ProcessElement(ctx context.Context, w beam.Window, sp state.Pr
 	return nil
 }
 
-// OnTimer fires at the end of a group's window: a count still below zero
-// is a dead letter, as a bounded group's negative total is.
 func (f *countFn) OnTimer(ctx context.Context, sp state.Provider, _ timers.Provider, _ string, _ timers.Context, _ func(GroupCount), dead func(deadletter.DeadLetter)) error {
 	if f.m == nil {
 		f.m = count.NewMetrics(f.UID)
@@ -175,7 +155,6 @@ func (f *countFn) OnTimer(ctx context.Context, sp state.Provider, _ timers.Provi
 	return nil
 }
 
-// belowZero is the dead letter of a group whose count ends below zero.
 func belowZero(uid string, g GroupCount) deadletter.DeadLetter {
 	return deadletter.New(uid, g, count.BelowZero(g.Group, g.Count))
 }

@@ -7,26 +7,18 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
-// Counters are CountPerKey's metrics, summed over a job's steps: each
-// field the Beam counter of that name in namespace
-// beamdedup/changelog/<UID> (for example beamdedup/changelog/status-counts),
-// so that each instance is read apart (CountersOf). Every input row is
-// counted once in rows_in and once in exactly one of added, subtracted,
-// retractions_ignored and dead_lettered.
+// Counters are CountPerKey's metrics, summed over a job's steps, each in
+// namespace beamdedup/changelog/<UID>. Every input row is counted in
+// rows_in and in one of added, subtracted, retractions_ignored and
+// dead_lettered.
 type Counters struct {
-	RowsIn     int64 // rows_in: rows entering CountPerKey
-	Added      int64 // added: +I/+U rows applied
-	Subtracted int64 // subtracted: -U/-D rows applied
-	// RetractionsIgnored, retractions_ignored: on bounded input with the
-	// key (rowspec.PartitionBy), -U/-D rows of a key whose +I/+U rows they
-	// outnumber.
-	RetractionsIgnored int64
+	RowsIn             int64 // rows_in: rows entering CountPerKey
+	Added              int64 // added: +I/+U rows applied
+	Subtracted         int64 // subtracted: -U/-D rows applied
+	RetractionsIgnored int64 // retractions_ignored: bounded, with the key: -U/-D rows outnumbering their key's +I/+U
 	DeadLettered       int64 // dead_lettered: rows not applied: an unknown kind
 	CountsEmitted      int64 // counts_emitted: GroupCount rows emitted
-	// GroupsBelowZero, groups_below_zero: groups whose count ends below
-	// zero (one dead letter each), at the end of the input or, on a
-	// stream, of the window.
-	GroupsBelowZero int64
+	GroupsBelowZero    int64 // groups_below_zero: groups whose count ends below zero (a dead letter each)
 }
 
 // ReadCounters sums the counters of every CountPerKey of a pipeline run.

@@ -9,11 +9,8 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// Option configures CountPerKey: the roles of the rows' columns
-// (rowspec.KindColumn, rowspec.PartitionBy, or a rowspec.Spec, such as a
-// dedup Result's) and this package's settings (GroupBy, UID, AsStream). A
-// mistake in an option (a nil Option, an empty column name) is a
-// construction error that names the option.
+// Option configures CountPerKey: the rows' roles (rowspec.KindColumn,
+// rowspec.PartitionBy, or a rowspec.Spec) and this package's settings.
 type Option = rowspec.Option
 
 // config is what CountPerKey's options set.
@@ -26,7 +23,6 @@ type config struct {
 	errs    []error
 }
 
-// own is an option of CountPerKey.
 func own(name string, set func(*config)) Option {
 	return option.Own("changelog."+name, set).(Option)
 }
@@ -35,8 +31,7 @@ func (c *config) fail(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf(format, args...))
 }
 
-// newConfig applies opts to the defaults and checks them, reporting every
-// mistake at once.
+// newConfig applies opts and reports every mistake at once.
 func newConfig(opts []Option) (config, error) {
 	c := config{uid: "CountPerKey"}
 	var roles rowspec.Spec
@@ -79,9 +74,6 @@ func UID(uid string) Option {
 	})
 }
 
-// AsStream counts bounded input as a stream: a count per group updated
-// with each change, emitted every time it changes (the stateful
-// expansion), rather than one total per group at the end. So a file gives
-// the counts a stream would, to try the streaming pipeline on a file.
-// Unbounded input always counts so.
+// AsStream counts bounded input as a stream is counted: a count per
+// group emitted every time it changes, rather than one total at the end.
 func AsStream() Option { return own("AsStream", func(c *config) { c.stream = true }) }

@@ -9,33 +9,25 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/metricsum"
 )
 
-// namespace is the prefix of the Beam metrics namespaces of the sink's
-// counters (see Counters).
 const namespace = "beamdedup/pgsink"
 
-// The counters' names (Counters' fields, and docs/pgsink.md, "Metrics").
+// The counters' names (Counters' fields).
 const (
-	metricRowsIn       = "rows_in"       // rows entering the sink
-	metricWritten      = "written"       // rows inserted or updated
-	metricSkipped      = "skipped"       // rows that changed nothing: -U rows, rows folded away in their batch, keys already present (insert-only), rows equal to or older than the stored one
-	metricDeleted      = "deleted"       // -D rows that deleted a row or wrote a tombstone
-	metricDeadLettered = "dead_lettered" // rows refused by the table or unreadable (unknown kind, NULL ordering value)
-	metricRetries      = "retries"       // batch (or setup) attempts repeated after a lost connection or transient error
+	metricRowsIn       = "rows_in"
+	metricWritten      = "written"
+	metricSkipped      = "skipped"
+	metricDeleted      = "deleted"
+	metricDeadLettered = "dead_lettered"
+	metricRetries      = "retries"
 )
 
-// Counters are the sink's counts over a pipeline run (ReadCounters,
-// CountersOf), each field the Beam counter of that name in namespace
-// beamdedup/pgsink/<UID> (for example beamdedup/pgsink/PostgresWrite), so
-// that each sink is read apart. Every input row lands in exactly one of
-// written, skipped, deleted and dead_lettered once its batch is committed
-// (Unaccounted is 0 after a run).
+// Counters are the sink's counts over a pipeline run, each in namespace
+// beamdedup/pgsink/<UID>. Every input row lands in exactly one of written,
+// skipped, deleted and dead_lettered once its batch is committed.
 type Counters struct {
-	RowsIn  int64 // rows_in: rows entering the sink
-	Written int64 // written: rows inserted or updated
-	// Skipped, skipped: rows that changed nothing: -U rows, rows folded
-	// away in their batch, keys already present (insert-only), rows equal
-	// to or older than the stored one.
-	Skipped      int64
+	RowsIn       int64 // rows_in: rows entering the sink
+	Written      int64 // written: rows inserted or updated
+	Skipped      int64 // skipped: -U rows, rows folded away, present keys (insert-only), rows no newer than the stored one
 	Deleted      int64 // deleted: -D rows that deleted a row or wrote a tombstone
 	DeadLettered int64 // dead_lettered: rows refused by the table or unreadable (unknown kind, NULL ordering value)
 	Retries      int64 // retries: batch (or setup) attempts repeated after a lost connection or transient error
@@ -61,7 +53,6 @@ func CountersOf(pr beam.PipelineResult, uid string) Counters {
 	return c
 }
 
-// sinkMetrics are the counters of one sink.
 type sinkMetrics struct {
 	rowsIn, written, skipped, deleted, deadLettered, retries beam.Counter
 }
@@ -74,7 +65,6 @@ func newSinkMetrics(uid string) *sinkMetrics {
 	}
 }
 
-// count adds a committed batch's outcome to the counters.
 func (m *sinkMetrics) count(ctx context.Context, r pgwrite.Result) {
 	m.rowsIn.Inc(ctx, r.In)
 	m.written.Inc(ctx, r.Written)

@@ -11,22 +11,18 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// Option configures Write: the roles of the rows' columns (rowspec's
-// options, or a rowspec.Spec such as a dedup Result's: rowspec.PartitionBy
-// is the table's unique key and is required) and this package's settings
-// (DSN, Table, Tombstone, ...). A mistake in an option (a nil Option, an
-// empty name) is a construction error that names the option.
+// Option configures Write: the rows' roles (rowspec's options or a
+// rowspec.Spec; rowspec.PartitionBy, the table's unique key, is required)
+// and this package's settings.
 type Option = rowspec.Option
 
-// config is what Write's options set: the sink's configuration, which
-// travels to the workers, and what a test sets.
+// config is what Write's options set.
 type config struct {
 	w     pgwrite.Config
 	hooks testhook.Pgsink
 	errs  []error
 }
 
-// own is an option of Write.
 func own(name string, set func(*config)) Option {
 	return option.Own("pgsink."+name, set).(Option)
 }
@@ -37,8 +33,7 @@ func init() {
 	}
 }
 
-// newConfig applies opts to the defaults and validates them
-// (pgwrite.Config.Validate), reporting every mistake at once.
+// newConfig applies opts and reports every mistake at once.
 func newConfig(opts []Option) (config, error) {
 	c := config{w: pgwrite.Defaults()}
 	var roles rowspec.Spec
@@ -51,8 +46,6 @@ func newConfig(opts []Option) (config, error) {
 	return c, errors.Join(errs...)
 }
 
-// name records a mistake when an option names the empty table or
-// variable.
 func (c *config) name(option, name string) string {
 	if name == "" {
 		c.errs = append(c.errs, fmt.Errorf(`%s(""): the name is empty`, option))
@@ -60,13 +53,10 @@ func (c *config) name(option, name string) string {
 	return name
 }
 
-// DSN is the connection string of the database: a URL
-// (postgres://user@host:5432/db?sslmode=require) or key=value pairs, as
-// libpq and pgx read them. It travels in the pipeline graph to the workers;
-// to keep a password out of the graph leave it out of the DSN and give it
-// to the workers as PGPASSWORD or in a password file (PGPASSFILE), or use
-// DSNFromEnv. The sink never writes the DSN into an error or a log: it
-// names the target as host:port/database (user).
+// DSN is the connection string of the database, a URL or key=value pairs
+// as libpq reads them. It travels in the pipeline graph: keep a password
+// out of it (PGPASSWORD, PGPASSFILE, or DSNFromEnv). Errors and logs name
+// the target as host:port/database (user), never the DSN.
 func DSN(dsn string) Option { return own("DSN", func(c *config) { c.w.DSN, c.w.DSNEnv = dsn, "" }) }
 
 // DSNFromEnv reads the DSN from environment variable name where the sink
@@ -82,19 +72,15 @@ func Table(name string) Option {
 	return own("Table", func(c *config) { c.w.Table = c.name("Table", name) })
 }
 
-// Tombstone names a boolean column of the table that marks a deleted key:
-// a -D row is written as a tombstone (the row, with this column true)
-// instead of being deleted, so that its ordering value stays and an older
-// row that arrives later cannot bring the key back. Required with an
-// ordering column (rowspec.OnTime, rowspec.SequenceBy) and a
-// rowspec.KindColumn. Readers filter with WHERE NOT column.
+// Tombstone names a boolean column that marks a deleted key: a -D row is
+// written with it true instead of deleted, so that its ordering value
+// stays and an older row cannot bring the key back. Required with an
+// ordering column and a rowspec.KindColumn.
 func Tombstone(column string) Option {
 	return own("Tombstone", func(c *config) { c.w.Tombstone = c.name("Tombstone", column) })
 }
 
-// BatchSize is the number of input rows per transaction (default 5000,
-// docs/pgsink.md has the measurements). A bundle is written in batches of
-// at most this many rows, the last one when the bundle ends.
+// BatchSize is the number of input rows per transaction (default 5000).
 func BatchSize(n int) Option { return own("BatchSize", func(c *config) { c.w.BatchSize = n }) }
 
 // MaxConns bounds the connections of one worker process to the DSN
@@ -102,9 +88,8 @@ func BatchSize(n int) Option { return own("BatchSize", func(c *config) { c.w.Bat
 func MaxConns(n int) Option { return own("MaxConns", func(c *config) { c.w.MaxConns = n }) }
 
 // Retries sets how often a batch is retried after a lost connection or a
-// transient error (serialization failure, deadlock, server shutting down),
-// and the first wait, doubled after each attempt up to 10 s (defaults 5
-// and 200 ms). Then the bundle fails.
+// transient error, and the first wait, doubled up to 10 s (defaults 5 and
+// 200 ms). Then the bundle fails.
 func Retries(n int, backoff time.Duration) Option {
 	return own("Retries", func(c *config) { c.w.Retries, c.w.Backoff = n, backoff })
 }

@@ -11,32 +11,22 @@
 //	    rowspec.OnTime("ts"),            // guard: an older version never overwrites a newer one
 //	    pgsink.Tombstone("deleted"))     // a -D keeps its key's ts, so older rows stay out
 //
-// The rows' roles are package rowspec's options, as dedup takes them: a
-// dedup Result's Spec hands them on (pgsink.Write(s, res.Rows, res.Spec,
-// ...)).
+// The rows' roles are rowspec's options; a dedup Result's Spec hands them
+// on. Three modes, by the input:
 //
-// Three modes, by the input:
-//
-//   - insert-only (KeepFirst, WindowFirst/WindowLast output; the default):
-//     INSERT ... ON CONFLICT (key) DO NOTHING.
-//   - upserts (rowspec.Upsert, for KeepLast's upsert output) and
-//     changelogs (rowspec.KindColumn, for KeepLast's -U/+U output):
+//   - insert-only (the default): INSERT ... ON CONFLICT (key) DO NOTHING.
+//   - upserts (rowspec.Upsert) and changelogs (rowspec.KindColumn):
 //     INSERT ... ON CONFLICT (key) DO UPDATE, -U skipped, -D a DELETE or a
 //     tombstone.
-//   - guarded (rowspec.SequenceBy/OnTime with either): the update happens only when
-//     the incoming row's ordering value is at least the stored one, so the
-//     table ends with each key's largest version in any arrival order.
+//   - guarded (with rowspec.SequenceBy or OnTime): a row replaces its key's
+//     only when no older, so the table ends with each key's latest version
+//     in any arrival order.
 //
-// Each bundle is written in batches (BatchSize rows), one transaction per
-// batch, each batch folded per key first and sent as one statement of
-// unnest()ed column arrays. A row the table refuses (a constraint, a value
-// its column cannot take) is found by halves under savepoints and goes to
-// the returned dead letters with the database's message; the rest of the
-// batch commits. A lost connection is retried with backoff (Retries), then
-// the bundle fails. Rows equal to the stored one are not rewritten, so a
-// retried bundle changes nothing. Counters (ReadCounters) add up to the
-// rows in. docs/pgsink.md has the table layout, guarantees and
-// measurements. What each worker runs is internal/pgwrite's.
+// Each bundle is written in batches (BatchSize rows), one transaction
+// each, folded per key. A row the table refuses goes to the dead letters
+// with the database's message; the rest of the batch commits. A lost
+// connection is retried (Retries), then the bundle fails. A retried bundle
+// changes nothing. docs/pgsink.md has the table layout and guarantees.
 package pgsink
 
 import (
@@ -71,14 +61,11 @@ func init() {
 	})
 }
 
-// constructionTimeout bounds the table check at construction.
 const constructionTimeout = 30 * time.Second
 
 // Result is what Write returns.
 type Result struct {
-	// DeadLetters are the rows the sink could not write (refused by the
-	// table, an unknown kind, a NULL ordering value), as
-	// deadletter.DeadLetter with the reason.
+	// DeadLetters are the rows the sink could not write, with the reason.
 	DeadLetters beam.PCollection
 }
 
@@ -93,10 +80,8 @@ func Write(s beam.Scope, rows beam.PCollection, opts ...Option) Result {
 	return r
 }
 
-// TryWrite is Write returning construction errors instead of panicking:
-// invalid options, a row type the options do not fit, and a table the row
-// type does not map onto, checked by connecting to the database
-// (CheckTable).
+// TryWrite is Write returning construction errors, the table's check
+// (CheckTable) among them.
 func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, error) {
 	c, err := newConfig(opts)
 	fail := func(err error) (Result, error) {
@@ -122,14 +107,11 @@ func TryWrite(s beam.Scope, rows beam.PCollection, opts ...Option) (Result, erro
 	return Result{DeadLetters: beam.ParDo(s.Scope(c.w.UID), &writeFn{RowType: beam.EncodedType{T: t}, Config: c.w}, rows)}, nil
 }
 
-// CheckTable checks that rows of rowType map onto the table of opts
-// (rowspec.PartitionBy, DSN, Table and the rest, as for Write): every
-// written column exists with a type it can take, the table's NOT NULL
-// columns without a default are written, the tombstone column is boolean,
-// and a unique index on exactly the key columns exists, NULLS NOT DISTINCT
-// where a key can be NULL. The error names every column that does not
-// map. Write calls it at construction, and every worker runs it before its
-// first bundle.
+// CheckTable checks that rows of rowType map onto the table of opts (as
+// for Write): every written column exists with a type it can take, the
+// NOT NULL columns without a default are written, the tombstone column is
+// boolean, and a unique index on exactly the key columns exists (NULLS NOT
+// DISTINCT where a key can be NULL). Write and every worker call it.
 func CheckTable(ctx context.Context, rowType reflect.Type, opts ...Option) error {
 	c, err := newConfig(opts)
 	if err != nil {
@@ -141,8 +123,7 @@ func CheckTable(ctx context.Context, rowType reflect.Type, opts ...Option) error
 	return pgwrite.Check(ctx, c.w, rowType)
 }
 
-// writeFn writes its bundles' rows (pgwrite.Writer). Its exported fields
-// are the configuration it travels to the workers with.
+// writeFn writes its bundles' rows (pgwrite.Writer).
 type writeFn struct {
 	RowType beam.EncodedType `json:"row_type"`
 	Config  pgwrite.Config   `json:"config"`
@@ -152,8 +133,6 @@ type writeFn struct {
 	m        *sinkMetrics
 }
 
-// Setup opens (or shares) the worker's pool and checks the table, as at
-// construction; a lost connection is retried as for a batch.
 func (f *writeFn) Setup(ctx context.Context) error {
 	f.m = newSinkMetrics(f.Config.UID)
 	w, err := pgwrite.Open(ctx, f.Config, f.RowType.T)
@@ -161,8 +140,7 @@ func (f *writeFn) Setup(ctx context.Context) error {
 	return err
 }
 
-// StartBundle drops what a failed bundle may have left. (Beam Go wants
-// the emitters of ProcessElement here too.)
+// StartBundle drops what a failed bundle may have left.
 func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) {
 	if f.inflight != nil {
 		f.w.Wait(f.inflight)
@@ -172,9 +150,7 @@ func (f *writeFn) StartBundle(_ context.Context, _ func(deadletter.DeadLetter)) 
 }
 
 // ProcessElement adds row to the batch. A full batch is written in the
-// background while the next one fills (one at a time, so batches commit
-// in order); its outcome is collected when the next one is full, or at
-// the end of the bundle.
+// background while the next one fills (one at a time: in order).
 func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(deadletter.DeadLetter)) error {
 	if !f.w.Add(row) {
 		return nil
@@ -186,8 +162,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, row beam.T, dead func(dead
 	return nil
 }
 
-// FinishBundle writes the rest of the bundle. Its dead letters land in
-// the global window, where Beam Go puts FinishBundle's output.
+// FinishBundle writes the rest; its dead letters land in the global window.
 func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLetter)) error {
 	if err := f.collect(ctx, dead); err != nil {
 		return err
@@ -196,7 +171,6 @@ func (f *writeFn) FinishBundle(ctx context.Context, dead func(deadletter.DeadLet
 	return f.report(ctx, r, err, dead)
 }
 
-// Teardown releases the pool.
 func (f *writeFn) Teardown() {
 	if f.w != nil {
 		if f.inflight != nil {
@@ -217,7 +191,6 @@ func (f *writeFn) collect(ctx context.Context, dead func(deadletter.DeadLetter))
 	return f.report(ctx, r, err, dead)
 }
 
-// report counts a written batch and emits its dead letters.
 func (f *writeFn) report(ctx context.Context, r pgwrite.Result, err error, dead func(deadletter.DeadLetter)) error {
 	f.m.retries.Inc(ctx, r.Retries)
 	if err != nil {

@@ -1,27 +1,19 @@
 // Package prismsplit is the workaround for a defect of Prism, the local
-// runner of Beam Go v2.77.0 (and the default runner of beamx.Run and
-// ptest): under load Prism splits a running bundle of a stateful step in
-// the middle of a key and runs the key's remaining rows at once in a second
-// bundle, on the key's state as it was before the first bundle wrote it. A
-// dedup step then emits the key twice. The experiment
-// prism_disable_sdf_split turns Prism's splitting off (for every stage;
-// splits only rebalance work inside Prism's one process). Runners that
-// hold a key to one bundle at a time (Dataflow, Flink) ignore it.
-// notes/beam-defects.md, entry 9, has the cause and a reproduction.
+// runner of Beam Go v2.77.0 (and the default of beamx.Run and ptest):
+// under load Prism splits a stateful bundle in the middle of a key and
+// runs the key's remaining rows in a second bundle on the key's state as
+// it was before the first bundle wrote it, so a dedup step emits the key
+// twice. The experiment prism_disable_sdf_split turns Prism's splitting
+// off; other runners ignore it (notes/beam-defects.md, entry 9).
 //
 // Turn it on for every pipeline your program runs on Prism: pass
 // --experiments=prism_disable_sdf_split, or call Disable after flag.Parse
-// (in a test's TestMain, for example; docs/testing.md).
+// (docs/testing.md).
 //
-// The transforms of this module that keep per-key state cannot turn it on
-// for you: an experiment is a job option that Beam reads from the global
-// --experiments flag when a job is submitted, after the pipeline is built,
-// for whatever runner beam.Run is then given. A transform could only
-// rewrite that flag at construction, which would change every job the
-// process submits later, on any runner, and race with a submission running
-// in another goroutine (Beam reads the flag without a lock). They warn
-// instead, loudly and once per process, at construction and when their
-// step starts in a worker, when the job may run on Prism without it.
+// The stateful transforms cannot turn it on for you: Beam reads the global
+// --experiments flag when a job is submitted, and rewriting it at
+// construction would change every later job of the process, on any
+// runner, and race with a concurrent submission. They warn instead.
 package prismsplit
 
 import (

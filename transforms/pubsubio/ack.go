@@ -2,7 +2,6 @@ package pubsubio
 
 import (
 	"context"
-	"fmt"
 
 	pubsub "cloud.google.com/go/pubsub/v2/apiv1"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -20,17 +19,13 @@ func init() {
 }
 
 // Ack acknowledges, on subscription, the message each Message of col was
-// read from (its AckID), at the end of each bundle: put it after the step
-// that makes a message safe, fused with it (Write's output, a sink's, the
-// duplicates a dedup step dropped), so that a bundle whose sink failed acks
-// nothing. Messages without an AckID (ReadNative's) are passed over.
-//
-// A message Read still holds in this process is acked with its newest ack
-// id (a redelivery the reader absorbed may have replaced the one it
-// carries) and its lease ends. An ack Pub/Sub refuses after the client's
-// retries is logged and counted (acks_failed), not fatal: the message is
-// redelivered and dropped as a duplicate of its own row. It panics on
-// invalid options; TryAck returns the error.
+// read from, at the end of each bundle: put it after the step that makes
+// a message safe, fused with it, so that a failed bundle acks nothing.
+// Messages without an AckID (ReadNative's) are passed over. A message
+// Read still holds in this process is acked with its newest ack id. An
+// ack Pub/Sub refuses after retries is logged and counted (acks_failed):
+// the message is redelivered. It panics on invalid options; TryAck
+// returns the error.
 func Ack(s beam.Scope, subscription string, col beam.PCollection, opts ...Option) {
 	if err := TryAck(s, subscription, col, opts...); err != nil {
 		panic(err)
@@ -39,11 +34,7 @@ func Ack(s beam.Scope, subscription string, col beam.PCollection, opts ...Option
 
 // TryAck is Ack returning construction errors.
 func TryAck(s beam.Scope, subscription string, col beam.PCollection, opts ...Option) error {
-	var typeErr error
-	if got := col.Type().Type(); got != messageT {
-		typeErr = fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
-	}
-	c, err := newConfig("pubsubio.Ack", ackOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions), typeErr)
+	c, err := newConfig("pubsubio.Ack", ackOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions), needMessages(col))
 	if err != nil {
 		return err
 	}
@@ -87,8 +78,6 @@ func (fn *ackFn) FinishBundle(ctx context.Context) error {
 	return nil
 }
 
-// flush acks the collected messages: with the newest ack id of a run that
-// holds one here, else with the id it carries.
 func (fn *ackFn) flush(ctx context.Context) {
 	if len(fn.ackIDs) == 0 {
 		return
@@ -111,8 +100,8 @@ func (fn *ackFn) flush(ctx context.Context) {
 		case codes.OK:
 			acked += n
 		case codes.InvalidArgument, codes.FailedPrecondition:
-			// Exactly-once subscriptions refuse an ack id whose lease
-			// lapsed; the message comes back and is dropped as a duplicate.
+			// An exactly-once subscription's lapsed lease: the message
+			// comes back.
 			acked += n
 			log.Warnf(ctx, "pubsubio: ack of %d messages on %s refused (leases lapsed?), they will be redelivered: %v", n, fn.Subscription, err)
 		default:

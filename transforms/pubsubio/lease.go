@@ -14,23 +14,9 @@ import (
 
 // A run is one Read of one job as this process sees it: the messages its
 // readers emitted here and nobody has acked yet (held), each under its
-// newest ack id, with their leases kept alive until Ack releases them.
-//
-// Holding a message does two things. Its lease is extended every third of
-// the ack deadline, however long the rest of the pipeline takes, so it is
-// not redelivered while it is in flight. And a redelivery of it (Pub/Sub
-// delivers at least once, and a lease can lapse anyway) is absorbed by the
-// reader: not emitted again, only its ack id taken as the newest. Without
-// that, the redelivery could reach KeepFirst and be dropped as a duplicate
-// of its own first delivery, and acking the duplicate would ack the
-// message while its row is not yet safe.
-//
-// Runs live in process memory, so a message is held only where the reader
-// that emitted it runs. Ack releases a message in the run that holds it in
-// its own process (on Prism every step of a job runs in one SDK worker
-// process); where the Ack runs elsewhere it acks the id the message
-// carries, nothing here releases the message, and its hold ends after
-// holdLimit.
+// newest ack id, their leases extended until Ack releases them. A
+// redelivery of a held message is absorbed (see the package doc). A
+// message acked in another process is released here only by holdLimit.
 type run struct {
 	id           string
 	subscription string
@@ -45,34 +31,27 @@ type run struct {
 	extensions atomic.Int64       // lease extension requests, for the readers' counter
 }
 
-// holding is a held message: its newest ack id, and since when it is held.
 type holding struct {
 	ackID string
 	since time.Time
 }
 
-// runs are this process's runs, by id.
 var (
 	runsMu sync.Mutex
 	runs   = map[string]*run{}
 )
 
 // leaseIdle is how long a run may hold messages without any hold or
-// release before its leases are given up: its job is gone (failed or
-// cancelled with messages in flight) or stuck far past any stall limit.
-// The messages are then redelivered after their deadline.
+// release before its leases are given up: its job is gone or stuck.
 func (r *run) leaseIdle() time.Duration { return max(2*time.Minute, 3*r.deadline) }
 
-// holdLimit is how long one message is held at most: past it, it is in
-// flight far longer than any healthy pipeline takes, or acked in another
-// process (where this run cannot see it), and holding it on would keep a
-// message whose ack was lost from ever coming back.
+// holdLimit is how long one message is held at most: past it, it was
+// acked in another process, or its ack was lost and it must come back.
 func (r *run) holdLimit() time.Duration { return max(10*time.Minute, 10*r.deadline) }
 
 // runFor returns the run of fn in this process, creating it on first use.
-// Closing the Read's Control ends the run and hands back at once the
-// messages it still holds (the job failed or was cancelled with them in
-// flight), for the next run.
+// Closing the Read's Control ends the run and hands back the messages it
+// still holds.
 func runFor(ctx context.Context, fn *readFn) *run {
 	runsMu.Lock()
 	defer runsMu.Unlock()
@@ -90,9 +69,8 @@ func runFor(ctx context.Context, fn *readFn) *run {
 	return r
 }
 
-// hold registers a delivery. It reports false for a redelivery of a
-// message the run already holds: then only its ack id is kept, as the
-// newest, and the caller must not emit it.
+// hold registers a delivery. It reports false for a redelivery of a held
+// message: only its ack id is kept, and the caller must not emit it.
 func (r *run) hold(ctx context.Context, msgID, ackID string) bool {
 	now := time.Now()
 	r.mu.Lock()
@@ -111,9 +89,9 @@ func (r *run) hold(ctx context.Context, msgID, ackID string) bool {
 	return !dup
 }
 
-// extendUntilReleased extends the leases of the held messages every third
-// of the deadline until none is held, the run is closed, or it has been
-// idle for leaseIdle; it ends the holds older than holdLimit.
+// extendUntilReleased extends the held messages' leases every third of
+// the deadline until none is held, the run is closed or idle for
+// leaseIdle; it ends the holds older than holdLimit.
 func (r *run) extendUntilReleased(ctx context.Context) {
 	t := time.NewTicker(max(r.deadline/3, 100*time.Millisecond))
 	defer t.Stop()
@@ -158,9 +136,8 @@ func (r *run) extendUntilReleased(ctx context.Context) {
 	}
 }
 
-// closeRun unregisters a run. With nack, the messages it still holds are
-// handed back to Pub/Sub at once (a zero deadline), so that the next run
-// gets them without waiting for their leases to lapse.
+// closeRun unregisters a run; with nack, it hands back at once the
+// messages it still holds.
 func closeRun(ctx context.Context, id string, nack bool) {
 	runsMu.Lock()
 	r, ok := runs[id]
@@ -182,8 +159,8 @@ func closeRun(ctx context.Context, id string, nack bool) {
 }
 
 // releaseHeld releases the messages msgIDs in every run of this process
-// that reads subscription. newest[i] is the newest ack id a run held for
-// msgIDs[i] ("" when none held it).
+// that reads subscription, and returns the newest ack id held for each
+// ("" when none held it).
 func releaseHeld(subscription string, msgIDs []string) (newest []string) {
 	newest = make([]string, len(msgIDs))
 	runsMu.Lock()

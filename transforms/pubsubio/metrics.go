@@ -6,7 +6,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/iocounters"
 )
 
-// The package's counters (the package doc lists them for users).
 var (
 	cRead            = beam.NewCounter(iocounters.PubsubNamespace, iocounters.PubsubRead)
 	cAbsorbed        = beam.NewCounter(iocounters.PubsubNamespace, iocounters.PubsubAbsorbed)

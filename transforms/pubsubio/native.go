@@ -19,12 +19,17 @@ func init() {
 
 var messageT = reflect.TypeOf(Message{})
 
-// ReadNative reads subscription with Beam's io/pubsubio, which only Dataflow
-// executes (natively, with its own acking after its durable commit,
-// deduplication by IDAttribute and watermark from TimestampAttribute); it
-// takes the options IDAttribute and TimestampAttribute. The output is the
-// same PCollection<Message> as Read's, without AckIDs: Ack passes its
-// messages over.
+func needMessages(col beam.PCollection) error {
+	if got := col.Type().Type(); got != messageT {
+		return fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
+	}
+	return nil
+}
+
+// ReadNative reads subscription with Beam's io/pubsubio, which only
+// Dataflow executes (acking after its durable commit); it takes
+// IDAttribute and TimestampAttribute. The output is Read's
+// PCollection<Message> without AckIDs.
 func ReadNative(s beam.Scope, subscription string, opts ...Option) (beam.PCollection, error) {
 	cfg, err := newConfig("pubsubio.ReadNative", nativeReadOptions, opts, pubsubadmin.CheckName(subscription, pubsubadmin.Subscriptions))
 	if err != nil {
@@ -48,8 +53,8 @@ func WriteNative(s beam.Scope, topic string, col beam.PCollection) error {
 	if !ok {
 		return fmt.Errorf("pubsubio.WriteNative: %w", pubsubadmin.CheckName(topic, pubsubadmin.Topics))
 	}
-	if got := col.Type().Type(); got != messageT {
-		return fmt.Errorf("pubsubio.WriteNative: needs a PCollection<pubsubio.Message>, got %v", got)
+	if err := needMessages(col); err != nil {
+		return fmt.Errorf("pubsubio.WriteNative: %w", err)
 	}
 	s = s.Scope("pubsubio.WriteNative")
 	beampubsubio.Write(s, project, short, beam.ParDo(s, toNative, col))
@@ -59,20 +64,7 @@ func WriteNative(s beam.Scope, topic string, col beam.PCollection) error {
 type fromNativeFn struct{ IDAttribute string }
 
 func (f *fromNativeFn) ProcessElement(m *pb.PubsubMessage) Message {
-	out := Message{
-		ID:          m.GetMessageId(),
-		MessageID:   m.GetMessageId(),
-		Data:        nonNil(m.GetData()),
-		Attributes:  nonNilMap(m.GetAttributes()),
-		OrderingKey: m.GetOrderingKey(),
-	}
-	if pt := m.GetPublishTime(); pt != nil {
-		out.PublishTime = pt.AsTime()
-	}
-	if v := out.Attributes[f.IDAttribute]; f.IDAttribute != "" && v != "" {
-		out.ID = v
-	}
-	return out
+	return newMessage(m.GetMessageId(), m.GetData(), m.GetAttributes(), m.GetOrderingKey(), m.GetPublishTime(), f.IDAttribute)
 }
 
 func toNative(m Message) *pb.PubsubMessage {

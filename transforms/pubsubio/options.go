@@ -6,15 +6,12 @@ import (
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
-// Option configures Read, Write and Ack (and ReadNative). Each option's
-// doc says which of them take it; the others refuse it. A nil option, an
-// empty name or a value out of range is recorded, and TryRead, TryWrite
-// and TryAck return every such error at once (Read, Write and Ack panic
-// with them).
+// Option configures Read, Write, Ack and ReadNative; each option's doc
+// says which take it. TryRead, TryWrite and TryAck return every mistake at
+// once.
 type Option func(*config)
 
-// config is what the options set: the reading settings both sources
-// share and the option bookkeeping (unbounded.Config), and Pub/Sub's own.
+// config is what the options set.
 type config struct {
 	unbounded.Config
 
@@ -23,11 +20,10 @@ type config struct {
 	timestampAttribute string
 	ackDeadline        time.Duration
 	readers            int
-	disableLease       bool
-	publishBatch       int
+	disableLease       bool // withoutLease, in tests
+	publishBatch       int  // publishBatch, in tests
 }
 
-// The options each transform takes.
 var (
 	readOptions = []string{"Endpoint", "IDAttribute", "TimestampAttribute", "AckDeadline", "MaxBundleDuration",
 		"MaxBundleMessages", "IdleStop", "Readers", "WatermarkLag", unbounded.ControlOptionName, "withoutLease"}
@@ -36,9 +32,8 @@ var (
 	ackOptions        = []string{"Endpoint"}
 )
 
-// newConfig applies opts for transform (its name in errors), which takes
-// the options named in allowed; more, when not nil, are errors of the
-// transform's own arguments, reported with the options'.
+// newConfig applies opts for transform, which takes the options allowed;
+// more are errors of its own arguments.
 func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
 	c := config{
 		Config:       unbounded.Config{MaxBundle: time.Second, MaxElements: 5000, WatermarkLag: 2 * time.Second},
@@ -50,9 +45,9 @@ func newConfig(transform string, allowed []string, opts []Option, more ...error)
 	return c, c.Check(transform, allowed, more...)
 }
 
-// Endpoint connects to an emulator (host:port) without TLS or credentials.
-// Without it the client uses PUBSUB_EMULATOR_HOST when set, else Google's
-// endpoint with application default credentials. Read, Write and Ack.
+// Endpoint connects to an emulator (host:port) without TLS or credentials
+// (default: PUBSUB_EMULATOR_HOST when set, else Google's endpoint with
+// application default credentials). Read, Write and Ack.
 func Endpoint(hostPort string) Option {
 	return func(c *config) {
 		c.Set("Endpoint")
@@ -102,9 +97,8 @@ func AckDeadline(d time.Duration) Option {
 	}
 }
 
-// MaxBundleDuration bounds how long one bundle of the source pulls before it
-// checkpoints (default 1s). Output behind a shuffle appears after the bundle
-// commits, so this bounds latency. Read.
+// MaxBundleDuration bounds how long one bundle of the source pulls before
+// it checkpoints (default 1s), and so the latency. Read.
 func MaxBundleDuration(d time.Duration) Option { return func(c *config) { c.SetMaxBundle(d) } }
 
 // MaxBundleMessages bounds how many messages one bundle of the source
@@ -114,15 +108,12 @@ func MaxBundleMessages(n int) Option {
 }
 
 // IdleStop makes each reader finish after d without any message, which
-// ends the pipeline once all readers have stopped and the rest of the job
-// is done. 0 (the default) reads forever. Only polls the server answered
-// (empty) count as idle: a Pull that times out does not. Read.
+// ends the pipeline once the rest is done. 0 (the default) reads forever.
+// A Pull that times out is not idle. Read.
 func IdleStop(d time.Duration) Option { return func(c *config) { c.SetIdleStop(d) } }
 
 // Readers sets how many readers pull from the subscription concurrently
-// (default 1). Pub/Sub spreads messages over all pullers of a subscription;
-// each reader is a restriction of its own that the runner can schedule on
-// its own worker. Read.
+// (default 1), each a restriction the runner can schedule apart. Read.
 func Readers(n int) Option {
 	return func(c *config) {
 		c.Set("Readers")
@@ -137,25 +128,3 @@ func Readers(n int) Option {
 // the subscription is idle (default 2s): messages published less than this
 // before an idle poll are still on time. Read.
 func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWatermarkLag(d) } }
-
-// publishBatch sets how many messages one Publish request carries (500;
-// Pub/Sub allows up to 1000 and 10 MB): tests only, to publish a bundle
-// in several requests.
-func publishBatch(n int) Option {
-	return func(c *config) {
-		c.Set("publishBatch")
-		if n <= 0 || n > 1000 {
-			c.Errorf("publishBatch(%d): want 1 to 1000", n)
-		}
-		c.publishBatch = n
-	}
-}
-
-// withoutLease turns lease extension off (tests only: it shows the
-// redeliveries that leasing prevents).
-func withoutLease() Option {
-	return func(c *config) {
-		c.Set("withoutLease")
-		c.disableLease = true
-	}
-}

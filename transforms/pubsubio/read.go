@@ -27,16 +27,14 @@ func init() {
 	register.Emitter2[beam.EventTime, Message]()
 }
 
-// ackChunk bounds the ids per Acknowledge/ModifyAckDeadline request (Pub/Sub
-// limits a request to 512 KB).
+// ackChunk bounds the ids per Acknowledge/ModifyAckDeadline request (at
+// most 512 KB).
 const ackChunk = 1000
 
-// Read returns a PCollection<Message> of the messages of subscription, a
-// full name projects/P/subscriptions/S. It acknowledges nothing: each
-// Message carries its AckID, and the pipeline acks a message with Ack once
-// what it made of the message is safe (published, written, dead-lettered,
-// or dropped as a duplicate of a row that is). Until then the message stays
-// leased and is not redelivered (see the package doc). It panics on invalid
+// Read returns a PCollection<Message> of the messages of subscription,
+// projects/P/subscriptions/S. It acknowledges nothing: the pipeline acks
+// a message with Ack once what it made of it is safe, and until then the
+// message stays leased (see the package doc). It panics on invalid
 // options; TryRead returns the error instead.
 func Read(s beam.Scope, subscription string, opts ...Option) beam.PCollection {
 	col, err := TryRead(s, subscription, opts...)
@@ -64,18 +62,15 @@ func TryRead(s beam.Scope, subscription string, opts ...Option) (beam.PCollectio
 }
 
 // readFn is the splittable DoFn of one reader; its element is the reader's
-// index. Fields are exported so the runner can serialize the DoFn.
+// index.
 type readFn struct {
 	Subscription       string
 	Endpoint           string
 	IDAttribute        string
 	TimestampAttribute string
 	AckDeadlineMs      int64
-	// Reading is the bundle budget, idle stop, watermark lag and control
-	// both sources share, and the run of this Read in a worker process
-	// (lease.go).
-	Reading      unbounded.Reading
-	DisableLease bool
+	Reading            unbounded.Reading
+	DisableLease       bool
 
 	sub           *pubsub.SubscriptionAdminClient
 	controlWarned bool
@@ -117,8 +112,7 @@ func (fn *readFn) ackDeadline() time.Duration {
 const pullBatch = 1000
 
 // ProcessElement runs one bundle of a reader: pull and emit until the
-// bundle's time or message budget is spent, then checkpoint. Every message
-// emitted is held (lease.go) until Ack releases it.
+// bundle's time or message budget is spent, then checkpoint.
 func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, _ int,
 	emit func(beam.EventTime, Message)) (sdf.ProcessContinuation, error) {
 	tr := rt.Rt.(*tracker)
@@ -131,7 +125,6 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		cLeaseExtensions.Inc(ctx, r.extensions.Swap(0))
 	}()
 	stop := func() (sdf.ProcessContinuation, error) {
-		// What was emitted commits with this bundle; nothing was acked.
 		tr.stop()
 		b.Ended()
 		return sdf.StopProcessing(), nil
@@ -144,9 +137,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		msgs, err := fn.pull(ctx, b.Deadline(), min(pullBatch, b.Left()))
 		b.Control().Polled(!errors.Is(err, errNoAnswer))
 		if errors.Is(err, errNoAnswer) {
-			// Not evidence of an empty subscription (a loaded server or
-			// fake can be that slow with a backlog): no IdleStop on it.
-			continue
+			continue // a loaded server can be that slow with a backlog: not idle
 		}
 		if err != nil {
 			return nil, err
@@ -156,7 +147,6 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 				if b.Idle(tr.lastActivityTime()) {
 					return stop()
 				}
-				// Idle and nothing in flight from this bundle: let event time move on.
 				b.CaughtUp()
 			}
 			continue
@@ -171,23 +161,22 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 }
 
 // take leases, claims and holds a batch of pulled messages, emits those
-// that are not redeliveries of a message in flight (it returns how many it
-// absorbed), and moves the watermark. It reports split when a runner split
-// took over the restriction: the rest of the batch is handed back.
+// that are not redeliveries of a message in flight (absorbed), and moves
+// the watermark. It reports split when a split ended the restriction: the
+// rest of the batch is handed back.
 func (fn *readFn) take(ctx context.Context, b *unbounded.Bundle, r *run, rt *sdf.LockRTracker, msgs []*pubsubpb.ReceivedMessage,
 	emit func(beam.EventTime, Message)) (absorbed int, split bool) {
-	// Lease the whole batch now: the subscription's own deadline may be
-	// shorter than the time emit takes to come back from fused steps.
+	// Lease the whole batch now: emit may take longer than the
+	// subscription's deadline to come back from fused steps.
 	if !fn.DisableLease {
 		warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, ackIDs(msgs), fn.ackDeadline()))
 		r.extensions.Add(1)
 	}
-	// Claim and hold the whole batch before emitting any of it: emit
-	// may block in fused steps, and the lease covers only what is held.
+	// Claim and hold the whole batch before emitting any of it: the lease
+	// covers only what is held.
 	fresh := make([]bool, len(msgs))
 	for i, rm := range msgs {
 		if !rt.TryClaim(rm.GetAckId()) {
-			// Hand the rest back at once, emit what was claimed, and end.
 			unclaimed := ackIDs(msgs[i:])
 			warnModify(ctx, modifyDeadline(ctx, fn.sub, fn.Subscription, unclaimed, 0))
 			cNacked.Inc(ctx, int64(len(unclaimed)))
@@ -229,10 +218,8 @@ func (fn *readFn) take(ctx context.Context, b *unbounded.Bundle, r *run, rt *sdf
 }
 
 // pull returns at most n messages. It gives the server until the bundle
-// deadline plus a grace period: a Pull cancelled by the client after the
-// server has handed out messages loses them until their ack deadline
-// expires (measured with pstest: a whole 1000-message batch lost to a 100ms
-// client timeout), so the client never cuts a pull short on purpose.
+// deadline plus pullGrace: a Pull the client cancels after the server
+// handed out messages loses them until their ack deadline expires.
 func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsubpb.ReceivedMessage, error) {
 	pctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 0)+pullGrace)
 	defer cancel()
@@ -249,7 +236,6 @@ func (fn *readFn) pull(ctx context.Context, deadline time.Time, n int) ([]*pubsu
 	return resp.GetReceivedMessages(), nil
 }
 
-// errNoAnswer: a Pull ran out of time without the server answering.
 var errNoAnswer = errors.New("pubsubio: pull not answered in time")
 
 // pullGrace is how long a Pull may outlast the bundle deadline.
@@ -264,7 +250,7 @@ func ackIDs(msgs []*pubsubpb.ReceivedMessage) []string {
 }
 
 // modifyDeadline sets the ack deadline of ids (0 hands them back) and
-// returns the first error. A failure only costs a redelivery.
+// returns the first error.
 func modifyDeadline(ctx context.Context, c *pubsub.SubscriptionAdminClient, subscription string, ids []string, d time.Duration) error {
 	var first error
 	for len(ids) > 0 {
@@ -280,7 +266,6 @@ func modifyDeadline(ctx context.Context, c *pubsub.SubscriptionAdminClient, subs
 	return first
 }
 
-// warnModify logs a failed modifyDeadline.
 func warnModify(ctx context.Context, err error) {
 	if err != nil {
 		log.Warnf(ctx, "%v (the messages are redelivered after their lease)", err)

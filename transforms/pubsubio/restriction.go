@@ -14,14 +14,11 @@ func init() {
 
 // restriction is the state a reader carries from a bundle to the next.
 type restriction struct {
-	// LastActivityMs is when the reader last received a message (Unix ms),
-	// for IdleStop; 0 means "not started".
-	LastActivityMs int64
+	LastActivityMs int64 // when the reader last received a message, for IdleStop; 0: not started
 }
 
-// tracker claims ack ids. It is unbounded: only a checkpoint (a split at
-// fraction 0, by the SDK after a ResumeProcessingIn or by the runner) or a
-// stop ends it; after that TryClaim fails.
+// tracker claims ack ids until a checkpoint (a split at fraction 0) or a
+// stop ends it.
 type tracker struct {
 	mu           sync.Mutex
 	rest         restriction
@@ -38,7 +35,6 @@ func newTracker(r restriction, now time.Time) *tracker {
 	return t
 }
 
-// TryClaim claims an ack id (a string).
 func (t *tracker) TryClaim(any) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,10 +48,7 @@ func (t *tracker) TryClaim(any) bool {
 
 func (t *tracker) GetError() error { return nil }
 
-// TrySplit supports only checkpoints (fraction 0): the primary is the
-// finished work of this bundle, the residual the reader's next bundle.
-// Other fractions are declined: a reader's work cannot be split, only more
-// readers added.
+// TrySplit declines all but checkpoints: a reader's work cannot be split.
 func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -86,7 +79,7 @@ func (t *tracker) GetRestriction() any {
 	return t.rest
 }
 
-// stop ends the restriction without a residual (idle stop, stop request).
+// stop ends the restriction without a residual.
 func (t *tracker) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -18,11 +18,10 @@ func init() {
 }
 
 // Write publishes each Message of col (Data, Attributes, OrderingKey) to
-// topic, a full name projects/P/topics/T, and returns the messages it
-// published once Pub/Sub confirmed them (with their AckIDs, for Ack): at
-// the end of each bundle, in the global window. A publish that fails fails
-// the bundle, and none of its messages comes out. It panics on invalid
-// options; TryWrite returns the error.
+// topic, projects/P/topics/T, and returns them once Pub/Sub confirmed
+// them, for Ack: at the end of each bundle, in the global window. A failed
+// publish fails the bundle. It panics on invalid options; TryWrite returns
+// the error.
 func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) beam.PCollection {
 	published, err := TryWrite(s, topic, col, opts...)
 	if err != nil {
@@ -33,11 +32,7 @@ func Write(s beam.Scope, topic string, col beam.PCollection, opts ...Option) bea
 
 // TryWrite is Write returning construction errors.
 func TryWrite(s beam.Scope, topic string, col beam.PCollection, opts ...Option) (beam.PCollection, error) {
-	var typeErr error
-	if got := col.Type().Type(); got != messageT {
-		typeErr = fmt.Errorf("needs a PCollection<pubsubio.Message>, got %v", got)
-	}
-	c, err := newConfig("pubsubio.Write", writeOptions, opts, pubsubadmin.CheckName(topic, pubsubadmin.Topics), typeErr)
+	c, err := newConfig("pubsubio.Write", writeOptions, opts, pubsubadmin.CheckName(topic, pubsubadmin.Topics), needMessages(col))
 	if err != nil {
 		return beam.PCollection{}, err
 	}
@@ -75,7 +70,6 @@ func (fn *writeFn) ProcessElement(ctx context.Context, m Message, _ func(Message
 	return nil
 }
 
-// FinishBundle publishes the rest and emits what the bundle published.
 func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Message)) error {
 	if err := fn.flush(ctx); err != nil {
 		return err

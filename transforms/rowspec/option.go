@@ -6,25 +6,15 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/option"
 )
 
-// Option configures a transform of beamdedup: dedup's KeepFirst, KeepLast,
-// WindowFirst and WindowLast, changelog.CountPerKey and pgsink.Write all
-// take it (each package names it Option too). An Option is one of two
-// kinds:
-//
-//   - a role of the rows' columns, said once for every transform:
-//     PartitionBy, KindColumn, OnTime, SequenceBy and Upsert, or a whole
-//     Spec (a Spec is an Option, so a Result's Spec hands the roles on);
-//   - a setting of one transform, made by its package (dedup.StateTTL,
-//     changelog.GroupBy, pgsink.Table, ...), which another transform
-//     refuses.
-//
-// Options apply in order: a later one replaces what an earlier one set. A
-// mistake in an option (a nil Option, an empty column name, another
-// transform's option) is a construction error that names the option; so
-// is a role the transform cannot take, as its documentation says.
+// Option configures every transform of beamdedup (dedup, changelog,
+// pgsink; each package names it Option too). It is a role of the rows'
+// columns (PartitionBy, KindColumn, OnTime, SequenceBy, Upsert, or a whole
+// Spec), or a setting of one transform made by its package
+// (dedup.StateTTL, pgsink.Table, ...), which another transform refuses.
+// Options apply in order, a later one replacing what an earlier one set. A
+// mistake in an option is a construction error that names it.
 type Option interface{ apply(*settings) }
 
-// settings is what a call's options are applied to.
 type settings struct {
 	transform string // "dedup.KeepFirst", in errors
 	spec      *Spec  // the roles
@@ -44,12 +34,10 @@ func (s *settings) column(option, col string) string {
 	return col
 }
 
-// role is an Option that sets a role.
 type role func(*settings)
 
 func (r role) apply(s *settings) { r(s) }
 
-// own is a setting of one transform (package option's Own).
 type own struct {
 	name string
 	set  func(cfg any) bool // false: cfg is another transform's
@@ -96,17 +84,11 @@ func (s Spec) apply(st *settings) {
 	}
 }
 
-// PartitionBy names the key columns (PARTITION BY, Spec.Key): rows with
-// equal values in all of them are one key. A column is a string, []byte,
-// bool, integer, float or time.Time, or a pointer to one; a nil pointer is
-// NULL, and NULLs are equal to each other (GROUP BY semantics).
-//
-// dedup keeps one row per key; without PartitionBy the whole input is one
-// key, which runs on one worker (dedup.PartitionByAll keys by every
-// column). pgsink.Write needs it: the table's unique key, the ON CONFLICT
-// target (a nullable key column needs UNIQUE NULLS NOT DISTINCT).
-// changelog.CountPerKey, given it, matches each key's retractions with the
-// key's own rows on bounded input.
+// PartitionBy names the key columns (PARTITION BY, Spec.Key): a string,
+// []byte, bool, integer, float or time.Time, or a pointer to one (nil is
+// NULL; NULLs are equal). dedup keeps one row per key (without it, the
+// whole input is one key); pgsink.Write needs it, the table's unique key;
+// changelog.CountPerKey matches a key's retractions with its rows.
 func PartitionBy(columns ...string) Option {
 	return role(func(s *settings) {
 		if len(columns) == 0 {
@@ -117,58 +99,39 @@ func PartitionBy(columns ...string) Option {
 }
 
 // KindColumn names the column that holds each row's kind (Spec.Kind): a
-// string ("+I", "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind. A row
-// of any other kind is a dead letter.
-//
-// dedup reads the input's kinds from it (the input may be a changelog) and
-// writes the output's into it: KeepFirst emits a key's first +I/+U as +I,
-// KeepLast writes +I, -U, +U and -D, and needs it unless Upsert is set;
-// window dedup refuses it (insert-only input). changelog.CountPerKey needs
-// it: +I/+U add one, -U/-D take one away. pgsink.Write upserts +I/+U rows,
-// skips -U and deletes the key of a -D (or writes a tombstone); the column
-// is not written to the table.
+// string ("+I", "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind; a
+// row of another kind is a dead letter. dedup reads the input's kinds from
+// it and writes the output's (KeepLast needs it unless Upsert is set;
+// window dedup refuses it); changelog.CountPerKey needs it; pgsink.Write
+// upserts +I/+U, skips -U and deletes (or tombstones) on -D.
 func KindColumn(column string) Option {
 	return role(func(s *settings) { s.spec.Kind = s.column("KindColumn", column) })
 }
 
-// OnTime names the event-time column (Spec.OnTime): a time.Time or int64
-// Unix milliseconds, or a pointer to one. Rows compare by its value at the
-// column's precision: a time.Time to the microsecond (what a PostgreSQL
-// timestamp keeps; nanoseconds within a microsecond tie), an int64 to the
-// millisecond. A nil pointer, or a zero time.Time, is no event time: the
-// row is a dead letter.
-//
-// dedup.KeepFirst keeps the row with the earliest event time and emits it
-// once the watermark passes it (event-time mode); the row's timestamp is
-// set from the column. KeepLast and window dedup order a key's rows by it.
-// pgsink.Write guards each write with it: a row replaces its key's row
-// only if it is no older. changelog.CountPerKey needs no order and ignores
-// it.
+// OnTime names the event-time column (Spec.OnTime): a time.Time (compared
+// to the microsecond) or int64 Unix milliseconds, or a pointer to one; a
+// nil pointer or a zero time.Time makes the row a dead letter.
+// dedup.KeepFirst keeps the earliest row and emits it once the watermark
+// passes it; KeepLast and window dedup order a key's rows by it;
+// pgsink.Write replaces a key's row only with one no older;
+// changelog.CountPerKey ignores it.
 func OnTime(column string) Option {
 	return role(func(s *settings) { s.spec.OnTime = s.column("OnTime", column) })
 }
 
-// SequenceBy names the ordering column (Spec.SequenceBy): a signed or
-// unsigned integer, a float (-0 equals 0; NaN is larger than every
-// number), a time.Time (to the microsecond, as OnTime) or a string (byte
-// order), or a pointer to one; a nil pointer is NULL, and such a row is a
-// dead letter. It orders a key's rows before OnTime does: the largest
-// value is the last, the smallest the first; ties fall back to the event
-// time, then to the encoded row, so a rerun keeps the same rows.
-//
-// dedup.KeepLast and window dedup order a key's rows by it; KeepFirst
-// takes it only where a key's rows are all seen before output (bounded
-// input; on a stream use OnTime). pgsink.Write guards each write with it,
-// as with OnTime. changelog.CountPerKey ignores it.
+// SequenceBy names the ordering column (Spec.SequenceBy): an integer, a
+// float (NaN above every number), a time.Time (to the microsecond) or a
+// string (byte order), or a pointer to one (a nil one makes the row a dead
+// letter). It orders a key's rows before OnTime does; ties fall back to
+// the event time, then to the encoded row. dedup.KeepLast and window dedup
+// order by it, KeepFirst on bounded input only; pgsink.Write guards with
+// it as with OnTime; changelog.CountPerKey ignores it.
 func SequenceBy(column string) Option {
 	return role(func(s *settings) { s.spec.SequenceBy = s.column("SequenceBy", column) })
 }
 
 // Upsert says the rows are upserts (Spec.Upsert): each replaces its key's
-// row, and there are no -U rows. dedup.KeepLast then emits only the new
-// row of each change (+I for a key's first, +U after), for a sink that
-// upserts by the key; deletes (-D) still need a KindColumn. pgsink.Write
-// upserts every row (with KindColumn, every +I/+U row); without Upsert
-// and KindColumn it only inserts, and a key's first row stands. The other
-// transforms refuse it.
+// row, with no -U rows. dedup.KeepLast then emits only each change's new
+// row; pgsink.Write upserts every row (without Upsert and KindColumn it
+// only inserts). The other transforms refuse it.
 func Upsert() Option { return role(func(s *settings) { s.spec.Upsert = true }) }

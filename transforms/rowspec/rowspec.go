@@ -17,30 +17,15 @@
 // all at once and is an Option too. It has no Beam imports.
 package rowspec
 
-// Spec names the columns of a row type by role. A column's name is its
-// `beam:"name"` tag, else the field name. An empty field is a role the
-// rows do not have. A Spec is an Option of every transform: it sets the
-// roles it names (an empty one sets nothing), as the role options do; a
-// transform's Result hands on its output's Spec.
+// Spec names the columns of a row type by role (a column's name is its
+// `beam:"name"` tag, else the field name); an empty field is a role the
+// rows do not have. A Spec is an Option that sets the roles it names; a
+// transform's Result hands on its output's Spec. Without Kind and Upsert
+// the rows are insert-only.
 type Spec struct {
-	// Key are the key columns (PartitionBy): rows with equal values in
-	// all of them are one key (NULLs equal each other). None: one global
-	// key.
-	Key []string
-	// Kind is the column holding each row's kind (KindColumn): a string
-	// ("+I", "-U", "+U", "-D"; "" reads as +I) or a rowkind.Kind.
-	Kind string
-	// OnTime is the event-time column (OnTime): a time.Time or int64 Unix
-	// milliseconds (or a pointer to one). Rows compare by its value to
-	// the microsecond (a time.Time) or the millisecond (an int64).
-	OnTime string
-	// SequenceBy is the ordering column (SequenceBy): a signed or
-	// unsigned integer, a float, a time.Time (compared to the
-	// microsecond) or a string (or a pointer to one).
-	SequenceBy string
-	// Upsert says that each row replaces its key's row, with no -U rows
-	// (Upsert; dedup.KeepLast's upsert output): a sink upserts it.
-	// Without Kind and Upsert the rows are insert-only: a key's first row
-	// stands.
-	Upsert bool
+	Key        []string // the key columns (PartitionBy); none: one global key
+	Kind       string   // the kind column (KindColumn)
+	OnTime     string   // the event-time column (OnTime)
+	SequenceBy string   // the ordering column (SequenceBy)
+	Upsert     bool     // each row replaces its key's row (Upsert)
 }

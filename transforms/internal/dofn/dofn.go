@@ -1,16 +1,12 @@
-// Package dofn registers the transforms' structural DoFns with Beam without
-// Beam's generic register package. register.DoFnNxM instantiates, for
-// every distinct list of type arguments, wrappers for every shape a
-// StartBundle and FinishBundle could have (about 2,500 functions, 3 MB of
-// a stripped binary per list); here each DoFn lists its methods once, as
-// plain closures over a non-generic caller of their arity. Beam calls them
-// as it calls register's callers: by the CallNxM method of their arity
-// (core/runtime/exec/fn_arity.go), with no reflection per element.
+// Package dofn registers the transforms' DoFns with Beam without Beam's
+// generic register package, whose register.DoFnNxM costs about 3 MB of a
+// stripped binary per list of type arguments: each DoFn lists its methods
+// once, as closures over a non-generic caller of their arity, which Beam
+// calls by its CallNxM method (core/runtime/exec/fn_arity.go).
 //
-// Register relies on reflectx.RegisterStructWrapper and the shape of
-// reflectx.Func, which Beam documents only in code;
-// the tests of each package Verify their DoFns, and fail if Beam stops
-// using the callers.
+// It relies on reflectx.RegisterStructWrapper and the shape of
+// reflectx.Func, documented only in Beam's code: each package's tests
+// Verify their DoFns.
 package dofn
 
 import (
@@ -22,20 +18,17 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 )
 
-// Methods maps a DoFn's lifecycle method names to their callers, for one
-// instance.
+// Methods maps a DoFn instance's method names to their callers.
 type Methods = map[string]reflectx.Func
 
-// Register registers the DoFn type of fn (a pointer to a struct) by name,
-// so that workers decode it, and methods, which makes the callers of an
-// instance's methods.
+// Register registers the DoFn type of fn (a pointer to a struct) and
+// methods, which makes the callers of an instance's methods.
 func Register(fn any, methods func(fn any) Methods) {
 	t := reflect.TypeOf(fn).Elem()
 	beam.RegisterType(t)
 	reflectx.RegisterStructWrapper(t, methods)
 }
 
-// caller is what every caller has: the method's name and type.
 type caller struct {
 	name string
 	t    reflect.Type
@@ -48,9 +41,8 @@ func newCaller(method any) caller {
 func (c caller) Name() string       { return c.name }
 func (c caller) Type() reflect.Type { return c.t }
 
-// Callers by arity: NxM takes N arguments and returns M results (M is 0,
-// or 1 for an error, or 2 for a continuation and an error). method is the
-// bound method (for its type), call calls it.
+// Callers by arity: FNxM's method takes N arguments and returns M
+// results; method is the bound method (for its type), call calls it.
 
 type f0x0 struct {
 	caller
@@ -252,10 +244,8 @@ func (f *f8x1) Call8x1(a0, a1, a2, a3, a4, a5, a6, a7 any) any {
 	return f.fn(a0, a1, a2, a3, a4, a5, a6, a7)
 }
 
-// f9x1 has no CallNxM: Beam's fast paths stop at eight arguments, so it is
-// called through Call, whose result slice is the caller's own (a DoFn
-// instance is called by one goroutine at a time, and Beam reads the result
-// before the next call): no allocation per element.
+// f9x1 has no CallNxM (Beam's fast paths stop at eight arguments): its
+// Call reuses its own result slice, as one goroutine at a time calls it.
 type f9x1 struct {
 	caller
 	fn  func(a0, a1, a2, a3, a4, a5, a6, a7, a8 any) any
@@ -271,14 +261,11 @@ func (f *f9x1) Call(a []any) []any {
 	return f.out[:]
 }
 
-// lifecycle are the methods Beam calls on a DoFn per element or bundle,
-// which Register's callers must cover.
 var lifecycle = []string{"Setup", "StartBundle", "ProcessElement", "FinishBundle", "Teardown", "OnTimer"}
 
 // Verify reports how the registration of fn (a pointer to a registered
-// DoFn) falls short: a lifecycle method of its type without a caller, a
-// caller of another type than its method, a caller Beam would not call by
-// its arity's fast path (up to eight arguments), or a DoFn Beam rejects.
+// DoFn) falls short: a lifecycle method without a caller or with a caller
+// of another type or without its fast path, or a DoFn Beam rejects.
 func Verify(fn any) error {
 	methods, ok := reflectx.WrapMethods(fn)
 	if !ok {

@@ -1,8 +1,7 @@
 // Package metricsum reads a transform's Beam counters from a pipeline
-// result: the one way dedup, changelog and pgsink sum their metrics. Each
-// transform instance counts in a namespace of its own,
-// beamdedup/<package>[/<transform>]/<UID>, because a runner's results name
-// the step by an ID of its own (Prism: "e5"), not by the transform's name.
+// result. Each instance counts in a namespace of its own,
+// beamdedup/<package>[/<transform>]/<UID>: a runner's results name a step
+// by an ID of its own, not by the transform's name.
 package metricsum
 
 import (

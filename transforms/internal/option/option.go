@@ -1,15 +1,11 @@
-// Package option is how the transforms' packages make and read the one
-// option type every transform takes, rowspec.Option: a package makes the
-// options of its own transform with Own, and a transform reads the options
-// it is given with Apply, which applies the roles (rowspec's) to its Spec
-// and its own options to its config. Package rowspec, which defines the
-// type and keeps its method unexported, installs both at init.
+// Package option is how the transforms' packages make (Own) and read
+// (Apply) their options of rowspec.Option, whose method rowspec keeps
+// unexported: rowspec installs both at init.
 package option
 
-// Own returns the rowspec.Option (as any) named name, as a user writes it
-// ("dedup.StateTTL"), that applies set to the config of the transform whose
-// config is a *C. Another transform given it fails with an error that
-// names it.
+// Own returns the rowspec.Option (as any) named name ("dedup.StateTTL")
+// that applies set to a transform's config *C; another transform refuses
+// it.
 func Own[C any](name string, set func(*C)) any {
 	return own(name, func(cfg any) bool {
 		c, ok := cfg.(*C)
@@ -20,10 +16,9 @@ func Own[C any](name string, set func(*C)) any {
 	})
 }
 
-// Apply applies opts (a []rowspec.Option) in order for transform (its name
-// in errors, "dedup.KeepFirst"): the roles to spec (a *rowspec.Spec), the
-// transform's own options to cfg (a *C of Own). It returns every mistake:
-// a nil option, an empty column name, another transform's option.
+// Apply applies opts (a []rowspec.Option) in order for transform: the
+// roles to spec (a *rowspec.Spec), its own options to cfg (a *C of Own).
+// It returns every mistake.
 func Apply(transform string, opts, spec, cfg any) []error { return apply(transform, opts, spec, cfg) }
 
 var (
@@ -31,8 +26,7 @@ var (
 	apply func(transform string, opts, spec, cfg any) []error
 )
 
-// Install installs rowspec's constructor of a transform's own option and
-// its application of a call's options; rowspec calls it at init.
+// Install installs Own's and Apply's implementations; rowspec calls it.
 func Install(newOwn func(name string, set func(cfg any) bool) any, applyAll func(transform string, opts, spec, cfg any) []error) {
 	own, apply = newOwn, applyAll
 }

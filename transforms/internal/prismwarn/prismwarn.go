@@ -1,7 +1,5 @@
-// Package prismwarn is the warning of the transforms that keep per-key
-// state when their job may run on Prism with its bundle splitting on
-// (package prismsplit has the defect and its fix): once per process, at
-// construction and when their step starts in a worker.
+// Package prismwarn is the stateful transforms' warning when their job
+// may run on Prism with its bundle splitting on (package prismsplit).
 package prismwarn
 
 import (
@@ -19,30 +17,22 @@ import (
 // Phase is when Check runs.
 type Phase int
 
-// Phases.
+// Phases: a stateful step added to a pipeline, or set up in a worker.
 const (
-	// Construction: a stateful step is added to a pipeline.
 	Construction Phase = iota
-	// Run: a stateful step's DoFn is set up in a worker.
 	Run
 )
 
 var warned [2]sync.Once
 
-// Check warns, once per process and phase, with Beam's logger at warning
-// level, when a job this process submits may run on Prism with its bundle
-// splitting on: --experiments lacks prismsplit.Experiment and --runner
-// names a runner that may be Prism, or no runner (beamx.Run and ptest then
-// run Prism).
-// step names the stateful step ("dedup.KeepFirst UID ..."). It reports
-// whether the job is at risk.
-//
-// At Run it checks only a worker running in the process that submitted the
-// job (LOOPBACK, the default on Prism), whose flags are the submission's;
-// a worker process of its own does not see the job's experiments, and
-// Check then says nothing.
+// Check warns, once per process and phase, when a job this process
+// submits may run on Prism with its bundle splitting on: --experiments
+// lacks prismsplit.Experiment and --runner may be Prism, or is not set.
+// step names the stateful step. It reports whether the job is at risk. At
+// Run it says nothing in a worker process of its own, which does not see
+// the job's experiments.
 func Check(ctx context.Context, p Phase, step string) bool {
-	if p == Run && inWorkerProcess() {
+	if p == Run && flagValue("worker") == "true" { // an SDK worker started by a runner
 		return false
 	}
 	runner := flagValue("runner")
@@ -53,7 +43,6 @@ func Check(ctx context.Context, p Phase, step string) bool {
 	return true
 }
 
-// warning is Check's message.
 func warning(p Phase, step, runner string) string {
 	on := "--runner is not set, so beamx.Run and ptest run it on Prism"
 	if runner != "" {
@@ -69,11 +58,6 @@ func warning(p Phase, step, runner string) string {
 		"after flag.Parse (docs/testing.md; notes/beam-defects.md, entry 9). On Dataflow or Flink this does not apply: pass --runner.",
 		step, when, prismsplit.Experiment, on, prismsplit.Experiment)
 }
-
-// inWorkerProcess reports whether this process is an SDK worker started by
-// a runner (Beam's --worker, which beam.Init reads), not the program that
-// submitted the job.
-func inWorkerProcess() bool { return flagValue("worker") == "true" }
 
 // flagValue is the value of the global flag name, or "" when no package
 // defined it.

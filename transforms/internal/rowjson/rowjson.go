@@ -1,6 +1,5 @@
 // Package rowjson writes a row as a dead letter carries it
-// (deadletter.DeadLetter.Row): the one JSON form of a refused row for every
-// transform and the sink.
+// (deadletter.DeadLetter.Row).
 package rowjson
 
 import (
@@ -33,7 +32,6 @@ func KV(key, value any) string {
 	return `{"key":` + Row(key) + `,"value":` + Row(value) + "}"
 }
 
-// columnsJSON writes a struct value as a JSON object keyed by column name.
 func columnsJSON(v reflect.Value) (string, bool) {
 	if v.Kind() != reflect.Struct {
 		return "", false

@@ -1,9 +1,6 @@
 // Package count is what CountPerKey's workers run, apart from the DoFn
-// types a pipeline's proto names (package changelog keeps those, and the
-// element and state types, so that their names stay): how a row is read
-// (its kind, its group and its key, Columns), the rule of the count (Sign,
-// Match) and the counters (Metrics). No state or timers here: the DoFns
-// hold those.
+// types package changelog keeps: how a row is read (Columns), the rule of
+// the count (Sign, Match) and the counters (Metrics).
 package count
 
 import (
@@ -30,8 +27,8 @@ type Columns struct {
 	groups []int             // field indexes of the GroupBy columns
 }
 
-// NewColumns resolves the kind column, the GroupBy columns and the key
-// (none: nil) of struct type t; the error names the option at fault.
+// NewColumns resolves the kind, GroupBy and key columns of struct type t;
+// the error names the option at fault.
 func NewColumns(t reflect.Type, kindCol string, groupBy, key []string) (*Columns, error) {
 	if kindCol == "" {
 		return nil, errors.New("KindColumn is required: name the column holding +I, -U, +U, -D")
@@ -63,10 +60,8 @@ func NewColumns(t reflect.Type, kindCol string, groupBy, key []string) (*Columns
 	return c, nil
 }
 
-// Change is what a row contributes to its group: Sign, +1 or -1, the
-// group's text (GroupCount.Group) and its encoded GroupBy values, and the
-// key the row is summed under first (the encoded group then key, with
-// the key; nil without).
+// Change is what a row contributes to its group; Key, the encoded group
+// then key, is nil without a key.
 type Change struct {
 	Sign     int64
 	Group    string
@@ -82,16 +77,13 @@ func (c *Columns) Read(row reflect.Value) (Change, string) {
 	}
 	ch := Change{Sign: Sign(k), Group: c.group(row), GroupKey: c.enc.Append(nil, row)}
 	if c.keyEnc != nil {
-		// Summed per key and group first (Match): the group, prefixed by
-		// its length, then the key.
 		k := append(binary.AppendUvarint(nil, uint64(len(ch.GroupKey))), ch.GroupKey...)
 		ch.Key = c.keyEnc.Append(k, row)
 	}
 	return ch, ""
 }
 
-// Sign is the rule of the count: +I and +U add one, -U and -D take one
-// away.
+// Sign is the rule of the count: +1 for +I and +U, -1 for -U and -D.
 func Sign(k rowkind.Kind) int64 {
 	if k.IsRetraction() {
 		return -1
@@ -99,11 +91,9 @@ func Sign(k rowkind.Kind) int64 {
 	return 1
 }
 
-// Match applies a key's changes of a group on bounded input, summed: sum
-// (adds less retractions) over rows rows. Its retractions retract its own
-// +I/+U rows; those it has more of than +I/+U rows retract rows the input
-// never added and are ignored. It returns the rows added and retracted,
-// and the retractions ignored.
+// Match applies a key's summed changes of a group on bounded input (sum
+// over rows rows): the retractions that outnumber its +I/+U rows are
+// ignored.
 func Match(sum, rows int64) (adds, rets, ignored int64) {
 	adds, rets = (rows+sum)/2, (rows-sum)/2
 	if rets > adds {
@@ -112,13 +102,11 @@ func Match(sum, rows int64) (adds, rets, ignored int64) {
 	return adds, rets, ignored
 }
 
-// BelowZero is the reason of the dead letter of a group whose count ends
-// below zero.
+// BelowZero is the reason of a group whose count ends below zero.
 func BelowZero(group string, count int64) string {
 	return fmt.Sprintf("group %q ends below zero (%d): %d more -U/-D rows than +I/+U rows", group, count, -count)
 }
 
-// group formats the row's group for GroupCount.Group.
 func (c *Columns) group(row reflect.Value) string {
 	switch len(c.groups) {
 	case 0:
@@ -141,7 +129,6 @@ func (c *Columns) group(row reflect.Value) string {
 	return string(b)
 }
 
-// fieldValue is row's field idx, dereferenced; nil for a nil pointer.
 func fieldValue(row reflect.Value, idx int) any {
 	v := row.Field(idx)
 	if v.Kind() == reflect.Pointer {
@@ -153,8 +140,7 @@ func fieldValue(row reflect.Value, idx int) any {
 	return v.Interface()
 }
 
-// The counters' names (changelog.Counters' fields), in namespace
-// beamdedup/changelog/<UID>.
+// The counters' names, in namespace beamdedup/changelog/<UID>.
 const (
 	Namespace          = "beamdedup/changelog"
 	RowsIn             = "rows_in"
