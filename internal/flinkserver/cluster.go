@@ -345,12 +345,33 @@ func (c *Cluster) Processes() []*Process {
 // Replenish starts a TaskManager for each one that died since the cluster
 // started (killed by a test, or dead of its own) and waits until n are
 // registered; it returns the dead ones' names and the end of their logs.
+// A TaskManager that registered once and is no longer registered with the
+// ResourceManager (its heartbeat there timed out on a loaded machine, and
+// it did not come back) is killed and replaced too: its slots are lost to
+// every job until then.
 func (c *Cluster) Replenish(n int) (string, error) {
+	var died strings.Builder
+	var o struct {
+		TaskManagers []struct {
+			ID string `json:"id"`
+		} `json:"taskmanagers"`
+	}
+	if err := c.getJSON("/taskmanagers", &o); err == nil {
+		registered := map[string]bool{}
+		for _, tm := range o.TaskManagers {
+			registered[tm.ID] = true
+		}
+		for _, p := range c.TaskManagers() {
+			if p.Startup != nil && !registered[p.Name] {
+				fmt.Fprintf(&died, "%s was alive but no longer registered with the ResourceManager: killed\n", p.Name)
+				p.Kill()
+			}
+		}
+	}
 	live := c.TaskManagers()
 	if len(live) >= n {
-		return "", nil
+		return died.String(), nil
 	}
-	var died strings.Builder
 	c.mu.Lock()
 	for _, p := range c.taskManagers {
 		select {

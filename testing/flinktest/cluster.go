@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,21 +18,40 @@ import (
 
 var sharedCluster struct {
 	sync.Mutex
-	c   *Cluster
-	err error
+	c    *Cluster
+	err  error
+	turn *os.File // held while this binary's cluster runs
+}
+
+// takeTurn waits until no other test binary of this machine runs its
+// shared cluster: go test runs packages side by side, and two Flink
+// clusters (with a broker) on a small machine starve each other's
+// heartbeats and deadlines. The lock goes with the process.
+func takeTurn() (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "beamdedup-flink-cluster.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // SharedCluster returns the cluster of this test binary, starting it on
 // first use with the command's defaults (two TaskManagers of two slots,
-// internal/flinkserver's Config) in a temporary directory; MainCluster
-// stops it when the tests end. A test that cannot have it is skipped or
+// internal/flinkserver's Config) in a temporary directory, once no other
+// test binary runs one; MainCluster stops it when the tests end. A test that cannot have it is skipped or
 // failed (SkipOrFail).
 func SharedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
 	sharedCluster.Lock()
 	defer sharedCluster.Unlock()
 	if sharedCluster.c == nil && sharedCluster.err == nil {
-		sharedCluster.c, sharedCluster.err = StartCluster(ClusterConfig{})
+		if sharedCluster.turn, sharedCluster.err = takeTurn(); sharedCluster.err == nil {
+			sharedCluster.c, sharedCluster.err = StartCluster(ClusterConfig{})
+		}
 	}
 	if sharedCluster.err != nil {
 		SkipOrFail(tb, sharedCluster.err)
@@ -50,6 +71,9 @@ func MainCluster(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "flink cluster logs:\n%s\n", c.Logs(6000))
 		}
 		c.Stop()
+	}
+	if sharedCluster.turn != nil {
+		sharedCluster.turn.Close()
 	}
 	sharedCluster.Unlock()
 	os.Exit(code)

@@ -137,7 +137,7 @@ func TestOnFlink_Seed001RemembersEveryOrderAcrossASavepointAndLosesNoneWhenATask
 		return err == nil && cs.Latest.Completed != nil && cs.Latest.Completed.Triggered > someOut
 	})
 	atCheckpoint := newOut()
-	flinktest.Await(t, time.Minute, "new orders out after that checkpoint", func() bool { return newOut() >= atCheckpoint+100 })
+	flinktest.Await(t, 2*time.Minute, "new orders out after that checkpoint", func() bool { return newOut() >= atCheckpoint+100 })
 	tm := sourceTaskManager(t, ctx, c, rest, id)
 	cs, err = rest.Checkpoints(ctx, id)
 	require.NoError(t, err)
