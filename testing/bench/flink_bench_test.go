@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/flinkopts"
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
@@ -103,8 +104,8 @@ func BenchmarkFlinkCluster(b *testing.B) {
 			if len(rs) == 0 {
 				continue
 			}
-			fmt.Fprintf(&sb, "| %s | %.1f K | %.1f | %s |\n", name, median(field(rs, func(r ordersRun) float64 { return r.rate }))/1e3,
-				median(field(rs, func(r ordersRun) float64 { return r.cpuPerRow })), ratioCell(ratios[name]))
+			fmt.Fprintf(&sb, "| %s | %.1f K | %.1f | %s |\n", name, bench.Median(field(rs, func(r ordersRun) float64 { return r.rate }))/1e3,
+				bench.Median(field(rs, func(r ordersRun) float64 { return r.cpuPerRow })), ratioCell(ratios[name]))
 		}
 	}
 	logTable(b, sb.String())

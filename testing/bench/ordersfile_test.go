@@ -312,8 +312,8 @@ func ordersTable(rows int, runs map[string][]ordersRun, ratios map[string][]floa
 		if len(rs) == 0 {
 			continue
 		}
-		rate := median(field(rs, func(r ordersRun) float64 { return r.rate }))
-		cpu := median(field(rs, func(r ordersRun) float64 { return r.cpuPerRow }))
+		rate := bench.Median(field(rs, func(r ordersRun) float64 { return r.rate }))
+		cpu := bench.Median(field(rs, func(r ordersRun) float64 { return r.cpuPerRow }))
 		fmt.Fprintf(&sb, "| %s | %.1f K | %.1f | %s | %s |\n", n, rate/1e3, cpu,
 			ratioCell(ratios[n+" x_flinksql"]), ratioCell(ratios[n+" x_floor"]))
 	}
@@ -332,7 +332,7 @@ func ratioCell(rs []float64) string {
 	for i, r := range rs {
 		parts[i] = fmt.Sprintf("%.3f", r)
 	}
-	return fmt.Sprintf("%.3f (%s)", median(rs), strings.Join(parts, ", "))
+	return fmt.Sprintf("%.3f (%s)", bench.Median(rs), strings.Join(parts, ", "))
 }
 
 // field is f of each of xs.

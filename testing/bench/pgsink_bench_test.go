@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/internal/pgwrite"
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/pgtest"
 	"github.com/beamdedup/beamdedup/transforms/pgsink"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
@@ -258,11 +259,11 @@ func BenchmarkPgSink(b *testing.B) {
 						b.Fatalf("%s: %d rows written, want %d (%+v)", tc.name, c.Written, n, c)
 					}
 				}
-				b.ReportMetric(median(sink), "rows/s")
-				b.ReportMetric(median(base), "baseline_rows/s")
-				b.ReportMetric(median(sink)/median(base), "x_baseline")
+				b.ReportMetric(bench.Median(sink), "rows/s")
+				b.ReportMetric(bench.Median(base), "baseline_rows/s")
+				b.ReportMetric(bench.Median(sink)/bench.Median(base), "x_baseline")
 				b.Logf("%s: %d rows, batches of %d, %d rounds: sink %.0f rows/s (%.0f–%.0f), baseline %.0f rows/s (%.0f–%.0f), ratio per round %.2f–%.2f; load %.1f → %.1f",
-					tc.name, n, batch, rounds, median(sink), slices.Min(sink), slices.Max(sink), median(base), slices.Min(base), slices.Max(base),
+					tc.name, n, batch, rounds, bench.Median(sink), slices.Min(sink), slices.Max(sink), bench.Median(base), slices.Min(base), slices.Max(base),
 					slices.Min(ratio), slices.Max(ratio), startLoad, load1())
 			}
 		})
@@ -303,12 +304,12 @@ func BenchmarkPgSinkPipeline(b *testing.B) {
 			sink = append(sink, float64(n)/took.Seconds())
 			ratio = append(ratio, sink[len(sink)-1]/base[len(base)-1])
 		}
-		b.ReportMetric(median(sink), "rows/s")
-		b.ReportMetric(median(sink)/median(base), "x_baseline")
-		b.ReportMetric(median(floor), "runner_floor_rows/s")
+		b.ReportMetric(bench.Median(sink), "rows/s")
+		b.ReportMetric(bench.Median(sink)/bench.Median(base), "x_baseline")
+		b.ReportMetric(bench.Median(floor), "runner_floor_rows/s")
 		b.Logf("insert-only on Prism, %d rows, %d rounds: sink %.0f rows/s (%.0f–%.0f), runner floor %.0f rows/s (%.0f–%.0f), baseline %.0f rows/s (%.0f–%.0f), ratio per round %.2f–%.2f; load %.1f → %.1f",
-			n, rounds, median(sink), slices.Min(sink), slices.Max(sink), median(floor), slices.Min(floor), slices.Max(floor),
-			median(base), slices.Min(base), slices.Max(base), slices.Min(ratio), slices.Max(ratio), startLoad, load1())
+			n, rounds, bench.Median(sink), slices.Min(sink), slices.Max(sink), bench.Median(floor), slices.Min(floor), slices.Max(floor),
+			bench.Median(base), slices.Min(base), slices.Max(base), slices.Min(ratio), slices.Max(ratio), startLoad, load1())
 	}
 }
 
@@ -349,12 +350,12 @@ func BenchmarkPgBatchMethods(b *testing.B) {
 						}
 					}
 					for m, r := range rates {
-						b.ReportMetric(median(r), m+"_rows/s")
+						b.ReportMetric(bench.Median(r), m+"_rows/s")
 					}
 					var line []string
 					for _, m := range []string{"values", "unnest_plain", "unnest", "copy_merge"} {
 						if r := rates[m]; len(r) > 0 {
-							line = append(line, fmt.Sprintf("%s %.0f rows/s (%.0f–%.0f)", m, median(r), slices.Min(r), slices.Max(r)))
+							line = append(line, fmt.Sprintf("%s %.0f rows/s (%.0f–%.0f)", m, bench.Median(r), slices.Min(r), slices.Max(r)))
 						}
 					}
 					b.Logf("%s, batches of %d, %d rounds: %s; load %.1f", work.name, batch, rounds, strings.Join(line, ", "), load1())
@@ -414,15 +415,4 @@ func onConflict(action string) string {
 		return ""
 	}
 	return " ON CONFLICT (order_id)" + action
-}
-
-func median(v []float64) float64 {
-	s := slices.Sorted(slices.Values(v))
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

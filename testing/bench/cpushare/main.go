@@ -1,12 +1,9 @@
-// Command cpushare reads a Go CPU profile of a pipeline run on Prism in
-// process (one profile holds ours, Beam's SDK, Prism and the I/O) and
-// prints the share of each owner: each sample goes to the innermost frame
-// outside Go's runtime and standard library, named by rules on its
-// function (a JSON decode called by pipelines/jsonl is jsonl's, a malloc
-// called by Prism is Prism's); a sample with no such frame (the garbage
-// collector's workers, the scheduler) is the runtime's own. With -rows it
-// adds CPU µs per row; with -detail the functions of the owners whose name
-// contains it.
+// Command cpushare prints the share of each owner (ours, Beam's SDK,
+// Prism, ...: owners) of a Go CPU profile of a pipeline run on Prism in
+// process, each sample given to its innermost frame outside Go's runtime
+// and standard library (notes/performance.md, "A row's cost before state
+// per bucket"). With -rows it adds CPU µs per row; with -detail the
+// functions of the owners whose name contains it.
 //
 //	BEAMDEDUP_ORDERS_ROUNDS=1 go test -run='^$' -bench='OrdersFile/round1/keepfirst_bounded$' \
 //	    -benchtime=1x -cpuprofile=/tmp/kfb.out ./testing/bench/
@@ -14,12 +11,14 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/google/pprof/profile"
@@ -97,11 +96,6 @@ func main() {
 	}
 }
 
-type share struct {
-	name string
-	ns   int64
-}
-
 func run(w io.Writer, path string, rows float64, detail string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -132,27 +126,23 @@ func run(w io.Writer, path string, rows float64, detail string) error {
 		fmt.Fprintf(w, ", %.1f µs/row", float64(total)/1e3/rows)
 	}
 	fmt.Fprintln(w)
-	for _, s := range sorted(byOwner) {
-		fmt.Fprintf(w, "%5.1f%%", 100*float64(s.ns)/float64(total))
+	for _, o := range sorted(byOwner) {
+		fmt.Fprintf(w, "%5.1f%%", 100*float64(byOwner[o])/float64(total))
 		if rows > 0 {
-			fmt.Fprintf(w, " %7.2f µs/row", float64(s.ns)/1e3/rows)
+			fmt.Fprintf(w, " %7.2f µs/row", float64(byOwner[o])/1e3/rows)
 		}
-		fmt.Fprintf(w, "  %s\n", s.name)
+		fmt.Fprintf(w, "  %s\n", o)
 	}
-	for i, s := range sorted(byFunc) {
+	for i, fn := range sorted(byFunc) {
 		if i == 40 {
 			break
 		}
-		fmt.Fprintf(w, "      %5.1f%%  %s\n", 100*float64(s.ns)/float64(total), s.name)
+		fmt.Fprintf(w, "      %5.1f%%  %s\n", 100*float64(byFunc[fn])/float64(total), fn)
 	}
 	return nil
 }
 
-func sorted(m map[string]int64) []share {
-	var l []share
-	for k, v := range m {
-		l = append(l, share{k, v})
-	}
-	sort.Slice(l, func(i, j int) bool { return l[i].ns > l[j].ns || l[i].ns == l[j].ns && l[i].name < l[j].name })
-	return l
+// sorted are m's keys by their values, highest first, then by name.
+func sorted(m map[string]int64) []string {
+	return slices.SortedFunc(maps.Keys(m), func(a, b string) int { return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b)) })
 }

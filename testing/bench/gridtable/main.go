@@ -1,12 +1,8 @@
-// Command gridtable produces docs/performance.md's grid and Nexmark tables
-// in one command: it builds testing/bench's benchmark binary from this
-// tree (and, with -before, from another tree: the code to compare
-// against), runs the grid and Nexmark with each binary in turn, -runs
-// times, and prints the tables in Markdown: medians of the runs, each
-// case's ratios to the floors taken within its own run, and against the
-// code before the medians of the per-run ratios of adjacent runs. The raw
-// outputs stay in -dir; -render prints the tables from such a directory
-// without running anything.
+// Command gridtable runs testing/bench's grid and Nexmark benchmarks, of
+// this tree and, with -before, alternating with another (the code to
+// compare against), and prints docs/benchmarks.md's tables, which that
+// page explains; the raw outputs stay in -dir, and -render prints the
+// tables from such a directory without running anything.
 //
 //	go run ./testing/bench/gridtable -before ../main            # the whole grid, 3 runs each, about 80 minutes
 //	go run ./testing/bench/gridtable -rows 20000 -cases '^(b0_|bz_|c0_)'
@@ -24,6 +20,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/beamdedup/beamdedup/testing/bench"
 )
 
 func main() {
@@ -58,32 +56,28 @@ func main() {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		log.Fatal(err)
 	}
-	bins := map[string]string{"after": filepath.Join(*dir, "after.test")}
+	trees := map[string]string{"before": *before, "after": "."}
 	order := []string{"after"}
-	if err := build(".", bins["after"]); err != nil {
-		log.Fatal(err)
-	}
 	if *before != "" {
-		bins["before"] = filepath.Join(*dir, "before.test")
 		order = []string{"before", "after"}
-		if err := build(*before, bins["before"]); err != nil {
+	}
+	for _, name := range order {
+		if err := build(trees[name], filepath.Join(*dir, name+".test")); err != nil {
 			log.Fatal(err)
 		}
 	}
 	grid := fmt.Sprintf("Pipelines/^rows=%d$/^keys=(%s)$/.*/^(b_floor|b0_protocol|bz_stateful|%s)", *rows, *workloads, *cases)
 	for i := 1; i <= *runs; i++ {
 		for _, name := range order {
+			var err error
 			if *runGrid {
-				env := []string{fmt.Sprintf("BEAMDEDUP_BENCH_ROWS=%d", *rows)}
-				if err := runBench(filepath.Join(*dir, fmt.Sprintf("%s-%d-grid.txt", name, i)), bins[name], grid, env); err != nil {
-					log.Fatal(err)
-				}
+				err = runBench(*dir, name, i, "grid", grid, fmt.Sprintf("BEAMDEDUP_BENCH_ROWS=%d", *rows))
 			}
-			if *events > 0 {
-				env := []string{fmt.Sprintf("BEAMDEDUP_NEXMARK_EVENTS=%d", *events)}
-				if err := runBench(filepath.Join(*dir, fmt.Sprintf("%s-%d-nexmark.txt", name, i)), bins[name], "^BenchmarkNexmark$", env); err != nil {
-					log.Fatal(err)
-				}
+			if err == nil && *events > 0 {
+				err = runBench(*dir, name, i, "nexmark", "^BenchmarkNexmark$", fmt.Sprintf("BEAMDEDUP_NEXMARK_EVENTS=%d", *events))
+			}
+			if err != nil {
+				log.Fatal(err)
 			}
 		}
 	}
@@ -103,38 +97,29 @@ func build(root, out string) error {
 	return nil
 }
 
-// runBench runs the benchmarks bench selects once each into path, with
-// the time and the load before and after; a run fails past an hour.
-func runBench(path, bin, bench string, env []string) error {
+// runBench runs the benchmarks the regexp selected matches once each,
+// with binary's test binary in dir and env added, into
+// dir/<binary>-<run>-<kind>.txt (readDir's names), with the time and the
+// load before and after; a run fails past an hour.
+func runBench(dir, binary string, run int, kind, selected, env string) error {
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.txt", binary, run, kind))
+	bin := filepath.Join(dir, binary+".test")
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "start %s load %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())
-	cmd := exec.Command(bin, "-test.run=^$", "-test.benchtime=1x", "-test.timeout=60m", "-test.bench="+bench)
-	cmd.Env = append(os.Environ(), env...)
+	fmt.Fprintf(f, "start %s load %s\n", time.Now().UTC().Format(time.RFC3339), bench.LoadAvg())
+	cmd := exec.Command(bin, "-test.run=^$", "-test.benchtime=1x", "-test.timeout=60m", "-test.bench="+selected)
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stdout, cmd.Stderr = f, io.Discard // the harness's log lines
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), filepath.Base(path))
 	err = cmd.Run()
-	fmt.Fprintf(f, "end %s load %s\n", time.Now().UTC().Format(time.RFC3339), loadavg())
+	fmt.Fprintf(f, "end %s load %s\n", time.Now().UTC().Format(time.RFC3339), bench.LoadAvg())
 	if err != nil {
 		return fmt.Errorf("%s: %w (output in %s)", bin, err, path)
 	}
 	return nil
-}
-
-// loadavg is /proc/loadavg's three load averages.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // machine describes this machine: cores, CPU model, memory, Go.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/beamdedup/beamdedup/testing/bench"
 )
 
 // result is one benchmark line: its metrics by unit.
@@ -85,14 +86,11 @@ func readDir(dir string) (map[string]*runSet, error) {
 		for len(s.runs) < run {
 			s.runs = append(s.runs, map[key]result{})
 		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return nil, err
 		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
+		for _, line := range strings.Split(string(b), "\n") {
 			if k, r, ok := parseLine(line); ok {
 				s.runs[run-1][k] = r
 			} else if _, load, ok := strings.Cut(line, " load "); ok && (strings.HasPrefix(line, "start ") || strings.HasPrefix(line, "end ")) {
@@ -100,10 +98,6 @@ func readDir(dir string) (map[string]*runSet, error) {
 			} else if _, load, ok := strings.Cut(line, "load average: "); ok { // uptime's
 				s.load = append(s.load, strings.ReplaceAll(load, ",", ""))
 			}
-		}
-		f.Close()
-		if err := sc.Err(); err != nil {
-			return nil, err
 		}
 	}
 	if sets["after"] == nil {
@@ -123,29 +117,29 @@ func (s *runSet) values(k key, unit string) []float64 {
 	return out
 }
 
-// keys are the benchmarks of the runs: workloads and cases in the order
-// the grid runs them (the names sort so within a workload: a floor's
-// letter comes first).
-func (s *runSet) keys() (workloads, cases []string) {
-	seenW, seenC := map[string]bool{}, map[string]bool{}
+// keys are the benchmarks of the runs: the grid's workloads and cases in
+// the order the grid runs them (the names sort so within a workload: a
+// floor's letter comes first), and Nexmark's cases by name.
+func (s *runSet) keys() (workloads, cases, nexmark []string) {
+	add := func(l *[]string, v string) {
+		if !slices.Contains(*l, v) {
+			*l = append(*l, v)
+		}
+	}
 	for _, run := range s.runs {
 		for k := range run {
 			if k.workload == "nexmark" {
-				continue
-			}
-			if !seenW[k.workload] {
-				seenW[k.workload] = true
-				workloads = append(workloads, k.workload)
-			}
-			if !seenC[k.name] {
-				seenC[k.name] = true
-				cases = append(cases, k.name)
+				add(&nexmark, k.name)
+			} else {
+				add(&workloads, k.workload)
+				add(&cases, k.name)
 			}
 		}
 	}
 	sort.Slice(workloads, func(i, j int) bool { return keysOf(workloads[i]) > keysOf(workloads[j]) })
 	sort.Slice(cases, func(i, j int) bool { return caseOrder(cases[i]) < caseOrder(cases[j]) })
-	return workloads, cases
+	slices.Sort(nexmark)
+	return workloads, cases, nexmark
 }
 
 func keysOf(workload string) int {
@@ -166,18 +160,6 @@ func caseOrder(name string) string {
 		}
 	}
 	return "~" + name
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // pairRatios are after's metric over before's, run by run (run i of each
@@ -224,11 +206,13 @@ func renderDir(w io.Writer, dir string) error {
 	}
 	after, before := sets["after"], sets["before"]
 	fmt.Fprintf(w, "Machine: %s. %d run(s) of each binary", machine(), len(after.runs))
+	loads := after.load
 	if before != nil {
 		fmt.Fprint(w, ", alternating with the code before")
+		loads = slices.Concat(before.load, after.load)
 	}
-	fmt.Fprintf(w, "; load averages (1, 5, 15 min) at the start and end of each benchmark run: %s.\n\n", strings.Join(slices.Concat(loadsOf(before), after.load), "; "))
-	workloads, cases := after.keys()
+	fmt.Fprintf(w, "; load averages (1, 5, 15 min) at the start and end of each benchmark run: %s.\n\n", strings.Join(loads, "; "))
+	workloads, cases, nexmark := after.keys()
 	if len(workloads) > 0 {
 		gridTable(w, after, workloads, cases)
 		metricTable(w, after, workloads, cases, "cpu_µs/row", "CPU per row, µs (the process's: Prism, the SDK harness, the generator and the sink; medians), what docs/scaling.md sizes a job by")
@@ -236,123 +220,108 @@ func renderDir(w io.Writer, dir string) error {
 			beforeTable(w, after, before, workloads, cases)
 		}
 	}
-	nexmarkTable(w, after, before)
+	nexmarkTable(w, after, before, nexmark)
 	targets(w, after, before, workloads)
 	return nil
-}
-
-func loadsOf(s *runSet) []string {
-	if s == nil {
-		return nil
-	}
-	return s.load
 }
 
 // gridTable is the grid: the floors' rows/s, each case's ratios to the
 // protocol floor (b0) and to the runner's ceiling (bz), or to
 // filter.Distinct (g) for a bounded case, and its requests per row.
 func gridTable(w io.Writer, after *runSet, workloads, cases []string) {
-	fmt.Fprintln(w, "Grid: the floors' rows/s; each case's rows/s, its ratio to the protocol floor (b0, same run) and to the runner's ceiling (bz, same run), or for a bounded case to filter.Distinct (g); medians of the runs.")
-	header(w, workloads, true)
-	for _, c := range cases {
-		fmt.Fprintf(w, "| %s |", c)
+	requests := func(c string) string {
 		var reqs []string
 		for _, wl := range workloads {
 			k := key{wl, c}
-			rs := after.values(k, "rows/s")
-			if len(rs) == 0 {
-				fmt.Fprint(w, " |")
+			if len(after.values(k, "rows/s")) == 0 {
 				reqs = append(reqs, "")
-				continue
+			} else {
+				reqs = append(reqs, fmt.Sprintf("%.2g", bench.Median(after.values(k, "requests/row"))))
 			}
-			cell := rate(median(rs))
-			for _, x := range []struct{ unit, of string }{{"x_protocol", "b0"}, {"x_ceiling", "bz"}, {"x_distinct", "g"}} {
-				if v := after.values(k, x.unit); len(v) > 0 {
-					cell += fmt.Sprintf(", %s× %s", ratio(median(v)), x.of)
-				}
-			}
-			fmt.Fprintf(w, " %s |", cell)
-			reqs = append(reqs, fmt.Sprintf("%.2g", median(after.values(k, "requests/row"))))
 		}
-		fmt.Fprintf(w, " %s |\n", strings.Join(reqs, " / "))
+		return strings.Join(reqs, " / ")
 	}
-	fmt.Fprintln(w)
+	caseTable(w, "Grid: the floors' rows/s; each case's rows/s, its ratio to the protocol floor (b0, same run) and to the runner's ceiling (bz, same run), or for a bounded case to filter.Distinct (g); medians of the runs.", workloads, cases, func(k key) string {
+		rs := after.values(k, "rows/s")
+		if len(rs) == 0 {
+			return ""
+		}
+		cell := rate(bench.Median(rs))
+		for _, x := range []struct{ unit, of string }{{"x_protocol", "b0"}, {"x_ceiling", "bz"}, {"x_distinct", "g"}} {
+			if v := after.values(k, x.unit); len(v) > 0 {
+				cell += fmt.Sprintf(", %s× %s", ratio(bench.Median(v)), x.of)
+			}
+		}
+		return cell
+	}, requests)
 }
 
-// header starts a table of a column per workload, after a blank line;
-// requests: and a column of requests per row.
-func header(w io.Writer, workloads []string, requests bool) {
+// caseTable prints title and, after a blank line, a table of a row per
+// case and a column per workload: cell is a case's cell in a workload
+// ("": empty); requests, if not nil, fills a last column of requests per
+// row.
+func caseTable(w io.Writer, title string, workloads, cases []string, cell func(key) string, requests func(c string) string) {
+	fmt.Fprintln(w, title)
 	fmt.Fprint(w, "\n| case |")
 	for _, wl := range workloads {
 		fmt.Fprintf(w, " %s |", wl)
 	}
-	if requests {
+	if requests != nil {
 		fmt.Fprint(w, " requests/row |")
 	}
 	fmt.Fprint(w, "\n| --- |")
 	for range workloads {
 		fmt.Fprint(w, " ---: |")
 	}
-	if requests {
+	if requests != nil {
 		fmt.Fprint(w, " --- |")
+	}
+	fmt.Fprintln(w)
+	for _, c := range cases {
+		fmt.Fprintf(w, "| %s |", c)
+		for _, wl := range workloads {
+			if v := cell(key{wl, c}); v != "" {
+				fmt.Fprintf(w, " %s |", v)
+			} else {
+				fmt.Fprint(w, " |")
+			}
+		}
+		if requests != nil {
+			fmt.Fprintf(w, " %s |", requests(c))
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }
 
 // metricTable is one metric of every case, medians of the runs.
 func metricTable(w io.Writer, after *runSet, workloads, cases []string, unit, title string) {
-	fmt.Fprintf(w, "%s.\n", title)
-	header(w, workloads, false)
-	for _, c := range cases {
-		fmt.Fprintf(w, "| %s |", c)
-		for _, wl := range workloads {
-			if v := after.values(key{wl, c}, unit); len(v) > 0 {
-				fmt.Fprintf(w, " %.3g |", median(v))
-			} else {
-				fmt.Fprint(w, " |")
-			}
+	caseTable(w, title+".", workloads, cases, func(k key) string {
+		if v := after.values(k, unit); len(v) > 0 {
+			return fmt.Sprintf("%.3g", bench.Median(v))
 		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w)
+		return ""
+	}, nil)
 }
 
 // beforeTable is each case against the code before: rows/s before and
 // after, and the median of the ratios of runs made one after the other.
 func beforeTable(w io.Writer, after, before *runSet, workloads, cases []string) {
-	fmt.Fprintln(w, "Against the code before: rows/s before → after (medians), and the median of after ÷ before over runs made one after the other (the runs' ratios in brackets).")
-	header(w, workloads, false)
-	for _, c := range cases {
-		fmt.Fprintf(w, "| %s |", c)
-		for _, wl := range workloads {
-			k := key{wl, c}
-			pr := pairRatios(after, before, k, "rows/s")
-			if len(pr) == 0 {
-				fmt.Fprint(w, " |")
-				continue
-			}
-			fmt.Fprintf(w, " %s → %s: %s× (%s) |", rate(median(before.values(k, "rows/s"))), rate(median(after.values(k, "rows/s"))), ratio(median(pr)), runsOf(pr, ratio))
+	caseTable(w, "Against the code before: rows/s before → after (medians), and the median of after ÷ before over runs made one after the other (the runs' ratios in brackets).", workloads, cases, func(k key) string {
+		pr := pairRatios(after, before, k, "rows/s")
+		if len(pr) == 0 {
+			return ""
 		}
-		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w)
+		return fmt.Sprintf("%s → %s: %s× (%s)", rate(bench.Median(before.values(k, "rows/s"))), rate(bench.Median(after.values(k, "rows/s"))), ratio(bench.Median(pr)), runsOf(pr, ratio))
+	}, nil)
 }
 
-// nexmarkTable is Nexmark q0 and q18: events/s, the ratio to q0 of the
-// same run, requests per event, after and before.
-func nexmarkTable(w io.Writer, after, before *runSet) {
-	var names []string
-	for _, run := range after.runs {
-		for k := range run {
-			if k.workload == "nexmark" && !slices.Contains(names, k.name) {
-				names = append(names, k.name)
-			}
-		}
-	}
+// nexmarkTable is Nexmark q0 and q18 (names: after's cases): events/s, the
+// ratio to q0 of the same run, requests per event, after and before.
+func nexmarkTable(w io.Writer, after, before *runSet, names []string) {
 	if len(names) == 0 {
 		return
 	}
-	slices.Sort(names)
 	fmt.Fprintln(w, "Nexmark: events/s (median, the runs' range), ÷ q0 of the same run (median; the runs), requests per event.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| case | events/s | ÷ q0 | requests/event |")
@@ -373,9 +342,9 @@ func nexmarkTable(w io.Writer, after, before *runSet) {
 			x := set.s.values(k, "x_q0")
 			xq := "1"
 			if len(x) > 0 {
-				xq = fmt.Sprintf("%s (%s)", ratio(median(x)), runsOf(x, ratio))
+				xq = fmt.Sprintf("%s (%s)", ratio(bench.Median(x)), runsOf(x, ratio))
 			}
-			fmt.Fprintf(w, "| %s%s | %s (%s–%s) | %s | %.2f |\n", n, set.label, rate(median(ev)), rate(slices.Min(ev)), rate(slices.Max(ev)), xq, median(set.s.values(k, "requests/event")))
+			fmt.Fprintf(w, "| %s%s | %s (%s–%s) | %s | %.2f |\n", n, set.label, rate(bench.Median(ev)), rate(slices.Min(ev)), rate(slices.Max(ev)), xq, bench.Median(set.s.values(k, "requests/event")))
 		}
 	}
 	fmt.Fprintln(w)
@@ -399,7 +368,7 @@ func targets(w io.Writer, after, before *runSet, workloads []string) {
 			continue
 		}
 		if v := after.values(key{wl, "c0_keepfirst_stateful_no_minibatch"}, "x_protocol"); len(v) > 0 {
-			line("c0 ÷ b0, "+wl, median(v), 2.0, v)
+			line("c0 ÷ b0, "+wl, bench.Median(v), 2.0, v)
 		}
 	}
 	if before != nil {
@@ -407,13 +376,13 @@ func targets(w io.Writer, after, before *runSet, workloads []string) {
 			for _, c := range []string{"d_keepfirst_stateful_ttl_refresh", "e_keepfirst_stateful_eventtime", "f_keepfirst_stateful_changelog",
 				"l0_keeplast_stateful_no_minibatch", "m_keeplast_stateful_upsert", "n_keeplast_stateful_eventtime"} {
 				if pr := pairRatios(after, before, key{wl, c}, "rows/s"); len(pr) > 0 {
-					line(c[:strings.IndexByte(c, '_')]+" ÷ before, "+wl, median(pr), 1.5, pr)
+					line(c[:strings.IndexByte(c, '_')]+" ÷ before, "+wl, bench.Median(pr), 1.5, pr)
 				}
 			}
 		}
 	}
 	if v := after.values(key{"nexmark", "q18_keeplast_stateful"}, "x_q0"); len(v) > 0 {
-		line("q18 stateful ÷ q0", median(v), 0.2, v)
+		line("q18 stateful ÷ q0", bench.Median(v), 0.2, v)
 	}
 	fmt.Fprintln(w)
 }
