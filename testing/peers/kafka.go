@@ -21,13 +21,10 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
-// Seed 001 on a Kafka broker, side by side: every side reads the same
-// input topic (the orders of a peerdata file, keyed by order_id, with
-// created_at as the record timestamp, two partitions) and writes the first
-// record of each order to an output topic of its own, created with
-// LogAppendTime: the broker stamps each output record when it appends it,
-// so a side's time is from its job's start to the last output record's
-// append, the same measure for every side, read from Kafka.
+// Seed 001 on a Kafka broker, side by side (docs/kafka.md): every side
+// reads the same input topic and writes the first record of each order to
+// an output topic of its own, created with LogAppendTime, so that each is
+// timed by the broker's clock, to the append of its last output record.
 
 // KafkaTiming is one side's run on a broker.
 type KafkaTiming struct {
@@ -93,7 +90,7 @@ func CreateOutputTopics(ctx context.Context, brokers string, topics ...string) e
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil && !isExists(err) {
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return fmt.Errorf("peers: creating topic %s on %s: %w", t, brokers, err)
 		}
 	}
@@ -110,8 +107,6 @@ func CreateOutputTopics(ctx context.Context, brokers string, topics ...string) e
 		}
 	}
 }
-
-func isExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
 
 // OutputOf reads topic to its end offsets and returns its records, its
 // distinct keys and the newest record timestamp (the broker's append time

@@ -1,12 +1,9 @@
 // Package peers runs the other deduplications beside ours on the same
-// rows and the same machine: Flink SQL 2.3's ROW_NUMBER() deduplication
-// and Nexmark q0/q18 in a local MiniCluster (flinksql/, a Maven project),
-// Beam Java's Deduplicate on its direct runner (beamjava/), and Beam
-// Python's Deduplicate on the Prism binary we build (beampython/). The
-// inputs come from the generators our pipelines and benchmarks use
-// (data.go, cmd/peerdata). docs/performance.md ("Against the peers") has
-// the commands and what the runs showed; the tests here hold the Flink
-// SQL peer to seed 003's table.
+// rows and the same machine, on input from the generators our pipelines
+// and benchmarks use (data.go, cmd/peerdata): Flink SQL (flinksql/,
+// flinksql-cluster/), Beam Java (beamjava/), Beam Python (beampython/)
+// and Beam Go's xlang kafkaio (xlang.go). docs/peers.md has the commands
+// and what the runs showed.
 //
 // Each JVM program prints one line per result, "name key=value ...",
 // which Run parses. The Maven projects' classpaths are resolved once per
@@ -26,24 +23,32 @@ import (
 	"github.com/beamdedup/beamdedup/internal/maven"
 )
 
-//go:embed flinksql/pom.xml
-var flinkSQLPom []byte
+// trees are the peers' Maven projects: each directory's pom.xml and Java
+// sources (src/main/java).
+//
+//go:embed */pom.xml all:flinksql/src all:flinksql-cluster/src all:beamjava/src
+var trees embed.FS
 
-//go:embed all:flinksql/src
-var flinkSQLSrc embed.FS
+// project is the Maven project of trees' dir/pom.xml, with the Java
+// sources of directory src ("": none).
+func project(name, dir, src string) *maven.Project {
+	pom, err := trees.ReadFile(dir + "/pom.xml")
+	if err != nil {
+		panic(err) // not embedded: a mistake in the program
+	}
+	p := &maven.Project{Name: name, Pom: pom}
+	if src != "" {
+		p.Sources = maven.Sub(trees, src+"/src/main/java")
+	}
+	return p
+}
 
 // FlinkSQL is the Flink SQL peer (FlinkSqlPeer.java).
-var FlinkSQL = &maven.Project{Name: "flinksql-peer-2.3.0", Pom: flinkSQLPom, Sources: maven.Sub(flinkSQLSrc, "flinksql/src/main/java")}
-
-//go:embed flinksql-cluster/pom.xml
-var flinkSQLClusterPom []byte
-
-//go:embed all:flinksql-cluster/src
-var flinkSQLClusterSrc embed.FS
+var FlinkSQL = project("flinksql-peer-2.3.0", "flinksql", "flinksql")
 
 // FlinkSQLCluster is the Flink SQL peer that submits its queries to a
 // Flink 1.19 session cluster (FlinkSqlClusterPeer.java): RunOnCluster.
-var FlinkSQLCluster = &maven.Project{Name: "flinksql-cluster-peer-1.19.0", Pom: flinkSQLClusterPom, Sources: maven.Sub(flinkSQLClusterSrc, "flinksql-cluster/src/main/java")}
+var FlinkSQLCluster = project("flinksql-cluster-peer-1.19.0", "flinksql-cluster", "flinksql-cluster")
 
 // FlinkSQLClusterMain is the cluster peer's class.
 const FlinkSQLClusterMain = "beamdedup.peers.FlinkSqlClusterPeer"
@@ -74,21 +79,12 @@ func RunOnCluster(ctx context.Context, rest, clusterCP string, par int, input st
 	return Run(ctx, FlinkSQLCluster, FlinkSQLClusterMain, args...)
 }
 
-//go:embed beamjava/pom.xml
-var beamJavaPom []byte
-
-//go:embed beamjava-flink/pom.xml
-var beamJavaFlinkPom []byte
-
-//go:embed all:beamjava/src
-var beamJavaSrc embed.FS
-
 // BeamJava is the Beam Java peer (BeamJavaPeer.java) with Beam 2.73.0 and
 // its direct runner; BeamJavaFlink the same program with Beam 2.62.0 and
 // Flink's classic runner.
 var (
-	BeamJava      = &maven.Project{Name: "beamjava-peer-2.73.0", Pom: beamJavaPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
-	BeamJavaFlink = &maven.Project{Name: "beamjava-flink-peer-2.62.0", Pom: beamJavaFlinkPom, Sources: maven.Sub(beamJavaSrc, "beamjava/src/main/java")}
+	BeamJava      = project("beamjava-peer-2.73.0", "beamjava", "beamjava")
+	BeamJavaFlink = project("beamjava-flink-peer-2.62.0", "beamjava-flink", "beamjava")
 )
 
 // BeamJavaMain is the Beam Java peer's class.

@@ -2,25 +2,21 @@ package peers
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	xkafka "github.com/apache/beam/sdks/v2/go/pkg/beam/io/xlang/kafkaio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
-	"github.com/beamdedup/beamdedup/internal/maven"
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
@@ -36,11 +32,8 @@ import (
 // (ExternalWorkerService: each worker a thread of that JVM), so no Docker
 // is needed. The Go steps run where the job's environment says.
 
-//go:embed beamxlang/pom.xml
-var beamXlangPom []byte
-
 // BeamXlang is the Java side of Beam Go's xlang kafkaio.
-var BeamXlang = &maven.Project{Name: "beam-xlang-kafka-2.62.0", Pom: beamXlangPom}
+var BeamXlang = project("beam-xlang-kafka-2.62.0", "beamxlang", "")
 
 func init() {
 	register.DoFn4x0[context.Context, []byte, []byte, func([]byte, []byte)](&xlangKeyFn{})
@@ -55,7 +48,8 @@ type Xlang struct {
 	// the expansion service gives Java's transforms.
 	WorkerPool string
 
-	procs []*javaProc
+	dir   string // the JVMs' working directory, with their logs
+	procs []*flinkserver.Process
 }
 
 // StartXlang starts the expansion service and the Java worker pool on
@@ -73,7 +67,11 @@ func StartXlang(ctx context.Context) (*Xlang, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Xlang{Expansion: "127.0.0.1:" + strconv.Itoa(ep), WorkerPool: "127.0.0.1:" + strconv.Itoa(wp)}
+	dir, err := os.MkdirTemp("", "peers-xlang-")
+	if err != nil {
+		return nil, err
+	}
+	x := &Xlang{Expansion: "127.0.0.1:" + strconv.Itoa(ep), WorkerPool: "127.0.0.1:" + strconv.Itoa(wp), dir: dir}
 	// The harness sizes its caches with jamm, an agent in the SDK's
 	// container (-javaagent, as the container's boot passes it).
 	var jvm []string
@@ -82,34 +80,53 @@ func StartXlang(ctx context.Context) (*Xlang, error) {
 			jvm = append(jvm, "-javaagent:"+jar)
 		}
 	}
-	pool, err := startJava(ctx, "java-worker-pool", cp, "org.apache.beam.fn.harness.ExternalWorkerService", jvm, nil,
+	err = x.start(ctx, "java-worker-pool", cp, "org.apache.beam.fn.harness.ExternalWorkerService", jvm, nil,
 		[]string{`PIPELINE_OPTIONS={"options":{"environmentOptions":["external_service_address=` + x.WorkerPool + `"]}}`}, x.WorkerPool)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = x.start(ctx, "expansion-service", cp, "org.apache.beam.sdk.expansion.service.ExpansionService", nil,
+			[]string{strconv.Itoa(ep), "--defaultEnvironmentType=EXTERNAL", "--defaultEnvironmentConfig=" + x.WorkerPool}, nil, x.Expansion)
 	}
-	x.procs = append(x.procs, pool)
-	exp, err := startJava(ctx, "expansion-service", cp, "org.apache.beam.sdk.expansion.service.ExpansionService", nil,
-		[]string{strconv.Itoa(ep), "--defaultEnvironmentType=EXTERNAL", "--defaultEnvironmentConfig=" + x.WorkerPool}, nil, x.Expansion)
 	if err != nil {
 		x.Close()
 		return nil, err
 	}
-	x.procs = append(x.procs, exp)
 	return x, nil
 }
 
-// Close stops the JVMs.
+// start runs main of classpath cp with the JVM's options jvm, args (and
+// env added) and returns once addr accepts connections, at most 2 minutes.
+func (x *Xlang) start(ctx context.Context, name, cp, main string, jvm, args, env []string, addr string) error {
+	p, err := flinkserver.StartJVM(x.dir, name, append(append(append([]string{"-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"}, jvm...), "-cp", cp, main), args...), env...)
+	if err != nil {
+		return err
+	}
+	x.procs = append(x.procs, p)
+	listening := func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil || ctx.Err() != nil
+	}
+	if err := p.Await(listening, 2*time.Minute, "listen on "+addr); err != nil {
+		return fmt.Errorf("peers: %s %w", name, err)
+	}
+	return ctx.Err()
+}
+
+// Close stops the JVMs and removes their directory.
 func (x *Xlang) Close() {
 	for _, p := range x.procs {
-		p.stop()
+		p.Kill()
 	}
+	os.RemoveAll(x.dir)
 }
 
 // Logs are the end of each JVM's output.
 func (x *Xlang) Logs() string {
 	var b strings.Builder
 	for _, p := range x.procs {
-		fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.name, p.log, tail(p.output(), 3000))
+		fmt.Fprintf(&b, "--- %s (%s)\n%s\n", p.Name, p.Log, tail(p.Output(), 3000))
 	}
 	return b.String()
 }
@@ -169,8 +186,7 @@ func XlangKafka(ctx context.Context, x *Xlang, job jobrun.Options, side, brokers
 	}
 	wall := time.Since(start).Seconds()
 	j.Cancel()
-	t, err := timed(ctx, side, brokers, out, records, start, wall)
-	return t, err
+	return timed(ctx, side, brokers, out, records, start, wall)
 }
 
 // xlangKeyFn decodes a record's value as an order (the rule of the JSON
@@ -184,80 +200,4 @@ func (*xlangKeyFn) ProcessElement(_ context.Context, _, v []byte, emit func([]by
 		return
 	}
 	emit([]byte(row.(orders.Order).OrderID), v)
-}
-
-// javaProc is a JVM of ours, killed with its process group, and with the
-// thread that started it (Pdeathsig): a harness that dies leaves none.
-type javaProc struct {
-	name, dir, log string
-	cmd            *exec.Cmd
-	done           chan struct{}
-}
-
-func (p *javaProc) output() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
-
-func (p *javaProc) stop() {
-	if p.cmd.Process != nil {
-		syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	}
-	<-p.done
-	os.RemoveAll(p.dir)
-}
-
-// startJava runs main of classpath cp with the JVM's options jvm, args
-// (and env added) and returns once addr accepts connections.
-func startJava(ctx context.Context, name, cp, main string, jvm, args, env []string, addr string) (*javaProc, error) {
-	dir, err := os.MkdirTemp("", "peers-"+name+"-")
-	if err != nil {
-		return nil, err
-	}
-	p := &javaProc{name: name, dir: dir, log: filepath.Join(dir, "out.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.log)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		p.cmd = exec.Command("java", append(append(append([]string{"-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"}, jvm...), "-cp", cp, main), args...)...)
-		p.cmd.Dir = dir
-		p.cmd.Env = append(os.Environ(), env...)
-		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		err := p.cmd.Start()
-		started <- err
-		if err == nil {
-			p.cmd.Wait()
-		}
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("peers: starting %s: %w", name, err)
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return p, nil
-		}
-		select {
-		case <-p.done:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("peers: %s exited before listening on %s:\n%s", name, addr, tail(p.output(), 3000))
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			out := p.output()
-			p.stop()
-			return nil, fmt.Errorf("peers: %s did not listen on %s within 2m:\n%s", name, addr, tail(out, 3000))
-		}
-	}
 }

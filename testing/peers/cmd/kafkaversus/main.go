@@ -1,18 +1,16 @@
-// Command kafkaversus runs seed 001 on one Kafka broker, side by side:
-// our Kafka → KeepFirst → Kafka pipeline on Prism in this process
-// (pipelines/streaming over Kafka, runjob --pipeline=kafka) and Flink SQL's own version
-// (the Kafka connector, ROW_NUMBER() keep-first, a Kafka sink; the
-// flinksql peer), alternating runs on the same input topic, and prints
-// each run, the medians and the ratio. Each run writes to an output topic
-// of its own (LogAppendTime), and is timed from its job's start to the
-// broker's append of its last output record (testing/peers, kafka.go).
+// Command kafkaversus runs seed 001 on one Kafka broker, side by side: our
+// Kafka → KeepFirst → Kafka pipeline on Prism in this process
+// (pipelines/streaming, runjob --pipeline=kafka), Flink SQL's own version
+// (the flinksql peer) and, with --xlang, Beam Go's xlang kafkaio,
+// alternating runs on the same input topic, each timed to the broker's
+// append of its last output record (docs/kafka.md, "Side by side"), and
+// prints each run, the medians and the ratio.
 //
 //	go run ./testing/peers/cmd/peerdata --kind=orders --count=850000 --out=/tmp/peers/orders850k.jsonl
 //	go run ./testing/peers/cmd/kafkaversus --input=/tmp/peers/orders850k.jsonl --runs=3
 //
-// 850,000 orders are 1,003,xxx records (every order priced under 100 is
-// written twice). Without --brokers it starts a broker of its own
-// (testing/kafkatest, 512 MB heap) and removes it at the end.
+// Without --brokers it starts a broker of its own (testing/kafkatest,
+// 512 MB heap) and removes it at the end.
 package main
 
 import (
@@ -32,23 +30,27 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/internal/jobrun/localprism"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
+var (
+	input       = flag.String("input", "", "orders, JSON Lines (testing/peers/cmd/peerdata --kind=orders) (required)")
+	runs        = flag.Int("runs", 3, "runs of each side, alternating")
+	brokersFlag = flag.String("brokers", "", "a broker to use (host:port); empty: start one (testing/kafkatest)")
+	parallelism = flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
+	idleStop    = flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
+	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, and ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), any number of those")
+	xlang       = flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
+	noOutput    = flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
+	timeout     = flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
+)
+
 func main() {
-	input := flag.String("input", "", "orders, JSON Lines (testing/peers/cmd/peerdata --kind=orders) (required)")
-	runs := flag.Int("runs", 3, "runs of each side, alternating")
-	brokers := flag.String("brokers", "", "a broker to use (host:port); empty: start one (testing/kafkatest)")
-	parallelism := flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
-	idleStop := flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
-	sidesFlag := flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, and ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), any number of those")
-	xlang := flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
 	// Set, a flag reaches the job server as a pipeline option of its name.
 	flag.Int64("checkpointing_interval", 0, "xlang on flink: Flink's checkpoint interval in ms, as a pipeline option (every job gets it; Prism ignores it); unset: no checkpoints")
-	noOutput := flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
-	timeout := flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
 	flag.Parse()
 	beam.Init()
 	defer jobrun.DisableSplits()() // as runjob on Prism (notes/beam-defects.md, entry 9)
@@ -57,17 +59,9 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, config{*input, *brokers, *runs, *parallelism, *idleStop, *sidesFlag, *xlang, *noOutput}); err != nil {
+	if err := run(ctx); err != nil {
 		fail(err)
 	}
-}
-
-type config struct {
-	input, brokers    string
-	runs, parallelism int
-	idleStop          time.Duration
-	sides, xlang      string
-	noOutput          time.Duration
 }
 
 // side runs one side into its own output and dead-letter topics.
@@ -78,9 +72,9 @@ type side struct {
 	compared bool
 }
 
-func run(ctx context.Context, c config) error {
-	brokers := c.brokers
-	rows, err := peers.ReadOrdersFile(c.input)
+func run(ctx context.Context) error {
+	brokers := *brokersFlag
+	rows, err := peers.ReadOrdersFile(*input)
 	if err != nil {
 		return err
 	}
@@ -96,7 +90,7 @@ func run(ctx context.Context, c config) error {
 		defer b.Close()
 		brokers = b.Addr
 	}
-	fmt.Printf("load %s", loadavg())
+	printLoad()
 	const in = "orders_with_duplicates"
 	if err := streaming.CreateTopics(ctx, brokers, 2, in); err != nil {
 		return err
@@ -112,11 +106,11 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	var sides []side
-	for _, sd := range strings.Split(c.sides, ",") {
+	for _, sd := range strings.Split(*sidesFlag, ",") {
 		switch sd, n, _ := strings.Cut(strings.TrimSpace(sd), "="); sd {
 		case "ours":
 			sides = append(sides, side{"ours_kafka_prism", func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), c.idleStop)
+				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop)
 			}, true})
 		case "ours_in_flight":
 			bound, err := strconv.Atoi(n)
@@ -124,24 +118,24 @@ func run(ctx context.Context, c config) error {
 				return fmt.Errorf("--sides: ours_in_flight=%s: %v", n, err)
 			}
 			sides = append(sides, side{"ours_kafka_prism_in_flight_" + n, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), c.idleStop, kafkaio.MaxInFlight(bound))
+				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop, kafkaio.MaxInFlight(bound))
 			}, true})
 		case "flink":
 			sides = append(sides, side{"flink_sql_kafka", func(ctx context.Context, group, out, _ string) (peers.KafkaTiming, error) {
-				return peers.FlinkSQLKafka(ctx, brokers, in, out, group, len(rows), c.parallelism)
+				return peers.FlinkSQLKafka(ctx, brokers, in, out, group, len(rows), *parallelism)
 			}, true})
 		default:
 			return fmt.Errorf("--sides: unknown side %q", sd)
 		}
 	}
-	more, closeXlang, err := xlangSides(ctx, c.xlang, brokers, in, len(rows), len(distinct), c.noOutput)
+	more, closeXlang, err := xlangSides(ctx, brokers, in, len(rows), len(distinct))
+	defer closeXlang()
 	if err != nil {
 		return err
 	}
-	defer closeXlang()
 	sides = append(sides, more...)
 	rates := map[string][]float64{}
-	for i := range c.runs {
+	for i := range *runs {
 		for _, sd := range sides {
 			name := fmt.Sprintf("%s_%d", sd.name, i+1)
 			out, dead := name+"_out", name+"_dead"
@@ -165,60 +159,58 @@ func run(ctx context.Context, c config) error {
 		}
 	}
 	for _, sd := range sides {
-		fmt.Printf("median %s records_per_s=%.0f (%s)\n", sd.name, median(rates[sd.name]), spread(rates[sd.name]))
+		fmt.Printf("median %s records_per_s=%.0f (%s)\n", sd.name, bench.Median(rates[sd.name]), spread(rates[sd.name]))
 	}
-	if flink := median(rates["flink_sql_kafka"]); flink > 0 {
+	if flink := bench.Median(rates["flink_sql_kafka"]); flink > 0 {
 		for _, sd := range sides {
 			if sd.compared && sd.name != "flink_sql_kafka" {
-				fmt.Printf("ratio %s/flink_sql_kafka=%.2f\n", sd.name, median(rates[sd.name])/flink)
+				fmt.Printf("ratio %s/flink_sql_kafka=%.2f\n", sd.name, bench.Median(rates[sd.name])/flink)
 			}
 		}
 	}
-	fmt.Printf("load %s", loadavg())
+	printLoad()
 	return nil
 }
 
-// xlangSides are the xlang kafkaio sides on the runners named in list,
+// xlangSides are the xlang kafkaio sides on the runners --xlang names,
 // with the expansion service and Java worker pool they share (and the
-// Flink job server), and a func that stops them.
-func xlangSides(ctx context.Context, list, brokers, in string, records, distinct int, noOutput time.Duration) ([]side, func(), error) {
-	if list == "" {
-		return nil, func() {}, nil
-	}
-	x, err := peers.StartXlang(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	stops := []func(){x.Close}
+// Flink job server), and a func that stops what was started, error or not.
+func xlangSides(ctx context.Context, brokers, in string, records, distinct int) ([]side, func(), error) {
+	var stops []func()
 	closeAll := func() {
 		for _, s := range stops {
 			s()
 		}
 	}
+	if *xlang == "" {
+		return nil, closeAll, nil
+	}
+	x, err := peers.StartXlang(ctx)
+	if err != nil {
+		return nil, closeAll, err
+	}
+	stops = append(stops, x.Close)
 	var sides []side
-	for _, r := range strings.Split(list, ",") {
+	for _, r := range strings.Split(*xlang, ",") {
 		var job jobrun.Options
 		switch r = strings.TrimSpace(r); r {
 		case "prism":
 			if job, err = localprism.Options(jobrun.Options{}); err != nil {
-				closeAll()
-				return nil, nil, err
+				return nil, closeAll, err
 			}
 		case "flink":
 			srv, err := flinkserver.StartEmbedded(flinkserver.Config{})
 			if err != nil {
-				closeAll()
-				return nil, nil, err
+				return nil, closeAll, err
 			}
 			stops = append(stops, srv.Stop)
 			job = jobrun.Options{Runner: "flink", Endpoint: srv.Endpoint, EnvironmentType: "LOOPBACK"}
 		default:
-			closeAll()
-			return nil, nil, fmt.Errorf("--xlang: unknown runner %q; want prism or flink", r)
+			return nil, closeAll, fmt.Errorf("--xlang: unknown runner %q; want prism or flink", r)
 		}
 		name := "xlang_kafkaio_" + r
 		sides = append(sides, side{name: name, run: func(ctx context.Context, group, out, _ string) (peers.KafkaTiming, error) {
-			t, err := peers.XlangKafka(ctx, x, job, name, brokers, in, out, group, records, distinct, noOutput, 20*time.Minute)
+			t, err := peers.XlangKafka(ctx, x, job, name, brokers, in, out, group, records, distinct, *noOutput, 20*time.Minute)
 			if err != nil {
 				err = fmt.Errorf("%w\n%s", err, x.Logs())
 			}
@@ -228,17 +220,6 @@ func xlangSides(ctx context.Context, list, brokers, in string, records, distinct
 	return sides, closeAll, nil
 }
 
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Sorted(slices.Values(v))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 func spread(v []float64) string {
 	if len(v) == 0 {
 		return "no runs"
@@ -246,17 +227,9 @@ func spread(v []float64) string {
 	return fmt.Sprintf("%.0f–%.0f over %d runs", slices.Min(v), slices.Max(v), len(v))
 }
 
-// loadavg is the machine's load (the first three fields of /proc/loadavg).
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown\n"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown\n"
-	}
-	return fmt.Sprintf("average %s %s %s (1, 5, 15 min; %s)\n", f[0], f[1], f[2], time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+// printLoad prints the machine's load averages and the time.
+func printLoad() {
+	fmt.Printf("load average %s (1, 5, 15 min; %s)\n", bench.LoadAvg(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 }
 
 func fail(err error) {

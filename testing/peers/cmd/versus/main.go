@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -55,10 +54,10 @@ func main() {
 	fmt.Printf("prism %s\ninput %s\n", prism, abs)
 	for i := range *runs {
 		for _, mini := range []bool{false, true} {
-			r, err := ours(prism, abs, mini)
+			c, secs, err := ours(prism, abs, mini)
 			fail(err)
 			fmt.Printf("run %d keepfirst_minibatch_%v rows=%d emitted=%d seconds=%.3f rows_per_s=%.0f requests_per_row=%.3f\n",
-				i+1, mini, r.RowsIn, r.Emitted, r.secs, float64(r.RowsIn)/r.secs, float64(deduptest.StateRequests(r.Cost))/float64(r.RowsIn))
+				i+1, mini, c.RowsIn, c.Emitted, secs, float64(c.RowsIn)/secs, float64(deduptest.StateRequests(c.Cost))/float64(c.RowsIn))
 		}
 		res, err := peers.RunPython(context.Background(), *python, prism, abs)
 		fail(err)
@@ -68,30 +67,26 @@ func main() {
 	}
 }
 
-type ourRun struct {
-	dedup.Counters
-	secs float64
-}
-
 // ours runs the orders pipeline's KeepFirst, stateful, on a Prism of its
-// own started from the binary, and times the job from its submission.
-func ours(prism, input string, miniBatch bool) (ourRun, error) {
+// own started from the binary, and returns its counters and the job's
+// seconds from its submission.
+func ours(prism, input string, miniBatch bool) (dedup.Counters, float64, error) {
 	endpoint, stop, err := startPrism(prism)
 	if err != nil {
-		return ourRun{}, err
+		return dedup.Counters{}, 0, err
 	}
 	defer stop()
 	p, s := beam.NewPipelineWithRoot()
 	if _, err := orders.Build(s, orders.Config{Input: input, Dedup: []dedup.Option{dedup.AsStream(), dedup.MiniBatch(miniBatch)}}); err != nil {
-		return ourRun{}, err
+		return dedup.Counters{}, 0, err
 	}
 	start := time.Now()
 	pr, err := jobrun.Run(context.Background(), p, jobrun.Options{Runner: "universal", Endpoint: endpoint, EnvironmentType: "LOOPBACK",
 		StallLimit: time.Minute, What: "orders job"})
 	if err != nil {
-		return ourRun{}, err
+		return dedup.Counters{}, 0, err
 	}
-	return ourRun{Counters: dedup.ReadCounters(pr), secs: time.Since(start).Seconds()}, nil
+	return dedup.ReadCounters(pr), time.Since(start).Seconds(), nil
 }
 
 func startPrism(bin string) (string, func(), error) {
@@ -100,10 +95,7 @@ func startPrism(bin string) (string, func(), error) {
 		return "", nil, err
 	}
 	cmd := exec.Command(bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if runtime.GOOS == "linux" {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
