@@ -80,15 +80,6 @@ var table = []option{
 	{"finish_bundle_before_checkpointing", "Flink: finish each bundle before a checkpoint (unset: the job server's default, true for a Go job)", func(o *Options) flag.Value { return optBool{&o.FinishBundleBeforeCheckpointing} }},
 }
 
-// Names are the options' names, as flags and as Go options.
-func Names() []string {
-	names := make([]string, len(table))
-	for i, op := range table {
-		names[i] = op.name
-	}
-	return names
-}
-
 // Register defines a flag for each option on fs and returns the options
 // they set. On flag.CommandLine, a job's flags reach the runner as they
 // are: Beam sends every flag set among its Go options.

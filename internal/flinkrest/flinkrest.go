@@ -30,6 +30,11 @@ func New(addr string) *Client {
 	return &Client{Addr: addr}
 }
 
+// Get reads path ("/overview") into out, as JSON.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var r io.Reader
 	if body != nil {
@@ -94,7 +99,7 @@ func (c *Client) Jobs(ctx context.Context) ([]JobOverview, error) {
 	var o struct {
 		Jobs []JobOverview `json:"jobs"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/jobs/overview", nil, &o); err != nil {
+	if err := c.Get(ctx, "/jobs/overview", &o); err != nil {
 		return nil, err
 	}
 	sort.Slice(o.Jobs, func(i, k int) bool { return o.Jobs[i].Start > o.Jobs[k].Start })
@@ -159,7 +164,7 @@ func (j Job) Running() bool {
 // Job returns a job's details.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
-	return j, c.do(ctx, http.MethodGet, "/jobs/"+id, nil, &j)
+	return j, c.Get(ctx, "/jobs/"+id, &j)
 }
 
 // Cancel cancels a job.
@@ -176,7 +181,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 	var ids []struct {
 		ID string `json:"id"`
 	}
-	if err := c.do(ctx, http.MethodGet, path, nil, &ids); err != nil {
+	if err := c.Get(ctx, path, &ids); err != nil {
 		return nil, err
 	}
 	var want []string
@@ -199,7 +204,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 			Sum *float64 `json:"sum"`
 		}
 		q := url.Values{"get": {strings.Join(want[:n], ",")}, "agg": {"sum"}}
-		if err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &vals); err != nil {
+		if err := c.Get(ctx, path+"?"+q.Encode(), &vals); err != nil {
 			return nil, err
 		}
 		for _, v := range vals {
@@ -230,7 +235,7 @@ func (c *Client) Subtasks(ctx context.Context, job, vertex string) ([]Subtask, e
 	var d struct {
 		Subtasks []Subtask `json:"subtasks"`
 	}
-	return d.Subtasks, c.do(ctx, http.MethodGet, "/jobs/"+job+"/vertices/"+vertex, nil, &d)
+	return d.Subtasks, c.Get(ctx, "/jobs/"+job+"/vertices/"+vertex, &d)
 }
 
 // CheckpointConfig is a job's checkpointing as Flink runs it.
@@ -252,7 +257,7 @@ type CheckpointConfig struct {
 // without checkpointing is an error (Flink answers 404).
 func (c *Client) CheckpointConfig(ctx context.Context, job string) (CheckpointConfig, error) {
 	var cc CheckpointConfig
-	return cc, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints/config", nil, &cc)
+	return cc, c.Get(ctx, "/jobs/"+job+"/checkpoints/config", &cc)
 }
 
 // Checkpoint is one checkpoint or savepoint. Times are Unix
@@ -305,7 +310,7 @@ func (cs Checkpoints) Find(id int64) (Checkpoint, bool) {
 // Checkpoints returns a job's checkpoint statistics.
 func (c *Client) Checkpoints(ctx context.Context, job string) (Checkpoints, error) {
 	var cp Checkpoints
-	return cp, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints", nil, &cp)
+	return cp, c.Get(ctx, "/jobs/"+job+"/checkpoints", &cp)
 }
 
 // JobConfig is the execution configuration a job runs with.
@@ -319,7 +324,7 @@ func (c *Client) JobConfig(ctx context.Context, job string) (JobConfig, error) {
 	var o struct {
 		Exec JobConfig `json:"execution-config"`
 	}
-	return o.Exec, c.do(ctx, http.MethodGet, "/jobs/"+job+"/config", nil, &o)
+	return o.Exec, c.Get(ctx, "/jobs/"+job+"/config", &o)
 }
 
 // StopWithSavepoint stops a job with a savepoint into dir (a URI; empty:
@@ -351,7 +356,7 @@ func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, drain b
 				} `json:"failure-cause"`
 			} `json:"operation"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/savepoints/"+trig.ID, nil, &st); err != nil {
+		if err := c.Get(ctx, "/jobs/"+job+"/savepoints/"+trig.ID, &st); err != nil {
 			return "", err
 		}
 		if st.Status.ID == "COMPLETED" {
@@ -389,7 +394,7 @@ func (c *Client) Exceptions(ctx context.Context, job string) ([]string, error) {
 			} `json:"entries"`
 		} `json:"exceptionHistory"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/exceptions", nil, &e); err != nil {
+	if err := c.Get(ctx, "/jobs/"+job+"/exceptions", &e); err != nil {
 		return nil, err
 	}
 	var out []string

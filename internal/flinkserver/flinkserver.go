@@ -19,10 +19,11 @@ import (
 	"cmp"
 	"embed"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,11 +164,10 @@ func (c Config) flinkConf(dir string) map[string]string {
 
 // jobServerJVM are the JVM options that hand Config to the job server.
 func (c Config) jobServerJVM() []string {
-	var out []string
-	if c.CheckpointInterval > 0 {
-		out = append(out, "-Dbeamdedup.checkpointing_interval="+strconv.FormatInt(c.CheckpointInterval.Milliseconds(), 10))
+	if c.CheckpointInterval <= 0 {
+		return nil
 	}
-	return out
+	return []string{"-Dbeamdedup.checkpointing_interval=" + strconv.FormatInt(c.CheckpointInterval.Milliseconds(), 10)}
 }
 
 // prepareDir creates cfg.Dir (or a temporary directory) with conf/, the
@@ -193,14 +193,9 @@ func prepareDir(dir string) (string, bool, error) {
 }
 
 func writeConf(path string, conf map[string]string) error {
-	keys := make([]string, 0, len(conf))
-	for k := range conf {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	b.WriteString("# Written by the Flink job server (internal/flinkserver); rewritten at each start.\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		fmt.Fprintf(&b, "%s: %s\n", k, conf[k])
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

@@ -88,18 +88,15 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
 	}
-	for rows.Next() {
-		var c tableColumn
-		var cat string
-		if err := rows.Scan(&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	var c tableColumn
+	var cat string
+	_, err = pgx.ForEachRow(rows, []any{&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod}, func() error {
 		c.category = cat[0]
 		ti.cols[c.name] = c
 		ti.names = append(ti.names, c.name)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
 	}
 	nnd := "false"
@@ -110,15 +107,12 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 	if err != nil {
 		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
 	}
-	for rows.Next() {
-		var u uniqueIndex
-		if err := rows.Scan(&u.name, &u.nullsNotDistinct, &u.partial, &u.exprs, &u.cols); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ti.uniques = append(ti.uniques, u)
-	}
-	if err := rows.Err(); err != nil {
+	var u uniqueIndex
+	_, err = pgx.ForEachRow(rows, []any{&u.name, &u.nullsNotDistinct, &u.partial, &u.exprs, &u.cols}, func() error {
+		ti.uniques = append(ti.uniques, u) // u.cols is a new slice each row
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
 	}
 	return ti, nil

@@ -89,8 +89,8 @@ func (b *batch) reset() {
 	b.entries, b.in, b.skipped, b.dead = b.entries[:0], 0, 0, nil
 }
 
-func newWriter(p *plan, pool *pgxpool.Pool, t target, c *Config) *Writer {
-	w := &Writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.MaxConns, uid: c.UID, batchSize: int64(c.BatchSize), cur: newBatch()}
+func newWriter(p *plan, pool *pgxpool.Pool, dsn string, t target, c *Config) *Writer {
+	w := &Writer{retrier: newRetrier(t, c), plan: p, pool: pool, dsn: dsn, maxConns: c.MaxConns, uid: c.UID, batchSize: int64(c.BatchSize), cur: newBatch()}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
@@ -374,9 +374,8 @@ func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 	return s, nil
 }
 
-// arrays are the statement's arguments: one slice per written column (of
-// the field's type, so pgx encodes it as an array of the column's type),
-// then the tombstone flags.
+// arrays are the statement's arguments: each written column's values
+// (column), then the tombstone flags.
 func (w *Writer) arrays(es []entry) []any {
 	p := w.plan
 	args := make([]any, 0, len(p.cols)+1)
