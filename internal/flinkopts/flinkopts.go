@@ -2,14 +2,10 @@
 // project's commands and tests set on a Go job: checkpointing, max
 // parallelism, the state backend, the savepoint to restore, streaming
 // mode. Beam Go (v2.77.0) sends a Java job server only --parallelism of
-// those (notes/beam-defects.md, 18): every other flag travels among the
-// job's Go options, which Beam's Flink job server ignores. The project's
-// Flink job server (cmd/flinkjobserver) lifts each Go option named after a
-// Flink runner option (FlinkPipelineOptions, in snake_case) into the
-// options the runner reads, so a flag of that name works: runjob registers
-// these (Register), jobrun sets them for one job (jobrun.Options.Flink). A
-// user's own main needs no package for it: a Go flag of the runner
-// option's name, in the runner's format, is enough (cmd/dedupexample).
+// those (notes/beam-defects.md, 18); the project's job server lifts each
+// Go option named after a runner option into the runner's options
+// (docs/flink-jobserver.md): runjob registers these as flags (Register),
+// jobrun sets them for one job (jobrun.Options.Flink).
 package flinkopts
 
 import (

@@ -106,16 +106,16 @@ func (c *Client) Jobs(ctx context.Context) ([]JobOverview, error) {
 	return o.Jobs, nil
 }
 
-// FindJob returns the newest job whose name is name or starts with
-// prefix (Beam's job server names a Flink job as it lists it on the Job
-// API); a job that has not reached the cluster yet is an error.
-func (c *Client) FindJob(ctx context.Context, name, prefix string) (JobOverview, error) {
+// FindJob returns the newest job called name (Beam's job server names a
+// Flink job as it lists it on the Job API); a job that has not reached the
+// cluster yet is an error.
+func (c *Client) FindJob(ctx context.Context, name string) (JobOverview, error) {
 	jobs, err := c.Jobs(ctx)
 	if err != nil {
 		return JobOverview{}, err
 	}
 	for _, j := range jobs {
-		if j.Name == name || (prefix != "" && strings.HasPrefix(j.Name, prefix)) {
+		if j.Name == name {
 			return j, nil
 		}
 	}
@@ -193,8 +193,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 	out := map[string]float64{}
 	// A URL holds some thousands of characters: ask in batches.
 	for len(want) > 0 {
-		n := 0
-		size := 0
+		n, size := 0, 0
 		for n < len(want) && size < 1500 {
 			size += len(want[n]) + 1
 			n++
@@ -329,11 +328,10 @@ func (c *Client) JobConfig(ctx context.Context, job string) (JobConfig, error) {
 
 // StopWithSavepoint stops a job with a savepoint into dir (a URI; empty:
 // the cluster's state.savepoints.dir) and returns the savepoint's path
-// once Flink has written it, at most timeout. With drain, the sources
-// first emit a final watermark (timers fire, windows close); without, the
-// job stops as it is, for a resubmission that resumes it.
-func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, drain bool, timeout time.Duration) (string, error) {
-	body := map[string]any{"drain": drain}
+// once Flink has written it, at most timeout. It does not drain: the job
+// stops as it is (no final watermark), for a resubmission that resumes it.
+func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, timeout time.Duration) (string, error) {
+	body := map[string]any{"drain": false}
 	if dir != "" {
 		body["targetDirectory"] = dir
 	}

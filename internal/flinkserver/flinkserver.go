@@ -6,13 +6,10 @@
 // cmd/flinkjobserver is its command; testing/flinktest starts it for the
 // tests.
 //
-// Maven Central publishes no job-server jar, but the runner module holds
-// the driver: the Maven project in jobserver/ depends on it (internal/maven
-// resolves it once per machine), and the job server's own Java sources,
-// compiled against it, come first on the classpath, three of them replacing
-// Beam's classes of the same name (docs/flink-jobserver.md). 2.62.0 is the
-// newest Beam release whose Flink runner and job-service modules are both
-// served. Every listener of the job server and the cluster is on loopback.
+// Maven Central publishes no job-server jar: the Maven project in
+// jobserver/ depends on the runner module, which holds the driver
+// (docs/flink.md), and the job server's own Java sources come first on its
+// classpath (docs/flink-jobserver.md). Every listener is on loopback.
 package flinkserver
 
 import (
