@@ -1,6 +1,7 @@
 package pgwrite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -145,13 +146,11 @@ func (ti *tableInfo) check(l *layout, c *Config) error {
 	if len(missing) > 0 {
 		add("row column(s) with no column in the table: %s (table columns: %s)", strings.Join(missing, ", "), strings.Join(ti.names, ", "))
 	}
-	if c.ordered() {
-		for _, name := range l.order {
-			tc, ok := ti.cols[name]
-			if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
-				add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
-					name, tc.typmod, tc.typ)
-			}
+	for _, name := range l.order { // the guard's columns
+		tc, ok := ti.cols[name]
+		if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
+			add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
+				name, tc.typmod, tc.typ)
 		}
 	}
 	if c.Tombstone != "" {
@@ -221,10 +220,7 @@ func (ti *tableInfo) checkKey(l *layout, c *Config) string {
 		}
 		return ""
 	}
-	found := "none"
-	if len(others) > 0 {
-		found = strings.Join(others, "; ")
-	}
+	found := cmp.Or(strings.Join(others, "; "), "none")
 	quoted := make([]string, len(c.Roles.Key))
 	for i, k := range c.Roles.Key {
 		quoted[i] = displayIdent(k)
