@@ -2,14 +2,10 @@
 // project's commands and tests set on a Go job: checkpointing, max
 // parallelism, the state backend, the savepoint to restore, streaming
 // mode. Beam Go (v2.77.0) sends a Java job server only --parallelism of
-// those (notes/beam-defects.md, 18): every other flag travels among the
-// job's Go options, which Beam's Flink job server ignores. The project's
-// Flink job server (cmd/flinkjobserver) lifts each Go option named after a
-// Flink runner option (FlinkPipelineOptions, in snake_case) into the
-// options the runner reads, so a flag of that name works: runjob registers
-// these (Register), jobrun sets them for one job (jobrun.Options.Flink). A
-// user's own main needs no package for it: a Go flag of the runner
-// option's name, in the runner's format, is enough (cmd/dedupexample).
+// those (notes/beam-defects.md, 18); the project's job server lifts each
+// Go option named after a runner option into the runner's options
+// (docs/flink-jobserver.md): runjob registers these as flags (Register),
+// jobrun sets them for one job (jobrun.Options.Flink).
 package flinkopts
 
 import (
@@ -78,15 +74,6 @@ var table = []option{
 	{"allow_non_restored_state", "Flink: start from --savepoint_path even if some of its state maps to no operator", func(o *Options) flag.Value { return (*boolValue)(&o.AllowNonRestoredState) }},
 	{"streaming", "Flink: run a bounded pipeline in streaming mode (checkpoints, no batch translation)", func(o *Options) flag.Value { return (*boolValue)(&o.Streaming) }},
 	{"finish_bundle_before_checkpointing", "Flink: finish each bundle before a checkpoint (unset: the job server's default, true for a Go job)", func(o *Options) flag.Value { return optBool{&o.FinishBundleBeforeCheckpointing} }},
-}
-
-// Names are the options' names, as flags and as Go options.
-func Names() []string {
-	names := make([]string, len(table))
-	for i, op := range table {
-		names[i] = op.name
-	}
-	return names
 }
 
 // Register defines a flag for each option on fs and returns the options

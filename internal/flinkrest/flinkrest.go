@@ -6,6 +6,7 @@ package flinkrest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -30,6 +31,11 @@ func New(addr string) *Client {
 	return &Client{Addr: addr}
 }
 
+// Get reads path ("/overview") into out, as JSON.
+func (c *Client) Get(ctx context.Context, path string, out any) error {
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	var r io.Reader
 	if body != nil {
@@ -46,11 +52,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := cmp.Or(c.HTTP, http.DefaultClient).Do(req)
 	if err != nil {
 		return fmt.Errorf("flink REST API at %s: %w", c.Addr, err)
 	}
@@ -94,23 +96,23 @@ func (c *Client) Jobs(ctx context.Context) ([]JobOverview, error) {
 	var o struct {
 		Jobs []JobOverview `json:"jobs"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/jobs/overview", nil, &o); err != nil {
+	if err := c.Get(ctx, "/jobs/overview", &o); err != nil {
 		return nil, err
 	}
 	sort.Slice(o.Jobs, func(i, k int) bool { return o.Jobs[i].Start > o.Jobs[k].Start })
 	return o.Jobs, nil
 }
 
-// FindJob returns the newest job whose name is name or starts with
-// prefix (Beam's job server names a Flink job as it lists it on the Job
-// API); a job that has not reached the cluster yet is an error.
-func (c *Client) FindJob(ctx context.Context, name, prefix string) (JobOverview, error) {
+// FindJob returns the newest job called name (Beam's job server names a
+// Flink job as it lists it on the Job API); a job that has not reached the
+// cluster yet is an error.
+func (c *Client) FindJob(ctx context.Context, name string) (JobOverview, error) {
 	jobs, err := c.Jobs(ctx)
 	if err != nil {
 		return JobOverview{}, err
 	}
 	for _, j := range jobs {
-		if j.Name == name || (prefix != "" && strings.HasPrefix(j.Name, prefix)) {
+		if j.Name == name {
 			return j, nil
 		}
 	}
@@ -159,7 +161,7 @@ func (j Job) Running() bool {
 // Job returns a job's details.
 func (c *Client) Job(ctx context.Context, id string) (Job, error) {
 	var j Job
-	return j, c.do(ctx, http.MethodGet, "/jobs/"+id, nil, &j)
+	return j, c.Get(ctx, "/jobs/"+id, &j)
 }
 
 // Cancel cancels a job.
@@ -176,7 +178,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 	var ids []struct {
 		ID string `json:"id"`
 	}
-	if err := c.do(ctx, http.MethodGet, path, nil, &ids); err != nil {
+	if err := c.Get(ctx, path, &ids); err != nil {
 		return nil, err
 	}
 	var want []string
@@ -188,8 +190,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 	out := map[string]float64{}
 	// A URL holds some thousands of characters: ask in batches.
 	for len(want) > 0 {
-		n := 0
-		size := 0
+		n, size := 0, 0
 		for n < len(want) && size < 1500 {
 			size += len(want[n]) + 1
 			n++
@@ -199,7 +200,7 @@ func (c *Client) VertexMetrics(ctx context.Context, job, vertex string, keep fun
 			Sum *float64 `json:"sum"`
 		}
 		q := url.Values{"get": {strings.Join(want[:n], ",")}, "agg": {"sum"}}
-		if err := c.do(ctx, http.MethodGet, path+"?"+q.Encode(), nil, &vals); err != nil {
+		if err := c.Get(ctx, path+"?"+q.Encode(), &vals); err != nil {
 			return nil, err
 		}
 		for _, v := range vals {
@@ -230,7 +231,7 @@ func (c *Client) Subtasks(ctx context.Context, job, vertex string) ([]Subtask, e
 	var d struct {
 		Subtasks []Subtask `json:"subtasks"`
 	}
-	return d.Subtasks, c.do(ctx, http.MethodGet, "/jobs/"+job+"/vertices/"+vertex, nil, &d)
+	return d.Subtasks, c.Get(ctx, "/jobs/"+job+"/vertices/"+vertex, &d)
 }
 
 // CheckpointConfig is a job's checkpointing as Flink runs it.
@@ -252,7 +253,7 @@ type CheckpointConfig struct {
 // without checkpointing is an error (Flink answers 404).
 func (c *Client) CheckpointConfig(ctx context.Context, job string) (CheckpointConfig, error) {
 	var cc CheckpointConfig
-	return cc, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints/config", nil, &cc)
+	return cc, c.Get(ctx, "/jobs/"+job+"/checkpoints/config", &cc)
 }
 
 // Checkpoint is one checkpoint or savepoint. Times are Unix
@@ -305,7 +306,7 @@ func (cs Checkpoints) Find(id int64) (Checkpoint, bool) {
 // Checkpoints returns a job's checkpoint statistics.
 func (c *Client) Checkpoints(ctx context.Context, job string) (Checkpoints, error) {
 	var cp Checkpoints
-	return cp, c.do(ctx, http.MethodGet, "/jobs/"+job+"/checkpoints", nil, &cp)
+	return cp, c.Get(ctx, "/jobs/"+job+"/checkpoints", &cp)
 }
 
 // JobConfig is the execution configuration a job runs with.
@@ -319,16 +320,15 @@ func (c *Client) JobConfig(ctx context.Context, job string) (JobConfig, error) {
 	var o struct {
 		Exec JobConfig `json:"execution-config"`
 	}
-	return o.Exec, c.do(ctx, http.MethodGet, "/jobs/"+job+"/config", nil, &o)
+	return o.Exec, c.Get(ctx, "/jobs/"+job+"/config", &o)
 }
 
 // StopWithSavepoint stops a job with a savepoint into dir (a URI; empty:
 // the cluster's state.savepoints.dir) and returns the savepoint's path
-// once Flink has written it, at most timeout. With drain, the sources
-// first emit a final watermark (timers fire, windows close); without, the
-// job stops as it is, for a resubmission that resumes it.
-func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, drain bool, timeout time.Duration) (string, error) {
-	body := map[string]any{"drain": drain}
+// once Flink has written it, at most timeout. It does not drain: the job
+// stops as it is (no final watermark), for a resubmission that resumes it.
+func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, timeout time.Duration) (string, error) {
+	body := map[string]any{"drain": false}
 	if dir != "" {
 		body["targetDirectory"] = dir
 	}
@@ -351,7 +351,7 @@ func (c *Client) StopWithSavepoint(ctx context.Context, job, dir string, drain b
 				} `json:"failure-cause"`
 			} `json:"operation"`
 		}
-		if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/savepoints/"+trig.ID, nil, &st); err != nil {
+		if err := c.Get(ctx, "/jobs/"+job+"/savepoints/"+trig.ID, &st); err != nil {
 			return "", err
 		}
 		if st.Status.ID == "COMPLETED" {
@@ -389,7 +389,7 @@ func (c *Client) Exceptions(ctx context.Context, job string) ([]string, error) {
 			} `json:"entries"`
 		} `json:"exceptionHistory"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/jobs/"+job+"/exceptions", nil, &e); err != nil {
+	if err := c.Get(ctx, "/jobs/"+job+"/exceptions", &e); err != nil {
 		return nil, err
 	}
 	var out []string

@@ -2,17 +2,18 @@ package flinkserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/beamdedup/beamdedup/internal/flinkrest"
 )
 
 // Cluster is a Flink session cluster of its own processes on this
@@ -36,7 +37,6 @@ type Cluster struct {
 	JobManager *Process
 	JobServer  *Server
 
-	cfg          Config
 	removeDir    bool
 	mu           sync.Mutex
 	taskManagers []*Process
@@ -98,7 +98,7 @@ func StartCluster(cfg Config) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir, cp: cp, cfg: cfg, removeDir: temp,
+	c = &Cluster{Dir: dir, cp: cp, removeDir: temp,
 		Checkpoints: "file://" + filepath.Join(dir, "checkpoints"), Savepoints: "file://" + filepath.Join(dir, "savepoints")}
 	defer func() {
 		if err != nil {
@@ -151,7 +151,7 @@ func StartCluster(cfg Config) (c *Cluster, err error) {
 		return nil, err
 	}
 	j := &JobServer{Project: Project, Main: flinkMain}
-	c.JobServer, err = j.StartIn(dir, append(append([]string{}, clusterJobServerJVM...), cfg.jobServerJVM()...),
+	c.JobServer, err = j.StartIn(dir, false, append(append([]string{}, clusterJobServerJVM...), cfg.jobServerJVM()...),
 		"--flink-master="+c.REST, "--flink-conf-dir="+filepath.Join(dir, "conf"))
 	if err != nil {
 		return nil, err
@@ -178,13 +178,25 @@ var jobManagerLogLevels = append([]string{
 	"-Dorg.slf4j.simpleLogger.log.org.apache.flink.runtime.executiongraph.ExecutionGraph=info",
 }, taskManagerLogLevels...)
 
-// awaitStarted waits until n TaskManagers are registered and each live
-// one is among them by its own RPC port (a killed one stays registered
-// until its heartbeat times out), then records the new ones' listeners
-// before any job (Process.Startup).
+// awaitStarted waits until n TaskManagers are registered with the
+// JobManager and each live one is among them by its own RPC port (a killed
+// one stays registered until its heartbeat times out), then records the
+// new ones' listeners before any job (Process.Startup).
 func (c *Cluster) awaitStarted(n int) error {
-	if err := c.AwaitTaskManagers(n, StartTimeout); err != nil {
-		return err
+	var last string
+	err := c.JobManager.Await(func() bool {
+		var o struct {
+			TaskManagers int `json:"taskmanagers"`
+		}
+		if err := c.getJSON("/overview", &o); err != nil {
+			last = err.Error()
+			return false
+		}
+		last = fmt.Sprintf("%d registered", o.TaskManagers)
+		return o.TaskManagers == n
+	}, StartTimeout, fmt.Sprintf("see %d TaskManagers registered", n))
+	if err != nil {
+		return fmt.Errorf("flinkserver: the cluster's JobManager %w (last: %s)", err, last)
 	}
 	for _, p := range c.TaskManagers() {
 		if p.Startup != nil {
@@ -258,82 +270,43 @@ func (c *Cluster) TaskManagers() []*Process {
 	return live
 }
 
-// AwaitTaskManagers waits until n TaskManagers are registered with the
-// JobManager (Flink's REST API, /overview), at most timeout.
-func (c *Cluster) AwaitTaskManagers(n int, timeout time.Duration) error {
-	var last string
-	err := c.JobManager.Await(func() bool {
-		var o struct {
-			TaskManagers int `json:"taskmanagers"`
-		}
-		if err := c.getJSON("/overview", &o); err != nil {
-			last = err.Error()
-			return false
-		}
-		last = fmt.Sprintf("%d registered", o.TaskManagers)
-		return o.TaskManagers == n
-	}, timeout, fmt.Sprintf("see %d TaskManagers registered", n))
-	if err != nil {
-		return fmt.Errorf("flinkserver: the cluster's JobManager %w (last: %s)", err, last)
-	}
-	return nil
-}
-
 func (c *Cluster) getJSON(path string, v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.REST+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return flinkrest.New(c.REST).Get(ctx, path, v)
 }
 
 // Logs is the end of every process's log, for a failed test.
 func (c *Cluster) Logs(n int) string {
 	var b strings.Builder
-	procs := []*Process{}
-	if c.JobManager != nil {
-		procs = append(procs, c.JobManager)
-	}
-	c.mu.Lock()
-	procs = append(procs, c.taskManagers...)
-	c.mu.Unlock()
-	if c.JobServer != nil {
-		procs = append(procs, c.JobServer.proc)
-	}
-	for _, p := range procs {
+	for _, p := range c.procs() {
 		fmt.Fprintf(&b, "==> %s (%s), last %d bytes:\n%s\n", p.Name, p.Log, n, tail(p.Output(), n))
 	}
 	return b.String()
 }
 
-// Stop kills every process of the cluster, and removes its directory when
-// it was a temporary one (Config.Dir empty).
+// Stop kills every process of the cluster, the last started first, and
+// removes its directory when it was a temporary one (Config.Dir empty).
 func (c *Cluster) Stop() {
-	if c.JobServer != nil {
-		c.JobServer.proc.Kill()
-	}
-	c.mu.Lock()
-	tms := c.taskManagers
-	c.mu.Unlock()
-	for _, p := range tms {
-		p.Kill()
-	}
-	if c.JobManager != nil {
-		c.JobManager.Kill()
+	procs := c.procs()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Kill()
 	}
 	if c.removeDir {
 		os.RemoveAll(c.Dir)
 	}
+}
+
+// procs are the processes started so far, dead ones included: the
+// JobManager, the TaskManagers, the job server.
+func (c *Cluster) procs() []*Process {
+	c.mu.Lock()
+	procs := append([]*Process{c.JobManager}, c.taskManagers...)
+	c.mu.Unlock()
+	if c.JobServer != nil {
+		procs = append(procs, c.JobServer.proc)
+	}
+	return slices.DeleteFunc(procs, func(p *Process) bool { return p == nil })
 }
 
 // Processes are the cluster's processes: the JobManager, the live

@@ -6,23 +6,21 @@
 // cmd/flinkjobserver is its command; testing/flinktest starts it for the
 // tests.
 //
-// Maven Central publishes no job-server jar, but the runner module holds
-// the driver: the Maven project in jobserver/ depends on it (internal/maven
-// resolves it once per machine), and the job server's own Java sources,
-// compiled against it, come first on the classpath, three of them replacing
-// Beam's classes of the same name (docs/flink-jobserver.md). 2.62.0 is the
-// newest Beam release whose Flink runner and job-service modules are both
-// served. Every listener of the job server and the cluster is on loopback.
+// Maven Central publishes no job-server jar: the Maven project in
+// jobserver/ depends on the runner module, which holds the driver
+// (docs/flink.md), and the job server's own Java sources come first on its
+// classpath (docs/flink-jobserver.md). Every listener is on loopback.
 package flinkserver
 
 import (
 	"cmp"
 	"embed"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -163,11 +161,10 @@ func (c Config) flinkConf(dir string) map[string]string {
 
 // jobServerJVM are the JVM options that hand Config to the job server.
 func (c Config) jobServerJVM() []string {
-	var out []string
-	if c.CheckpointInterval > 0 {
-		out = append(out, "-Dbeamdedup.checkpointing_interval="+strconv.FormatInt(c.CheckpointInterval.Milliseconds(), 10))
+	if c.CheckpointInterval <= 0 {
+		return nil
 	}
-	return out
+	return []string{"-Dbeamdedup.checkpointing_interval=" + strconv.FormatInt(c.CheckpointInterval.Milliseconds(), 10)}
 }
 
 // prepareDir creates cfg.Dir (or a temporary directory) with conf/, the
@@ -193,14 +190,9 @@ func prepareDir(dir string) (string, bool, error) {
 }
 
 func writeConf(path string, conf map[string]string) error {
-	keys := make([]string, 0, len(conf))
-	for k := range conf {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	b.WriteString("# Written by the Flink job server (internal/flinkserver); rewritten at each start.\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		fmt.Fprintf(&b, "%s: %s\n", k, conf[k])
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)

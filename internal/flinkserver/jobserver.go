@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/beamdedup/beamdedup/internal/maven"
 )
@@ -76,18 +77,18 @@ func (j *JobServer) Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := j.StartIn(dir, j.JVM, j.Args...)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s.removeDir = true
-	return s, nil
+	return j.StartIn(dir, true, j.JVM, j.Args...)
 }
 
-// StartIn starts the job server in dir (which it keeps) with the JVM
-// options jvm and the driver arguments args.
-func (j *JobServer) StartIn(dir string, jvm []string, args ...string) (*Server, error) {
+// StartIn starts the job server in dir, which Stop removes when temp, with
+// the JVM options jvm and the driver arguments args; on an error, a temp
+// dir is removed at once.
+func (j *JobServer) StartIn(dir string, temp bool, jvm []string, args ...string) (s *Server, err error) {
+	defer func() {
+		if err != nil && temp {
+			os.RemoveAll(dir)
+		}
+	}()
 	cp, err := j.Classpath()
 	if err != nil {
 		return nil, err
@@ -111,8 +112,8 @@ func (j *JobServer) StartIn(dir string, jvm []string, args ...string) (*Server, 
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Endpoint: net.JoinHostPort("localhost", strconv.Itoa(ports[0])), Dir: dir, proc: p}
-	if err := p.AwaitOutput(ready, StartTimeout); err != nil {
+	s = &Server{Endpoint: net.JoinHostPort("localhost", strconv.Itoa(ports[0])), Dir: dir, proc: p, removeDir: temp}
+	if err := p.Await(func() bool { return strings.Contains(p.Output(), ready) }, StartTimeout, fmt.Sprintf("print %q", ready)); err != nil {
 		p.Kill()
 		return nil, fmt.Errorf("flinkserver: the %s job server %w", j.Name, err)
 	}
@@ -153,13 +154,5 @@ func startFlink(cfg Config, heap string, conf bool, args ...string) (*Server, er
 		args = append(args, "--flink-conf-dir="+filepath.Join(dir, "conf"))
 	}
 	j := &JobServer{Project: Project, Main: flinkMain}
-	s, err := j.StartIn(dir, append([]string{heap}, cfg.jobServerJVM()...), args...)
-	if err != nil {
-		if temp {
-			os.RemoveAll(dir)
-		}
-		return nil, err
-	}
-	s.removeDir = temp
-	return s, nil
+	return j.StartIn(dir, temp, append([]string{heap}, cfg.jobServerJVM()...), args...)
 }

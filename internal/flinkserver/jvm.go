@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -30,7 +29,7 @@ type Process struct {
 // StartJVM starts java with args in dir, its output appended to
 // dir/<name>.log. It dies with the process that started it (and Kill kills
 // its process group).
-func StartJVM(dir, name string, args []string, env ...string) (*Process, error) {
+func StartJVM(dir, name string, args []string) (*Process, error) {
 	p := &Process{Name: name, Log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -48,7 +47,6 @@ func StartJVM(dir, name string, args []string, env ...string) (*Process, error) 
 		runtime.LockOSThread()
 		p.cmd = exec.Command("java", args...)
 		p.cmd.Dir = dir
-		p.cmd.Env = append(os.Environ(), env...)
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := p.cmd.Start(); err != nil {
@@ -86,13 +84,6 @@ func (p *Process) Output() string {
 func (p *Process) Kill() {
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.done
-}
-
-// AwaitOutput waits until the JVM has printed line, at most timeout; an
-// error says it exited first or did not within timeout, with the end of
-// its output.
-func (p *Process) AwaitOutput(line string, timeout time.Duration) error {
-	return p.Await(func() bool { return strings.Contains(p.Output(), line) }, timeout, fmt.Sprintf("print %q", line))
 }
 
 // Await polls ok until it holds, at most timeout; an error says the JVM

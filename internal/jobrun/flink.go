@@ -28,7 +28,7 @@ func (j *Job) FlinkJobID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fj, err := j.flink.FindJob(ctx, name, "")
+	fj, err := j.flink.FindJob(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -56,7 +56,7 @@ func (j *Job) StopWithSavepoint(ctx context.Context, dir string, timeout time.Du
 	if !j.claimStop(errCancelled) {
 		return "", errors.New("jobrun: the job is already being stopped")
 	}
-	path, err := j.flink.StopWithSavepoint(ctx, id, dir, false, timeout)
+	path, err := j.flink.StopWithSavepoint(ctx, id, dir, timeout)
 	if err != nil {
 		return "", err
 	}

@@ -71,21 +71,19 @@ func Start(ctx context.Context, p *beam.Pipeline, o Options) (*Job, error) {
 	// job server instead.
 	runCtx, runCancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	j.runCancel = runCancel
+	var err error
 	if j.remote == nil {
-		if err := j.beforeSubmit(p); err != nil {
-			giveUp()
-			return nil, err
+		if err = j.beforeSubmit(p); err == nil {
+			go j.run(runCtx, p)
 		}
-		go j.run(runCtx, p)
-		go j.giveUpWith(ctx, giveUp)
-		return j, nil
+	} else {
+		err = j.submitWithFlags(runCtx, p)
 	}
-
-	if err := j.submitWithFlags(runCtx, p); err != nil {
+	if err != nil {
 		giveUp()
 		return nil, err
 	}
-	if o.StallLimit > 0 && (!isFlink(o.Runner) || j.flink != nil) {
+	if j.remote != nil && o.StallLimit > 0 && (!isFlink(o.Runner) || j.flink != nil) {
 		wctx, stop := context.WithCancel(context.Background())
 		j.stopWatch = stop
 		go func() {
@@ -104,8 +102,8 @@ func (j *Job) beforeSubmit(p *beam.Pipeline) error {
 		return nil
 	}
 	err := j.o.BeforeSubmit(p)
-	if err != nil {
-		j.close()
+	if err != nil && j.remote != nil {
+		j.remote.Close()
 	}
 	return err
 }
@@ -138,7 +136,9 @@ func (j *Job) stalled(err error) {
 	if !errors.As(err, &st) {
 		return
 	}
-	st.Hint = j.hint(st.Note == noWorker || liveStalled(st))
+	// A live source's stall (nothing committed at all) is the
+	// environment's doing (a worker that froze or lost its job server).
+	st.Hint = j.hint(st.Note == noWorker || st.Stage.Always)
 	j.mu.Lock()
 	j.stall = st
 	j.mu.Unlock()
@@ -251,23 +251,19 @@ func (j *Job) Wait() (beam.PipelineResult, error) {
 	case j.stall != nil:
 		err = j.stall
 	case j.gaveUp != nil:
-		var to *TimedOut
-		if errors.As(j.gaveUp, &to) {
-			err = j.gaveUp
-		} else {
-			err = fmt.Errorf("job cancelled: %w", j.gaveUp)
+		err = j.gaveUp
+		if !errors.As(err, new(*TimedOut)) {
+			err = fmt.Errorf("job cancelled: %w", err)
 		}
-	case j.why == errCancelled:
-		err = nil
-		if j.notEnded {
-			err = fmt.Errorf("the job did not end within %v of its cancellation", cancelGrace)
-		}
-		return j.pr, err
-	default:
+	case j.why != errCancelled:
 		return j.pr, j.runErr
 	}
 	if j.notEnded {
-		err = fmt.Errorf("%w; the job did not end within %v of its cancellation", err, cancelGrace)
+		notEnded := fmt.Errorf("the job did not end within %v of its cancellation", cancelGrace)
+		if err == nil {
+			return j.pr, notEnded
+		}
+		err = fmt.Errorf("%w; %v", err, notEnded)
 	}
 	return j.pr, err
 }
@@ -316,11 +312,4 @@ func Run(ctx context.Context, p *beam.Pipeline, o Options) (beam.PipelineResult,
 		return nil, err
 	}
 	return j.Wait()
-}
-
-// close releases a job that was never started.
-func (j *Job) close() {
-	if j.remote != nil {
-		j.remote.Close()
-	}
 }

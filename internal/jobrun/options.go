@@ -101,10 +101,7 @@ func (o Options) withDefaults() Options {
 	o.Endpoint = cmp.Or(o.Endpoint, endpoint)
 	o.EnvironmentType = cmp.Or(o.EnvironmentType, envType)
 	o.EnvironmentConfig = cmp.Or(o.EnvironmentConfig, envConfig)
-	o.Name = cmp.Or(o.Name, name)
-	if o.Name == "" {
-		o.Name = fmt.Sprintf("beamdedup-%d-%d", time.Now().UnixNano(), jobSeq.Add(1))
-	}
+	o.Name = cmp.Or(o.Name, name, fmt.Sprintf("beamdedup-%d-%d", time.Now().UnixNano(), jobSeq.Add(1)))
 	o.StallLimit = cmp.Or(o.StallLimit, DefaultStallLimit)
 	o.What = cmp.Or(o.What, "job")
 	return o

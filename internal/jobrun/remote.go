@@ -138,28 +138,20 @@ func (r *Remote) Counters(ctx context.Context) (map[string]int64, error) {
 func counters(mis []*pipepb.MonitoringInfo) map[string]int64 {
 	out := map[string]int64{}
 	for _, mi := range mis {
-		name, ok := counterName(mi)
-		if !ok {
+		var name string
+		switch mi.GetUrn() {
+		case "beam:metric:user:sum_int64:v1":
+			name = mi.GetLabels()["NAMESPACE"] + "/" + mi.GetLabels()["NAME"]
+		case "beam:metric:element_count:v1":
+			name = "elements"
+		default:
 			continue
 		}
-		v, n := binary.Uvarint(mi.GetPayload())
-		if n <= 0 {
-			continue
+		if v, n := binary.Uvarint(mi.GetPayload()); n > 0 {
+			out[name] += int64(v)
 		}
-		out[name] += int64(v)
 	}
 	return out
-}
-
-func counterName(mi *pipepb.MonitoringInfo) (string, bool) {
-	switch mi.GetUrn() {
-	case "beam:metric:user:sum_int64:v1":
-		l := mi.GetLabels()
-		return l["NAMESPACE"] + "/" + l["NAME"], true
-	case "beam:metric:element_count:v1":
-		return "elements", true
-	}
-	return "", false
 }
 
 // Cancel asks the job server to cancel the job. Unlike cancelling

@@ -3,6 +3,7 @@ package jobrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,27 +57,13 @@ func (j *Job) sample(ctx context.Context) (Sample, error) {
 		// of the caller's that stalls is the more precise report.
 		s.Stages = append(s.Stages, Stage{Name: s.Live, Always: true, Done: counters(committed)["elements"]})
 	}
-	if len(committed) == 0 && len(attempted) == 0 && !holdsWork(s.Stages) {
+	if len(committed) == 0 && len(attempted) == 0 && !slices.ContainsFunc(s.Stages, func(st Stage) bool { return st.Waiting > 0 }) {
 		// Not idle: the job has not started (a healthy job commits its first
 		// bundle within seconds).
 		s.Pending, s.Note = true, noWorker
 	}
 	return s, nil
 }
-
-func holdsWork(stages []Stage) bool {
-	for _, st := range stages {
-		if st.Waiting > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// liveStalled reports whether the stall is the live source's: nothing
-// committed at all, which is the environment's doing (a worker that
-// froze or lost its job server), not a step's.
-func liveStalled(st *Stall) bool { return st.Stage.Always }
 
 // hint says what to check when the job stalled: the environment when no
 // worker ever reported (or no Hint is given), else Options.Hint.

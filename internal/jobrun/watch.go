@@ -1,6 +1,7 @@
 package jobrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -97,14 +98,11 @@ func (e *Stall) Error() string {
 		fmt.Fprintf(&b, "%s stalled: no progress for %v while input remains", e.What, e.For.Round(time.Second))
 	}
 	if len(e.Counters) > 0 {
-		b.WriteString(" (")
-		for i, k := range slices.Sorted(maps.Keys(e.Counters)) {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			fmt.Fprintf(&b, "%s=%d", k, e.Counters[k])
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(e.Counters)) {
+			kv = append(kv, fmt.Sprintf("%s=%d", k, e.Counters[k]))
 		}
-		b.WriteString(")")
+		fmt.Fprintf(&b, " (%s)", strings.Join(kv, ", "))
 	}
 	if e.LastErr != nil {
 		fmt.Fprintf(&b, "; last sample failed: %v", e.LastErr)
@@ -126,9 +124,7 @@ func Watch(ctx context.Context, cfg Config) error {
 	if cfg.Every <= 0 {
 		cfg.Every = max(cfg.Limit/10, 10*time.Millisecond)
 	}
-	if cfg.What == "" {
-		cfg.What = "job"
-	}
+	cfg.What = cmp.Or(cfg.What, "job")
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -103,14 +103,13 @@ func acquirePool(dsn string, maxConns int) (*pgxpool.Pool, target, error) {
 	if err != nil {
 		return nil, target{}, err
 	}
+	t := newTarget(&cfg.ConnConfig.Config)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		t := newTarget(&cfg.ConnConfig.Config)
 		return nil, t, t.errorf("%w", err)
 	}
-	sp := &sharedPool{pool: pool, target: newTarget(&cfg.ConnConfig.Config), refs: 1}
-	pools.m[key] = sp
-	return pool, sp.target, nil
+	pools.m[key] = &sharedPool{pool: pool, target: t, refs: 1}
+	return pool, t, nil
 }
 
 // releasePool closes the pool when its last user is done.

@@ -204,9 +204,7 @@ func Open(ctx context.Context, c Config, rowType reflect.Type) (*Writer, error) 
 		releasePool(dsn, c.MaxConns)
 		return nil, err
 	}
-	w := newWriter(p, pool, t, &c)
-	w.dsn = dsn
-	return w, nil
+	return newWriter(p, pool, dsn, t, &c), nil
 }
 
 // setupFault makes every fault but a transient one fatal: reading the

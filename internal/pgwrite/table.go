@@ -1,6 +1,7 @@
 package pgwrite
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"reflect"
@@ -88,18 +89,15 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
 	}
-	for rows.Next() {
-		var c tableColumn
-		var cat string
-		if err := rows.Scan(&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	var c tableColumn
+	var cat string
+	_, err = pgx.ForEachRow(rows, []any{&c.name, &c.typ, &c.typname, &cat, &c.notNull, &c.hasDefault, &c.generated, &c.hasEq, &c.typmod}, func() error {
 		c.category = cat[0]
 		ti.cols[c.name] = c
 		ti.names = append(ti.names, c.name)
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("columns of %s: %w", ti.name, err)
 	}
 	nnd := "false"
@@ -110,15 +108,12 @@ func readTable(ctx context.Context, q querier, table string) (*tableInfo, error)
 	if err != nil {
 		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
 	}
-	for rows.Next() {
-		var u uniqueIndex
-		if err := rows.Scan(&u.name, &u.nullsNotDistinct, &u.partial, &u.exprs, &u.cols); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ti.uniques = append(ti.uniques, u)
-	}
-	if err := rows.Err(); err != nil {
+	var u uniqueIndex
+	_, err = pgx.ForEachRow(rows, []any{&u.name, &u.nullsNotDistinct, &u.partial, &u.exprs, &u.cols}, func() error {
+		ti.uniques = append(ti.uniques, u) // u.cols is a new slice each row
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("indexes of %s: %w", ti.name, err)
 	}
 	return ti, nil
@@ -151,13 +146,11 @@ func (ti *tableInfo) check(l *layout, c *Config) error {
 	if len(missing) > 0 {
 		add("row column(s) with no column in the table: %s (table columns: %s)", strings.Join(missing, ", "), strings.Join(ti.names, ", "))
 	}
-	if c.ordered() {
-		for _, name := range l.order {
-			tc, ok := ti.cols[name]
-			if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
-				add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
-					name, tc.typmod, tc.typ)
-			}
+	for _, name := range l.order { // the guard's columns
+		tc, ok := ti.cols[name]
+		if ok && (tc.typname == "timestamptz" || tc.typname == "timestamp") && tc.typmod >= 0 && tc.typmod < 6 {
+			add("column %s keeps %d fractional digits of a second (%s, precision %[2]d), and the guard compares times to the microsecond, as dedup does, so versions less than that apart would tie in the table: declare it without a precision (6 digits)",
+				name, tc.typmod, tc.typ)
 		}
 	}
 	if c.Tombstone != "" {
@@ -227,10 +220,7 @@ func (ti *tableInfo) checkKey(l *layout, c *Config) string {
 		}
 		return ""
 	}
-	found := "none"
-	if len(others) > 0 {
-		found = strings.Join(others, "; ")
-	}
+	found := cmp.Or(strings.Join(others, "; "), "none")
 	quoted := make([]string, len(c.Roles.Key))
 	for i, k := range c.Roles.Key {
 		quoted[i] = displayIdent(k)

@@ -39,17 +39,13 @@ type Refused struct {
 	DeadLetter deadletter.DeadLetter
 }
 
-// stats is what one set of statements did.
-type stats struct {
-	written, skipped, deleted int64
-	dead                      []Refused
-}
-
-func (s *stats) add(o stats) {
-	s.written += o.written
-	s.skipped += o.skipped
-	s.deleted += o.deleted
-	s.dead = append(s.dead, o.dead...)
+// add adds what the statements of o did (its rows written, skipped,
+// deleted and refused) to r.
+func (r *Result) add(o Result) {
+	r.Written += o.Written
+	r.Skipped += o.Skipped
+	r.Deleted += o.Deleted
+	r.Dead = append(r.Dead, o.Dead...)
 }
 
 // Writer writes batches of rows of one plan through a pool: rows are
@@ -89,8 +85,8 @@ func (b *batch) reset() {
 	b.entries, b.in, b.skipped, b.dead = b.entries[:0], 0, 0, nil
 }
 
-func newWriter(p *plan, pool *pgxpool.Pool, t target, c *Config) *Writer {
-	w := &Writer{retrier: newRetrier(t, c), plan: p, pool: pool, maxConns: c.MaxConns, uid: c.UID, batchSize: int64(c.BatchSize), cur: newBatch()}
+func newWriter(p *plan, pool *pgxpool.Pool, dsn string, t target, c *Config) *Writer {
+	w := &Writer{retrier: newRetrier(t, c), plan: p, pool: pool, dsn: dsn, maxConns: c.MaxConns, uid: c.UID, batchSize: int64(c.BatchSize), cur: newBatch()}
 	for _, col := range p.cols {
 		w.sliceTypes = append(w.sliceTypes, reflect.SliceOf(col.typ))
 	}
@@ -170,7 +166,7 @@ func (w *Writer) Flush(ctx context.Context) (Result, error) {
 func (w *Writer) write(ctx context.Context, b *batch) (Result, error) {
 	r := Result{In: b.in, Skipped: b.skipped}
 	if len(b.entries) > 0 {
-		var s stats
+		var s Result
 		retries, err := w.retry(ctx, fmt.Sprintf("writing %d rows", len(b.entries)), func(ctx context.Context) error {
 			var err error
 			s, err = w.attempt(ctx, b.entries)
@@ -180,8 +176,7 @@ func (w *Writer) write(ctx context.Context, b *batch) (Result, error) {
 		if err != nil {
 			return r, err
 		}
-		r.Written, r.Deleted, r.Skipped = s.written, s.deleted, r.Skipped+s.skipped
-		r.Dead = s.dead
+		r.add(s)
 	}
 	r.Dead = append(slices.Clip(b.dead), r.Dead...)
 	return r, nil
@@ -223,10 +218,10 @@ func (w *Writer) Wait(f *Inflight) (Result, error) {
 // attempt writes the batch on one connection: all of it in one
 // transaction, or, when the table refuses a row, again with the refused
 // rows found by halves under savepoints and dead-lettered.
-func (w *Writer) attempt(ctx context.Context, es []entry) (stats, error) {
+func (w *Writer) attempt(ctx context.Context, es []entry) (Result, error) {
 	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
-		return stats{}, classify(ctx, err, nil)
+		return Result{}, classify(ctx, err, nil)
 	}
 	defer conn.Release()
 	plain := w.plan.insertOnly
@@ -250,27 +245,27 @@ func isUniqueViolation(err error) bool {
 
 // run writes the batch in one transaction: with the plain INSERT (plain,
 // insert-only), or with the upsert, or row range by row range (bisect).
-func (w *Writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (stats, error) {
+func (w *Writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bisect bool) (Result, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return stats{}, err
+		return Result{}, err
 	}
 	defer tx.Rollback(ctx) // after Commit: a no-op
-	var s stats
+	var s Result
 	if bisect {
 		// A deferred constraint then fails its statement, not the commit.
 		if _, err := tx.Exec(ctx, "SET CONSTRAINTS ALL IMMEDIATE"); err != nil {
-			return stats{}, err
+			return Result{}, err
 		}
 		err = w.bisect(ctx, tx, es, &s)
 	} else {
 		s, err = w.exec(ctx, tx, es, plain)
 	}
 	if err != nil {
-		return stats{}, err
+		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return stats{}, err
+		return Result{}, err
 	}
 	return s, nil
 }
@@ -278,7 +273,7 @@ func (w *Writer) run(ctx context.Context, conn *pgx.Conn, es []entry, plain, bis
 // bisect writes es under a savepoint; if the table refuses a row, it
 // rolls back to it and writes each half the same way, down to single rows,
 // which are dead-lettered with the database's message.
-func (w *Writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) error {
+func (w *Writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *Result) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -301,7 +296,7 @@ func (w *Writer) bisect(ctx context.Context, tx pgx.Tx, es []entry, s *stats) er
 		return err
 	}
 	if len(es) == 1 {
-		s.dead = append(s.dead, Refused{Row: es[0].row, DeadLetter: deadletter.New(w.uid, es[0].row, w.target.scrub(dbMessage(err)))})
+		s.Dead = append(s.Dead, Refused{Row: es[0].row, DeadLetter: deadletter.New(w.uid, es[0].row, w.target.scrub(dbMessage(err)))})
 		return nil
 	}
 	mid := len(es) / 2
@@ -318,8 +313,8 @@ var AfterStatement func(ctx context.Context, conn *pgx.Conn)
 // exec runs the statements of es: one upsert (or insert) for the live rows
 // and tombstones, one delete per NULL pattern of the hard-deleted keys.
 // plain uses the plain INSERT of an insert-only plan.
-func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (stats, error) {
-	var s stats
+func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (Result, error) {
+	var s Result
 	p := w.plan
 	hardDeletes := p.roles.Kind != nil && p.tombstone == ""
 	live := es
@@ -341,17 +336,17 @@ func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 			stmt = p.insert
 		}
 		if p.upsertCounts {
-			if err := tx.QueryRow(ctx, p.upsert, args...).Scan(&s.written, &s.deleted); err != nil {
-				return stats{}, err
+			if err := tx.QueryRow(ctx, p.upsert, args...).Scan(&s.Written, &s.Deleted); err != nil {
+				return Result{}, err
 			}
 		} else {
 			tag, err := tx.Exec(ctx, stmt, args...)
 			if err != nil {
-				return stats{}, err
+				return Result{}, err
 			}
-			s.written = tag.RowsAffected()
+			s.Written = tag.RowsAffected()
 		}
-		s.skipped = int64(len(live)) - s.written - s.deleted
+		s.Skipped = int64(len(live)) - s.Written - s.Deleted
 		if AfterStatement != nil {
 			AfterStatement(ctx, tx.Conn())
 		}
@@ -365,18 +360,17 @@ func (w *Writer) exec(ctx context.Context, tx pgx.Tx, es []entry, plain bool) (s
 		for m, g := range groups {
 			tag, err := tx.Exec(ctx, p.deleteSQL(m), w.keyArrays(g, m)...)
 			if err != nil {
-				return stats{}, err
+				return Result{}, err
 			}
-			s.deleted += tag.RowsAffected()
-			s.skipped += int64(len(g)) - tag.RowsAffected()
+			s.Deleted += tag.RowsAffected()
+			s.Skipped += int64(len(g)) - tag.RowsAffected()
 		}
 	}
 	return s, nil
 }
 
-// arrays are the statement's arguments: one slice per written column (of
-// the field's type, so pgx encodes it as an array of the column's type),
-// then the tombstone flags.
+// arrays are the statement's arguments: each written column's values
+// (column), then the tombstone flags.
 func (w *Writer) arrays(es []entry) []any {
 	p := w.plan
 	args := make([]any, 0, len(p.cols)+1)

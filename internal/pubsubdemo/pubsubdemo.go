@@ -8,6 +8,7 @@
 package pubsubdemo
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -48,18 +49,10 @@ func (sc Script) Defaults() Script {
 	if sc.Keys <= 0 {
 		sc.Keys = 200
 	}
-	if sc.RetryEvery == 0 {
-		sc.RetryEvery = 10
-	}
-	if sc.LostAckEvery == 0 {
-		sc.LostAckEvery = 7
-	}
-	if sc.Undecodable == 0 {
-		sc.Undecodable = 3
-	}
-	if sc.Seed == 0 {
-		sc.Seed = 1
-	}
+	sc.RetryEvery = cmp.Or(sc.RetryEvery, 10)
+	sc.LostAckEvery = cmp.Or(sc.LostAckEvery, 7)
+	sc.Undecodable = cmp.Or(sc.Undecodable, 3)
+	sc.Seed = cmp.Or(sc.Seed, 1)
 	return sc
 }
 

@@ -12,10 +12,6 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
-// The readers of a role's column, resolved once per row type and then
-// reading a row by field index; a constructor's error names the role's
-// option, a read's reason the role and the column.
-
 var (
 	timeType  = reflect.TypeFor[time.Time]()
 	int64Type = reflect.TypeFor[int64]()
@@ -50,12 +46,8 @@ func NewTimeColumn(t reflect.Type, col string) (TimeColumn, error) {
 	if err != nil {
 		return TimeColumn{}, err
 	}
-	ft, ptr := deref(c.Type)
-	switch ft {
-	case timeType:
-		return TimeColumn{Name: col, index: c.Index, ptr: ptr}, nil
-	case int64Type:
-		return TimeColumn{Name: col, index: c.Index, ptr: ptr, isInt: true}, nil
+	if ft, ptr := deref(c.Type); ft == timeType || ft == int64Type {
+		return TimeColumn{Name: col, index: c.Index, ptr: ptr, isInt: ft == int64Type}, nil
 	}
 	return TimeColumn{}, fmt.Errorf("OnTime(%q): the column has type %v; it must be time.Time or int64 Unix milliseconds (or a pointer to one)", col, c.Type)
 }

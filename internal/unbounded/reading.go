@@ -34,11 +34,17 @@ func Apply[C any, O ~func(*C)](c *C, rec *Record, opts []O) {
 
 // SetMaxBundle is the option MaxBundleDuration.
 func (c *Config) SetMaxBundle(d time.Duration) {
-	c.Set("MaxBundleDuration")
-	if d <= 0 {
-		c.Errorf("MaxBundleDuration(%v): want a positive duration", d)
+	c.setDuration(&c.MaxBundle, "MaxBundleDuration", d, 1, "a positive duration")
+}
+
+// setDuration records the option name, refusing a d under least, and
+// sets *p to d.
+func (c *Config) setDuration(p *time.Duration, name string, d, least time.Duration, want string) {
+	c.Set(name)
+	if d < least {
+		c.Errorf("%s(%v): want %s", name, d, want)
 	}
-	c.MaxBundle = d
+	*p = d
 }
 
 // SetMaxElements is the option named option (MaxBundleRecords,
@@ -53,20 +59,12 @@ func (c *Config) SetMaxElements(option string, n int) {
 
 // SetIdleStop is the option IdleStop.
 func (c *Config) SetIdleStop(d time.Duration) {
-	c.Set("IdleStop")
-	if d < 0 {
-		c.Errorf("IdleStop(%v): want 0 (read forever) or a positive duration", d)
-	}
-	c.IdleStop = d
+	c.setDuration(&c.IdleStop, "IdleStop", d, 0, "0 (read forever) or a positive duration")
 }
 
 // SetWatermarkLag is the option WatermarkLag.
 func (c *Config) SetWatermarkLag(d time.Duration) {
-	c.Set("WatermarkLag")
-	if d < 0 {
-		c.Errorf("WatermarkLag(%v): want 0 or a positive duration", d)
-	}
-	c.WatermarkLag = d
+	c.setDuration(&c.WatermarkLag, "WatermarkLag", d, 0, "0 or a positive duration")
 }
 
 // ControlOptionName is the name under which the control option is

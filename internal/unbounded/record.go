@@ -1,10 +1,5 @@
 package unbounded
 
-// The option bookkeeping of the IO transforms (pubsubio, kafkaio): each
-// option records its name and its errors, and a transform refuses the
-// options that are not its own and reports every mistake at once, in one
-// line.
-
 import (
 	"fmt"
 	"slices"

@@ -81,6 +81,8 @@ type Listener struct {
 	Addr netip.AddrPort
 	// Restricted: the socket carries the loopback-only filter.
 	Restricted bool
+
+	fd int
 }
 
 // Reachable reports whether other hosts can connect: the socket is bound

@@ -48,17 +48,17 @@ var filter = func() []unix.SockFilter {
 }()
 
 func restrict(port int) (int, error) {
-	socks, err := sockets()
+	ls, err := listeners()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, s := range socks {
-		if int(s.addr.Port()) != port {
+	for _, l := range ls {
+		if int(l.Addr.Port()) != port {
 			continue
 		}
 		prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-		if err := unix.SetsockoptSockFprog(s.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
+		if err := unix.SetsockoptSockFprog(l.fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog); err != nil {
 			return n, err
 		}
 		n++
@@ -66,30 +66,13 @@ func restrict(port int) (int, error) {
 	return n, nil
 }
 
+// listeners are this process's listening TCP sockets, by descriptor.
 func listeners() ([]Listener, error) {
-	socks, err := sockets()
-	if err != nil {
-		return nil, err
-	}
-	var ls []Listener
-	for _, s := range socks {
-		ls = append(ls, Listener{Addr: s.addr, Restricted: filtered(s.fd)})
-	}
-	return ls, nil
-}
-
-type socket struct {
-	fd   int
-	addr netip.AddrPort
-}
-
-// sockets are this process's listening TCP sockets, by descriptor.
-func sockets() ([]socket, error) {
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return nil, err
 	}
-	var socks []socket
+	var ls []Listener
 	for _, e := range entries {
 		fd, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -105,14 +88,18 @@ func sockets() ([]socket, error) {
 		if err != nil {
 			continue
 		}
+		l := Listener{Restricted: filtered(fd), fd: fd}
 		switch a := sa.(type) {
 		case *unix.SockaddrInet4:
-			socks = append(socks, socket{fd, netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))})
+			l.Addr = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
 		case *unix.SockaddrInet6:
-			socks = append(socks, socket{fd, netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))})
+			l.Addr = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+		default:
+			continue
 		}
+		ls = append(ls, l)
 	}
-	return socks, nil
+	return ls, nil
 }
 
 // filtered reports whether a socket filter is attached to fd: with a zero
