@@ -26,10 +26,10 @@ type Process struct {
 	start int64 // the log's size when it started: Output is what this run printed
 }
 
-// StartJVM starts java with args in dir, its output appended to
-// dir/<name>.log. It dies with the process that started it (and Kill kills
-// its process group).
-func StartJVM(dir, name string, args []string) (*Process, error) {
+// StartJVM starts java with args in dir, env added to its environment,
+// its output appended to dir/<name>.log. It dies with the process that
+// started it (and Kill kills its process group).
+func StartJVM(dir, name string, args []string, env ...string) (*Process, error) {
 	p := &Process{Name: name, Log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
 	logFile, err := os.OpenFile(p.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -47,6 +47,7 @@ func StartJVM(dir, name string, args []string) (*Process, error) {
 		runtime.LockOSThread()
 		p.cmd = exec.Command("java", args...)
 		p.cmd.Dir = dir
+		p.cmd.Env = append(os.Environ(), env...)
 		p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 		if err := p.cmd.Start(); err != nil {
