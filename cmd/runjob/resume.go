@@ -54,6 +54,9 @@ func resumeOnFlink(ctx context.Context, o *options, job *jobrun.Options, cfg *st
 	}
 	r.Apply(&job.Flink, latest)
 	cfg.Savepoints = r.Savepoints
+	if o.kafka.idleStop > 0 {
+		fmt.Fprintf(stderr, "runjob: warning: a run that ends by --idle_stop finishes its job, and Flink keeps no state of a finished job: the next run starts with none (stop with Ctrl-C to keep it)\n")
+	}
 	switch {
 	case job.Flink.SavepointPath == "":
 		fmt.Fprintf(stderr, "runjob: no savepoint or retained checkpoint of group %s in %s or %s: starting with no state\n", o.kafka.group, r.Savepoints, r.Checkpoints)
