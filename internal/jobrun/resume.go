@@ -1,6 +1,7 @@
 package jobrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,7 +99,7 @@ func (r Resume) Latest() (string, error) {
 // what the job sets itself.
 func (r Resume) Apply(o *flinkopts.Options, latest string) {
 	if o.StateBackendStoragePath == "" {
-		o.StateBackend = "filesystem" // Flink's heap backend, the cluster's default
+		o.StateBackend = cmp.Or(o.StateBackend, "filesystem") // filesystem: Flink's heap backend, the cluster's default
 		o.StateBackendStoragePath = r.Checkpoints
 	}
 	if o.SavepointPath == "" {
