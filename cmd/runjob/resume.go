@@ -15,7 +15,8 @@ import (
 
 // resumeOnFlink makes a Kafka run on a Flink cluster whose state
 // directories are on this machine (--flink_rest, a local cluster) start
-// from the newest state its pipeline left there and stop with a savepoint,
+// from the newest state its pipeline left there and stop with a savepoint
+// (on Ctrl-C, and at an --idle_stop end),
 // so that a one-machine deployment remembers across restarts as a cluster
 // does: its state directories are named after the group, an earlier job
 // of it still on the cluster (its runjob killed) is cancelled first, and
@@ -54,9 +55,6 @@ func resumeOnFlink(ctx context.Context, o *options, job *jobrun.Options, cfg *st
 	}
 	r.Apply(&job.Flink, latest)
 	cfg.Savepoints = r.Savepoints
-	if o.kafka.idleStop > 0 {
-		fmt.Fprintf(stderr, "runjob: warning: a run that ends by --idle_stop finishes its job, and Flink keeps no state of a finished job: the next run starts with none (stop with Ctrl-C to keep it)\n")
-	}
 	switch {
 	case job.Flink.SavepointPath == "":
 		fmt.Fprintf(stderr, "runjob: no savepoint or retained checkpoint of group %s in %s or %s: starting with no state\n", o.kafka.group, r.Savepoints, r.Checkpoints)

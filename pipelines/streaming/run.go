@@ -44,6 +44,9 @@ type RunConfig struct {
 	// into this directory (a URI) instead of a drain: the readers' positions
 	// and KeepFirst's state are kept for the next run, which restores them
 	// (flinkopts.Options.SavepointPath; jobrun.Resume finds the newest).
+	// With IdleStop on Kafka the idle end is such a stop too, once the group
+	// was committed at the end of every partition for IdleStop (a job that
+	// ends by itself keeps no state on Flink).
 	Savepoints string
 }
 
@@ -144,10 +147,14 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	ctl := unbounded.NewControl()
 	defer ctl.Close()
 	p, s := beam.NewPipelineWithRoot()
-	if _, err := build[T](s, src, cfg.Config, ctl, cfg.IdleStop); err != nil {
+	w := &watch[E]{src: src, sp: sp, ctl: ctl, readers: readers, inProcess: job.Loopback()}
+	idleStop := cfg.IdleStop
+	if sw, ok := any(src).(settledToEnd); ok && cfg.Savepoints != "" && job.FlinkREST != "" && idleStop > 0 {
+		w.settled, idleStop = sw, 0 // the readers read on; follow stops the job
+	}
+	if _, err := build[T](s, src, cfg.Config, ctl, idleStop); err != nil {
 		return Result{}, err
 	}
-	w := &watch[E]{src: src, sp: sp, ctl: ctl, readers: readers, inProcess: job.Loopback()}
 	job.What, job.Hint, job.Progress = sp.name+" job", sp.hint, w.progress
 	// The job outlives ctx: ctx's end is the stop request, which drains.
 	j, err := jobrun.Start(context.WithoutCancel(ctx), p, job)
@@ -198,8 +205,16 @@ type watch[E any] struct {
 	last    Status // the last sample
 	polling bool   // at the last sample: a reader waited on a poll the service had not answered
 
-	savepoint    string // the stop's savepoint (RunConfig.Savepoints)
-	savepointErr error  // why the stop with a savepoint failed
+	savepoint    string       // the stop's savepoint (RunConfig.Savepoints)
+	savepointErr error        // why the stop with a savepoint failed
+	settled      settledToEnd // with IdleStop and Savepoints: the source follow watches for the idle end
+}
+
+// settledToEnd is a source that tells from outside its job that the job
+// settled everything there is to read (Kafka: the group committed at the
+// end of every partition).
+type settledToEnd interface {
+	settledToEnd(ctx context.Context) (bool, error)
 }
 
 // follow reports progress until the job ends by itself or ctx is done,
@@ -208,10 +223,28 @@ type watch[E any] struct {
 func (w *watch[E]) follow(ctx context.Context, j *jobrun.Job, cfg RunConfig) (stopped, drained bool) {
 	tick := time.NewTicker(cfg.ProgressEvery)
 	defer tick.Stop()
+	var idle <-chan time.Time
+	var settledSince time.Time
+	if w.settled != nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		idle = t.C
+	}
 	for {
 		select {
 		case <-j.Done(): // by itself: an idle stop, a stall, a failure, or the runner
 			return false, false
+		case now := <-idle:
+			ok, err := w.settled.settledToEnd(ctx)
+			switch {
+			case err != nil || !ok:
+				settledSince = time.Time{}
+			case settledSince.IsZero():
+				settledSince = now
+			case now.Sub(settledSince) >= cfg.IdleStop:
+				w.stopWithSavepoint(j, cfg)
+				return false, false
+			}
 		case <-ctx.Done():
 			if cfg.Savepoints != "" && j.Flink() != nil {
 				return true, w.stopWithSavepoint(j, cfg)

@@ -27,13 +27,14 @@ import (
 // restarts as a user runs it, with no flag for it: each run restores the
 // newest state the run before left.
 //
-//  1. 1,000 orders; Ctrl-C stops the run with a savepoint.
+//  1. 1,000 orders; the run ends by --idle_stop, with a savepoint.
 //  2. The next run restores that savepoint: of 300 resends of old orders
 //     and 300 new ones, only the new ones come out. Once a checkpoint
 //     triggered after they were out has completed, runjob is killed
 //     (kill -9): its job stays on the cluster, its SDK workers gone.
 //  3. The next run cancels that job, restores its latest checkpoint, and
-//     again emits only the new orders of 300 resends and 300 new ones.
+//     again emits only the new orders of 300 resends and 300 new ones;
+//     Ctrl-C stops it with a savepoint.
 //
 // Every order is once on the output topic, and the group committed to
 // the end of each partition.
@@ -64,13 +65,13 @@ func TestOnFlink_RunjobKafkaRestoresItsLastSavepointOrRetainedCheckpointOnEachRe
 	first, second, third := rowsOf(all, ids[:1000], false), rowsOf(all, ids[1000:1300], false), rowsOf(all, ids[1300:], false)
 	seen := func(ids []string) int { return present(out.PerKey(), ids) }
 
-	// 1. A first run, stopped with Ctrl-C.
+	// 1. A first run, ended by --idle_stop.
 	require.NoError(t, streaming.ProduceOrders(ctx, b.Addr, src.InputTopic, first))
-	r := startRunjob(t, ctx, bin, args)
-	flinktest.Await(t, 3*time.Minute, "the 1,000 orders of the first run out", func() bool { return seen(ids[:1000]) == 1000 })
-	r.stop(t)
+	r := startRunjob(t, ctx, bin, append(args, "--idle_stop=3s"))
+	r.wait(t, "--idle_stop")
+	assert.Equal(t, 1000, seen(ids[:1000]), "the 1,000 orders of the first run out")
 	assert.Contains(t, r.output(), "no savepoint or retained checkpoint of group runjob-resume")
-	assert.Contains(t, r.output(), "stopped with the savepoint file:")
+	assert.Contains(t, r.output(), "(idle, every partition read to its end, with the savepoint file:")
 
 	// 2. Restored from the savepoint; killed once a checkpoint holds what
 	// it emitted.
@@ -179,16 +180,23 @@ func startRunjob(t *testing.T, ctx context.Context, bin string, args []string) *
 	return r
 }
 
-// stop interrupts runjob as Ctrl-C does and waits for its end, which must
-// be a success.
+// stop interrupts runjob as Ctrl-C does and waits for its end.
 func (r *runjobProcess) stop(t *testing.T) {
 	t.Helper()
 	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
+	r.wait(t, "Ctrl-C")
+	assert.Contains(t, r.output(), "(stopped, with the savepoint file:")
+}
+
+// wait waits up to 3 minutes for runjob's end (after what), which must be
+// a success.
+func (r *runjobProcess) wait(t *testing.T, after string) {
+	t.Helper()
 	select {
 	case err := <-r.done:
-		require.NoError(t, err, "runjob stopped by Ctrl-C:\n%s", r.output())
+		require.NoError(t, err, "runjob ended after %s:\n%s", after, r.output())
 	case <-time.After(3 * time.Minute):
-		t.Fatalf("runjob not ended 3 minutes after Ctrl-C:\n%s", r.output())
+		t.Fatalf("runjob not ended 3 minutes after %s:\n%s", after, r.output())
 	}
 	t.Logf("%s", lastLines(r.output(), 14))
 }
