@@ -39,6 +39,7 @@ type kafkaOptions struct {
 	idleStop   time.Duration
 	watch      time.Duration
 	inFlight   int
+	resume     bool
 	produced   int // records written by --produce
 }
 
@@ -49,6 +50,7 @@ func addKafkaFlags(fs *flag.FlagSet, k *kafkaOptions) {
 	fs.BoolVar(&k.produce, "produce", false, "kafka: first write --count generated orders (--seed; every order priced under 100 twice, as seed 001) and 3 undecodable values to --input_topic, creating missing topics (2 partitions)")
 	fs.DurationVar(&k.idleStop, "idle_stop", 0, "kafka: end the run once every partition was read to its end and nothing came for this long (0: run until stopped)")
 	fs.DurationVar(&k.watch, "watch_partitions", 0, "kafka: list the input topic's partitions again this often and read those added while running (0: listed once, at the start)")
+	fs.BoolVar(&k.resume, "resume", true, "kafka on --runner=flink with --flink_rest, a cluster whose state directories are on this machine: restore the newest savepoint or retained checkpoint of the group's job there (unless --savepoint_path names one), and stop with a savepoint there on Ctrl-C or at an --idle_stop end; false: start with no state, stop by draining")
 	fs.IntVar(&k.inFlight, "max_in_flight", 20000, "kafka: read at most this many records of a partition ahead of its group's committed offset, which bounds what a crash makes the next run read again (0: no bound)")
 }
 
@@ -110,6 +112,9 @@ var kafkaRun = pipelineRun{
 		}
 		fmt.Fprintf(stderr, "runjob: reading %s on %s, group %s, %s\n", k.inputTopic, k.brokers, k.group, until)
 		src, cfg := kafkaConfig(o)
+		if err := resumeOnFlink(ctx, o, &job, &cfg, stderr); err != nil {
+			return nil, err
+		}
 		res, err := untilStopped(ctx, job, src, cfg, stderr, "no more reads")
 		if err != nil {
 			return nil, err
@@ -138,6 +143,9 @@ var kafkaRun = pipelineRun{
 			how := "idle, every partition read to its end"
 			if res.Stopped {
 				how = "stopped, drained"
+			}
+			if res.Savepoint != "" {
+				how = strings.Replace(how, ", drained", "", 1) + ", with the savepoint " + res.Savepoint
 			}
 			fmt.Fprintf(stdout, "wall time           %v (%s)\n", res.Elapsed.Round(time.Millisecond), how)
 			if c.Emitted+c.DuplicatesDropped+c.LateDropped+res.DeadLettered+c.DeadLettered != res.Read {

@@ -212,7 +212,11 @@ func untilStopped[E any](ctx context.Context, job jobrun.Options, src streaming.
 	go func() {
 		select {
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "runjob: stopping: %s; draining what was read (at most --drain_timeout=%v)\n", stopping, cfg.DrainTimeout)
+			if cfg.Savepoints != "" {
+				fmt.Fprintf(stderr, "runjob: stopping with a savepoint into %s (at most --drain_timeout=%v)\n", cfg.Savepoints, cfg.DrainTimeout)
+			} else {
+				fmt.Fprintf(stderr, "runjob: stopping: %s; draining what was read (at most --drain_timeout=%v)\n", stopping, cfg.DrainTimeout)
+			}
 		case <-finished:
 		}
 	}()

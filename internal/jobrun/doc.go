@@ -21,5 +21,6 @@
 //	watch.go    Watch: the watchdog, over samples, with a fake clock in tests
 //	remote.go   Remote: a job on a portable job server (the Job API)
 //	flink.go    a job on a Flink cluster (its REST API): its id, a savepoint
+//	resume.go   Resume: a pipeline's newest state on a local Flink cluster
 //	splits.go   Prism's split experiment
 package jobrun

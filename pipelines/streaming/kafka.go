@@ -109,6 +109,23 @@ func (k Kafka) finish(ctx context.Context, res *Result) error {
 
 func (Kafka) explain(*jobrun.Stall, bool, bool) {}
 
+// settledToEnd reports whether the group is committed at the end of every
+// partition: every record there was written, dead-lettered or dropped.
+func (k Kafka) settledToEnd(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	committed, end, err := Offsets(ctx, k.Brokers, k.Group, k.InputTopic)
+	if err != nil {
+		return false, err
+	}
+	for p, e := range end {
+		if committed[p] != e {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // CheckTopics looks the topics up on brokers, so that a job does not start
 // against one that is not there, and returns the first one's partition
 // count. The errors name the topic and the brokers.

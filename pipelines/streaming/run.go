@@ -39,6 +39,15 @@ type RunConfig struct {
 	// the job's counters.
 	Progress      func(Status)
 	ProgressEvery time.Duration
+	// Savepoints, for a job followed on its Flink cluster
+	// (jobrun.Options.FlinkREST), makes the stop a stop with a savepoint
+	// into this directory (a URI) instead of a drain: the readers' positions
+	// and KeepFirst's state are kept for the next run, which restores them
+	// (flinkopts.Options.SavepointPath; jobrun.Resume finds the newest).
+	// With IdleStop on Kafka the idle end is such a stop too, once the group
+	// was committed at the end of every partition for IdleStop (a job that
+	// ends by itself keeps no state on Flink).
+	Savepoints string
 }
 
 // Status is what the job's metrics say. Every element read is settled
@@ -95,6 +104,9 @@ type Result struct {
 	// Committed are the group's committed offsets of the input topic and
 	// End its end offsets, by partition, read after the run (Kafka).
 	Committed, End map[int32]int64
+	// Savepoint is the path of the savepoint the stop took
+	// (RunConfig.Savepoints).
+	Savepoint string
 }
 
 // Run runs the pipeline over src for the orders rows as a job until it
@@ -135,10 +147,14 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	ctl := unbounded.NewControl()
 	defer ctl.Close()
 	p, s := beam.NewPipelineWithRoot()
-	if _, err := build[T](s, src, cfg.Config, ctl, cfg.IdleStop); err != nil {
+	w := &watch[E]{src: src, sp: sp, ctl: ctl, readers: readers, inProcess: job.Loopback()}
+	idleStop := cfg.IdleStop
+	if sw, ok := any(src).(settledToEnd); ok && cfg.Savepoints != "" && job.FlinkREST != "" && idleStop > 0 {
+		w.settled, idleStop = sw, 0 // the readers read on; follow stops the job
+	}
+	if _, err := build[T](s, src, cfg.Config, ctl, idleStop); err != nil {
 		return Result{}, err
 	}
-	w := &watch[E]{src: src, sp: sp, ctl: ctl, readers: readers, inProcess: job.Loopback()}
 	job.What, job.Hint, job.Progress = sp.name+" job", sp.hint, w.progress
 	// The job outlives ctx: ctx's end is the stop request, which drains.
 	j, err := jobrun.Start(context.WithoutCancel(ctx), p, job)
@@ -147,7 +163,7 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	}
 	stopped, drained := w.follow(ctx, j, cfg)
 	pr, err := j.Wait()
-	res := Result{Stopped: drained}
+	res := Result{Stopped: drained, Savepoint: w.savepoint}
 	if pr != nil {
 		res.Status = w.status(pr.Metrics())
 	} else {
@@ -163,6 +179,9 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	}
 	if err != nil {
 		return res, fmt.Errorf("%s: %w; nothing the job had not %s was %s, so the next run reads it again (last seen: %v)", sp.name, err, sp.written, sp.settledVerb, res.Status)
+	}
+	if w.savepointErr != nil {
+		return res, fmt.Errorf("%s: the stop with a savepoint into %s failed (%w); the job was cancelled, and the next run restores its latest checkpoint", sp.name, cfg.Savepoints, w.savepointErr)
 	}
 	if stopped && !drained && !w.drained(res.Status) {
 		return res, fmt.Errorf("%s: not drained within %v of the stop (%v); the job was cancelled, and the next run reads again what was not safe", sp.name, cfg.DrainTimeout, res.Status)
@@ -185,6 +204,17 @@ type watch[E any] struct {
 	mu      sync.Mutex
 	last    Status // the last sample
 	polling bool   // at the last sample: a reader waited on a poll the service had not answered
+
+	savepoint    string       // the stop's savepoint (RunConfig.Savepoints)
+	savepointErr error        // why the stop with a savepoint failed
+	settled      settledToEnd // with IdleStop and Savepoints: the source follow watches for the idle end
+}
+
+// settledToEnd is a source that tells from outside its job that the job
+// settled everything there is to read (Kafka: the group committed at the
+// end of every partition).
+type settledToEnd interface {
+	settledToEnd(ctx context.Context) (bool, error)
 }
 
 // follow reports progress until the job ends by itself or ctx is done,
@@ -193,11 +223,32 @@ type watch[E any] struct {
 func (w *watch[E]) follow(ctx context.Context, j *jobrun.Job, cfg RunConfig) (stopped, drained bool) {
 	tick := time.NewTicker(cfg.ProgressEvery)
 	defer tick.Stop()
+	var idle <-chan time.Time
+	var settledSince time.Time
+	if w.settled != nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		idle = t.C
+	}
 	for {
 		select {
 		case <-j.Done(): // by itself: an idle stop, a stall, a failure, or the runner
 			return false, false
+		case now := <-idle:
+			ok, err := w.settled.settledToEnd(ctx)
+			switch {
+			case err != nil || !ok:
+				settledSince = time.Time{}
+			case settledSince.IsZero():
+				settledSince = now
+			case now.Sub(settledSince) >= cfg.IdleStop:
+				w.stopWithSavepoint(j, cfg)
+				return false, false
+			}
 		case <-ctx.Done():
+			if cfg.Savepoints != "" && j.Flink() != nil {
+				return true, w.stopWithSavepoint(j, cfg)
+			}
 			var stop func()
 			if w.inProcess {
 				stop = w.ctl.Stop
@@ -213,6 +264,28 @@ func (w *watch[E]) follow(ctx context.Context, j *jobrun.Job, cfg RunConfig) (st
 			}
 		}
 	}
+}
+
+// stopWithSavepoint stops the job with a savepoint into cfg.Savepoints,
+// within cfg.DrainTimeout, and reports whether it did; the job is
+// cancelled when it did not.
+func (w *watch[E]) stopWithSavepoint(j *jobrun.Job, cfg RunConfig) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout+10*time.Second)
+	defer cancel()
+	w.savepoint, w.savepointErr = j.StopWithSavepoint(ctx, cfg.Savepoints, cfg.DrainTimeout)
+	if w.savepointErr == nil {
+		return true
+	}
+	// The stop is claimed, so the job is cancelled on the cluster itself;
+	// Wait reports its end.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if id, err := j.FlinkJobID(ctx); err == nil {
+		if err := j.Flink().Cancel(ctx, id); err != nil {
+			w.savepointErr = fmt.Errorf("%w; cancelling the job failed too: %v", w.savepointErr, err)
+		}
+	}
+	return false
 }
 
 func (w *watch[E]) lastSeen() Status {

@@ -10,14 +10,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Admin clients are safe for concurrent use, so every DoFn instance in a
-// worker process shares one per broker list for the process's life.
+// The process's admin clients, one per broker list.
 var (
 	adminsMu sync.Mutex
 	admins   = map[string]*kadm.Client{}
 )
 
-// adminFor is the process's admin client of brokers.
 func adminFor(brokers string) (*kadm.Client, error) {
 	adminsMu.Lock()
 	defer adminsMu.Unlock()
@@ -33,10 +31,9 @@ func adminFor(brokers string) (*kadm.Client, error) {
 	return a, nil
 }
 
-// A partReader is a client that consumes one partition, kept in the
-// process between the bundles of its reader: its fetch buffer and its
-// position carry over, so a bundle that resumes where the last one ended
-// reads on without a new connection or a seek.
+// A partReader is a client that consumes one partition, pooled in the
+// process between its reader's bundles, so that a bundle that resumes
+// where the last one ended reads on without a new connection or a seek.
 type partReader struct {
 	key       string
 	topic     string
@@ -56,18 +53,12 @@ var (
 	idle      = map[string][]*partReader{} // by brokers, topic and partition
 )
 
-func readerKey(brokers, topic string, partition int32) string {
-	return fmt.Sprintf("%s\x00%s\x00%d", brokers, topic, partition)
-}
-
 // acquireReader returns a reader of the partition positioned at offset
-// start: an idle one of this process that stopped there (its last record
-// emitted before start, the markers it passed over since counted), else
-// a new client. A reader at another position (the restriction was split,
-// or restored from a checkpoint) is closed rather than moved: records it
-// fetched ahead must not be mistaken for the new range's.
+// start: a pooled one that stopped there, else a new client. A pooled
+// reader at another position (a split, a restore) is closed rather than
+// moved: records it fetched ahead must not be mistaken for the new range's.
 func acquireReader(brokers, topic string, partition int32, start int64) (*partReader, error) {
-	key := readerKey(brokers, topic, partition)
+	key := fmt.Sprintf("%s\x00%s\x00%d", brokers, topic, partition)
 	readersMu.Lock()
 	var stale []*partReader
 	var found *partReader
@@ -88,17 +79,8 @@ func acquireReader(brokers, topic string, partition int32, start int64) (*partRe
 	if found != nil {
 		return found, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(brokers)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(start)}}),
-		// An offset the partition no longer holds (deleted by retention)
-		// resumes at its first one; what retention deleted is gone.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Only committed records (a transaction's records once it
-		// committed, an aborted one's never), and the transactions'
-		// markers, so that the reader knows it passed them.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(500*time.Millisecond))
+	// An offset retention deleted resumes at the partition's first.
+	cl, err := newConsumer(brokers, topic, partition, start, 500*time.Millisecond, kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +89,11 @@ func acquireReader(brokers, topic string, partition int32, start int64) (*partRe
 	return r, nil
 }
 
-// releaseReader keeps r for the reader's next bundle in this process.
-func releaseReader(r *partReader) {
-	readersMu.Lock()
-	defer readersMu.Unlock()
-	idle[r.key] = append(idle[r.key], r)
+// newConsumer is a client reading partition from offset from as a reader
+// does: committed records only, with the transactions' markers, so that
+// it knows it passed them.
+func newConsumer(brokers, topic string, partition int32, from int64, maxWait time.Duration, opts ...kgo.Opt) (*kgo.Client, error) {
+	return kgo.NewClient(append(opts, kgo.SeedBrokers(splitBrokers(brokers)...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(maxWait))...)
 }
-
-// discardReader closes a reader whose position is no longer known.
-func discardReader(r *partReader) { r.cl.Close() }

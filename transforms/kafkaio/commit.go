@@ -22,19 +22,14 @@ func init() {
 
 // Commit commits, for the consumer group group on brokers, the offsets of
 // the records of safe: each PCollection<Record> (Write's output, a dead
-// letter's write) or PCollection<KV<K, Record>> (the records a dedup step
-// dropped as duplicates, KeepFirst's Dropped), all in one call. A
+// letter's write) or PCollection<KV<K, Record>> (KeepFirst's Dropped). A
 // partition's offset is committed once every record before it is safe,
-// so a crash at any moment loses no record: a later start reads again
-// what was not safe, and at most that.
+// so a crash loses no record: a later start reads again what was not
+// safe, and at most that.
 //
 // Give it, in one call, every collection through which records of the
-// group's Read become safe: each of its partitions has one ledger (in the
-// job's state, so on a runner that checkpoints, such as Flink, it is
-// checkpointed with the readers' positions, and works at any parallelism),
-// which must see every record. Put each collection's producer right
-// before it: Write hands a record on only once Kafka confirmed it. It
-// panics on invalid arguments; TryCommit returns the error.
+// group's Read become safe: each partition's one ledger must see every
+// record. It panics on invalid arguments; TryCommit returns the error.
 func Commit(s beam.Scope, brokers, group string, safe ...beam.PCollection) {
 	if err := TryCommit(s, brokers, group, safe...); err != nil {
 		panic(err)
@@ -89,8 +84,7 @@ func typeOf(col beam.PCollection) string {
 	return fmt.Sprint(col.Type())
 }
 
-// droppedFn counts the records a dedup step dropped as they go to be
-// marked safe.
+// droppedFn counts the duplicates a dedup step dropped.
 type droppedFn struct{ n int64 }
 
 func (fn *droppedFn) ProcessElement(_ context.Context, r Record) Record {
@@ -104,19 +98,19 @@ func (fn *droppedFn) FinishBundle(ctx context.Context) {
 }
 
 // marks are the offsets of one partition a bundle marked safe: the spans
-// [From[i], To[i]), a record's offset and those Read passed over before it.
+// [From[i], To[i]).
 type marks struct {
 	Topic     string
 	Partition int32
 	From, To  []int64
 }
 
-// ledgerKey keys a partition's marks for its ledger.
 func ledgerKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
 
-// markFn collects, in its bundle, the offsets its records make safe, and
-// hands them to their partitions' ledgers at the bundle's end, merged into
-// spans: a failed bundle marks nothing.
+// markFn collects the offsets its bundle's records make safe (a record's,
+// and those passed over before it) and hands them to their partitions'
+// ledgers at the bundle's end, merged into spans: a failed bundle marks
+// nothing.
 type markFn struct {
 	byPart map[ledgerPart][]span
 	n      int64 // records marked in the bundle
@@ -135,8 +129,6 @@ func (fn *markFn) ProcessElement(_ context.Context, r Record, _ func(string, mar
 	p := ledgerPart{r.Topic, r.Partition}
 	sp := span{from: r.Offset - max(r.Skipped, 0), to: r.Offset + 1}
 	fn.n++
-	// A partition's records mostly come in order: the span of the one
-	// before grows, and the bundle holds a span per run of them.
 	spans := fn.byPart[p]
 	if n := len(spans); n > 0 && spans[n-1].to == sp.from {
 		spans[n-1].to = sp.to

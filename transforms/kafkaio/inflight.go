@@ -9,11 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// A reader's read-ahead bound (MaxInFlight) counts from the offset its
-// group has committed: the ledger commits as soon as every record before
-// an offset is safe (ledger.go), in whichever process Commit runs, so the
-// reader reads the group's offsets from Kafka, at most every
-// committedPoll, in every process that reads the group's partitions.
+// inFlight is the MaxInFlight bookkeeping of a group's readers of a topic
+// in this process. The bound counts from the group's committed offset,
+// read from Kafka (Commit may run in another process).
 type inFlight struct {
 	mu        sync.Mutex
 	adm       *kadm.Client
@@ -36,16 +34,14 @@ var inFlightPatience = time.Minute
 
 var inFlights sync.Map // brokers, group and topic -> *inFlight
 
-// inFlightOf is the bookkeeping of the readers of group and topic in this
-// process.
 func inFlightOf(adm *kadm.Client, brokers, group, topic string) *inFlight {
 	v, _ := inFlights.LoadOrStore(brokers+"\x00"+group+"\x00"+topic, &inFlight{adm: adm, group: group, topic: topic,
 		committed: map[int32]int64{}, startedAt: map[int32]int64{}, moved: map[int32]time.Time{}, held: map[int32]time.Time{}})
 	return v.(*inFlight)
 }
 
-// started notes where a partition's reader started in this process (its
-// bound counts from there until the group commits an offset).
+// started notes where a partition's reader started in this process: its
+// bound counts from there until the group commits an offset.
 func (f *inFlight) started(partition int32, start int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -54,12 +50,10 @@ func (f *inFlight) started(partition int32, start int64) {
 	}
 }
 
-// room is how many records the reader of partition, next to read offset
-// next, may read before it is bound records ahead of the group's
-// committed offset; 0 holds it. A reader held for inFlightPatience while
-// the offset did not move means nothing becomes safe (no Commit of its
-// records, or a Commit elsewhere that fails): the bound is then given up,
-// with a warning, until the group's offset moves again.
+// room is how many records the reader of partition, at offset next, may
+// read before it is bound records ahead of the group's committed offset;
+// 0 holds it. Held for inFlightPatience with the offset not moving, the
+// bound is given up, with a warning, until the group's offset moves.
 func (f *inFlight) room(ctx context.Context, partition int32, next int64, bound int) int {
 	f.refresh(ctx)
 	f.mu.Lock()
@@ -119,10 +113,7 @@ func (f *inFlight) refresh(ctx context.Context) {
 		}
 		if old, ok := f.committed[p]; !ok || o.At > old {
 			f.committed[p], f.moved[p] = o.At, time.Now()
-			// The group's offsets move again (a failed commit is retried
-			// with the marks of the records read without the bound): the
-			// bound holds again.
-			if ok {
+			if ok { // moving again: the bound holds again
 				f.unbounded = false
 			}
 		}

@@ -16,15 +16,14 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func init() {
 	beam.RegisterType(reflect.TypeFor[ledgerState]())
 }
 
-// ledger is a partition's safe offsets: every offset below base, and the
-// sorted, disjoint spans above it.
+// ledger is a partition's safe offsets: all below base, and the sorted,
+// disjoint spans above.
 type ledger struct {
 	base  int64
 	spans []span
@@ -47,7 +46,6 @@ func (l *ledger) markSafe(from, to int64) {
 		}
 		return 0
 	})
-	// Merge with every span [from, to) touches, from i on.
 	j := i
 	for j < len(l.spans) && l.spans[j].from <= to {
 		from, to = min(from, l.spans[j].from), max(to, l.spans[j].to)
@@ -60,10 +58,8 @@ func (l *ledger) markSafe(from, to int64) {
 	}
 }
 
-// ledgerState is a partition's ledger as its committer keeps it, in the
-// job's state: keyed by partition, it sees every mark of the partition in
-// whichever process each was made, and a runner that checkpoints (Flink)
-// checkpoints it with the readers' positions.
+// ledgerState is a partition's ledger as its committer keeps it in the
+// job's state.
 type ledgerState struct {
 	Base      int64
 	From, To  []int64 // the spans above Base
@@ -88,11 +84,7 @@ func (l *ledger) state(committed int64) ledgerState {
 
 // ledgerFn is the committer of a group's partitions, keyed by partition:
 // it keeps each one's ledger and commits, for the group, the offset below
-// which every record is safe, as soon as it moves. At the end of the job's
-// input (its readers ended: IdleStop, a stop request, a drain) it commits
-// past what the readers passed over after their last record (a
-// transaction's marker), so that a job that ends by itself leaves each
-// partition committed to its end.
+// which every record is safe, as soon as it moves.
 type ledgerFn struct {
 	Brokers, Group string
 	State          state.Value[ledgerState]
@@ -120,9 +112,10 @@ func (fn *ledgerFn) ProcessElement(ctx context.Context, sp state.Provider, tp ti
 	return fn.commit(ctx, sp, m.Topic, m.Partition, l, st.Committed)
 }
 
-// OnTimer runs at the end of the input: the readers are done, so what
-// follows the partition's last safe offset up to its end holds, if no
-// record, only what a reader passes over (markers, aborted records).
+// OnTimer runs at the end of the input (the readers ended): when no span
+// is pending, it commits past what the readers passed over after their
+// last record (markers, aborted records), so that a job that ends by
+// itself leaves each partition committed to its end.
 func (fn *ledgerFn) OnTimer(ctx context.Context, sp state.Provider, _ timers.Provider, key string, _ timers.Context) error {
 	topic, partition, err := parseLedgerKey(key)
 	if err != nil {
@@ -144,10 +137,8 @@ func (fn *ledgerFn) OnTimer(ctx context.Context, sp state.Provider, _ timers.Pro
 	return fn.commit(ctx, sp, topic, partition, l, st.Committed)
 }
 
-// load reads the partition's ledger; a partition the job has not marked
-// yet starts where its readers started: the group's committed offset
-// (Read's start options commit theirs first), else the partition's
-// first.
+// load reads the partition's ledger; a partition not marked yet starts at
+// the group's committed offset, else at the partition's first.
 func (fn *ledgerFn) load(ctx context.Context, sp state.Provider, topic string, partition int32) (ledgerState, error) {
 	st, ok, err := fn.State.Read(sp)
 	if err != nil || ok {
@@ -174,7 +165,7 @@ func (fn *ledgerFn) load(ctx context.Context, sp state.Provider, topic string, p
 
 // commit commits the ledger's base for the group when it passed what was
 // committed, and saves the ledger. A failed commit is warned and retried
-// with the next marks: the offset stays behind, which loses nothing.
+// with the next marks.
 func (fn *ledgerFn) commit(ctx context.Context, sp state.Provider, topic string, partition int32, l *ledger, committed int64) error {
 	if l.base > committed {
 		os := kadm.Offsets{}
@@ -210,8 +201,7 @@ func fetchOffsets(ctx context.Context, adm *kadm.Client, group string) (kadm.Off
 	return resp, err
 }
 
-// groupOffset is the group's committed offset of a partition, -1 for
-// none.
+// groupOffset is the group's committed offset of a partition, -1 for none.
 func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string, partition int32) (int64, error) {
 	resp, err := fetchOffsets(ctx, adm, group)
 	if err != nil {
@@ -223,9 +213,9 @@ func groupOffset(ctx context.Context, adm *kadm.Client, group, topic string, par
 	return -1, nil
 }
 
-// passedOverFrom reads the partition from offset from as a reader does
-// (read committed, with the transactions' markers) and returns the offset
-// of its first record, or its end when only markers follow from.
+// passedOverFrom reads the partition from offset from as a reader does and
+// returns the offset of its first record, or its end when only markers
+// follow.
 func passedOverFrom(ctx context.Context, brokers, topic string, partition int32, from int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -244,9 +234,7 @@ func passedOverFrom(ctx context.Context, brokers, topic string, partition int32,
 	if end.Offset <= from {
 		return from, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(splitBrokers(brokers)...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().At(from)}}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxWait(200*time.Millisecond))
+	cl, err := newConsumer(brokers, topic, partition, from, 200*time.Millisecond)
 	if err != nil {
 		return from, err
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/beamdedup/beamdedup/internal/iocounters"
 )
 
-// The package's counters (the package doc lists them for users).
 var (
 	cRead         = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaRead)
 	cWritten      = beam.NewCounter(iocounters.KafkaNamespace, iocounters.KafkaWritten)
@@ -16,10 +15,8 @@ var (
 )
 
 // Counters are the package's counters of a job, summed over its steps.
-// Every record Read emits is written, dead-lettered or dropped as a
-// duplicate, and reaches Commit once safe: once nothing is in flight, in a
-// pipeline that writes each record once, Read == Written + DeadLettered +
-// Dropped == Safe.
+// Once nothing is in flight, in a pipeline that writes each record once,
+// Read == Written + DeadLettered + Dropped == Safe.
 type Counters struct {
 	Read         int64 // records Read emitted (records_read)
 	Written      int64 // records Write wrote and Kafka confirmed, dead letters aside (records_written)

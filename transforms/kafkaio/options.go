@@ -9,14 +9,11 @@ import (
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
-// Option configures Read, Write and Commit. Each option's doc says which
-// take it; the others refuse it. A nil option or a value out of range is
-// recorded, and TryRead, TryWrite and TryCommit return every such error at
-// once (Read, Write and Commit panic with them).
+// Option configures Read, Write and Commit; each option's doc says which
+// take it. TryRead, TryWrite and TryCommit return every mistake at once.
 type Option func(*config)
 
-// start says where Read starts in each partition; its values are those
-// listFn and watchFn carry.
+// start says where Read starts in each partition.
 type start int
 
 const (
@@ -25,8 +22,7 @@ const (
 	fromLatest
 )
 
-// config is what the options set: the reading settings both sources
-// share and the option bookkeeping (unbounded.Config), and Kafka's own.
+// config is what the options set.
 type config struct {
 	unbounded.Config
 
@@ -39,15 +35,14 @@ type config struct {
 	writeTimeout time.Duration
 }
 
-// The options each transform takes.
 var (
 	readOptions = []string{"Group", "FromEarliest", "FromLatest", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop",
 		"WatermarkLag", "MaxInFlight", "WatchPartitions", unbounded.ControlOptionName}
 	writeOptions = []string{"WriteTimeout"}
 )
 
-// newConfig applies opts for transform (its name in errors), which takes
-// the options named in allowed; more are errors of its own arguments.
+// newConfig applies opts for transform, which takes the options allowed;
+// more are errors of its own arguments.
 func newConfig(transform string, allowed []string, opts []Option, more ...error) (config, error) {
 	c := config{
 		Config:       unbounded.Config{MaxBundle: time.Second, MaxElements: 10000, WatermarkLag: 2 * time.Second},
@@ -79,8 +74,7 @@ func Group(name string) Option {
 
 // FromEarliest starts Read at the first offset each partition still
 // holds, whatever the group committed (the default without Group; with
-// Group Read starts at the group's committed offsets, and at the earliest
-// where it has none). Read.
+// it, the group's committed offsets, else the earliest). Read.
 func FromEarliest() Option { return startFrom("FromEarliest", fromEarliest) }
 
 // FromLatest starts Read at the end of each partition: only records
@@ -110,8 +104,7 @@ func StartAt(t time.Time) Option {
 }
 
 // MaxBundleDuration bounds how long one bundle of a partition's reader
-// reads before it checkpoints (default 1s). Output behind a shuffle comes
-// out when the bundle commits, so this bounds latency. Read.
+// reads before it checkpoints (default 1s), and so the latency. Read.
 func MaxBundleDuration(d time.Duration) Option { return func(c *config) { c.SetMaxBundle(d) } }
 
 // MaxBundleRecords bounds how many records one bundle of a partition's
@@ -122,29 +115,20 @@ func MaxBundleRecords(n int) Option {
 
 // IdleStop makes each partition's reader finish once it has read to the
 // partition's end and no record came for d, which ends the pipeline once
-// every reader has and the rest of the job is done; what it read is then
-// committed for the group, to the end of each partition, once safe. 0
-// (the default) reads forever. A broker that does not answer is not idle.
-// Read.
+// the rest is done. 0 (the default) reads forever. A broker that does not
+// answer is not idle. Read.
 func IdleStop(d time.Duration) Option { return func(c *config) { c.SetIdleStop(d) } }
 
 // WatermarkLag is how far a partition's watermark stays behind the latest
-// record timestamp it read, and, once the reader has reached the
-// partition's end, behind the wall clock (default 2s): a record up to this
-// much older than the newest before it is still on time. Read.
+// record timestamp read, and, at the partition's end, behind the wall
+// clock (default 2s). Read.
 func WatermarkLag(d time.Duration) Option { return func(c *config) { c.SetWatermarkLag(d) } }
 
 // MaxInFlight bounds, with Group, how far each partition's reader reads
 // ahead of its group's committed offset (default 20,000 records; 0: no
-// bound). At the bound the reader ends its bundle, so that the runner
-// passes on what it emitted, and reads on once the committed offset moves
-// (it reads the group's offsets at most every 200ms). What a crash makes
-// the next run read again, and so write twice, is at most this many
-// records per partition.
-//
-// A reader held at the bound for a minute while the group's offset does
-// not move (no Commit of its records, or commits that fail) warns and
-// reads on without it, until the group's offset moves again. Read.
+// bound), and so what a crash makes the next run read again. A reader
+// held at the bound for a minute while the offset does not move warns and
+// reads on without it until the offset moves. Read.
 func MaxInFlight(n int) Option {
 	return func(c *config) {
 		c.Set("MaxInFlight")
@@ -156,13 +140,11 @@ func MaxInFlight(n int) Option {
 }
 
 // WatchPartitions makes Read list the topic's partitions again every d
-// while the job runs and read each partition added since (default: listed
-// once, when the job starts; a partition added later is read by the next
-// run). An added partition starts at the group's committed offset, if it
-// has one, else at its first offset, whatever the start options say: its
-// records were all written after the job started. With IdleStop the watch
-// ends once every partition's reader in this process has ended and no
-// partition was added for the IdleStop duration. Read.
+// and read each partition added since (default: listed once, at the
+// start). An added partition starts at the group's committed offset, else
+// at its first, whatever the start options say. With IdleStop the watch
+// ends once every reader in this process has ended and no partition was
+// added for the IdleStop duration. Read.
 func WatchPartitions(d time.Duration) Option {
 	return func(c *config) {
 		c.Set("WatchPartitions")
@@ -173,9 +155,8 @@ func WatchPartitions(d time.Duration) Option {
 	}
 }
 
-// WriteTimeout bounds how long a record may wait to be written, the
-// brokers' retries included (default 30s); past it the bundle fails,
-// naming what was not written. Write.
+// WriteTimeout bounds how long a record may wait to be written, retries
+// included (default 30s); past it the bundle fails. Write.
 func WriteTimeout(d time.Duration) Option {
 	return func(c *config) {
 		c.Set("WriteTimeout")

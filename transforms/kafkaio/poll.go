@@ -19,25 +19,21 @@ import (
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
-// A partBundle is one bundle of a partition's reader: its budget, control
-// and watermark (unbounded.Bundle), the partition's pooled client
-// (clients.go), its restriction, and its read-ahead bound (inflight.go;
-// nil without a Group or a bound).
+// A partBundle is one bundle of a partition's reader.
 type partBundle struct {
 	*unbounded.Bundle
 	fn     *readFn
 	p      partition
 	rt     *sdf.LockRTracker
 	pr     *partReader
-	bounds *inFlight
-	keep   bool // the client's position is known: back to the pool at the end
+	bounds *inFlight // nil without a Group or MaxInFlight
+	keep   bool      // the client's position is known: back to the pool at the end
 }
 
 // pollBatch bounds the records one poll returns.
 const pollBatch = 1000
 
-// startBundle starts a bundle at the restriction's start, where a pooled
-// client positioned there reads on.
+// startBundle starts a bundle at the restriction's start.
 func (fn *readFn) startBundle(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, p partition) (*partBundle, error) {
 	from := rt.GetRestriction().(offsetrange.Restriction).Start
 	var bounds *inFlight
@@ -53,22 +49,21 @@ func (fn *readFn) startBundle(ctx context.Context, we *unbounded.Watermark, rt *
 		fn: fn, p: p, rt: rt, pr: pr, bounds: bounds, keep: true}, nil
 }
 
-// close counts what the bundle read and pools its client, or closes it
-// when its position is no longer known.
+// close counts what the bundle read and pools or closes its client.
 func (b *partBundle) close(ctx context.Context) {
 	cRead.Inc(ctx, int64(b.Emitted()))
-	if b.keep {
-		releaseReader(b.pr)
-	} else {
-		discardReader(b.pr)
+	if !b.keep {
+		b.pr.cl.Close()
+		return
 	}
+	readersMu.Lock()
+	defer readersMu.Unlock()
+	idle[b.pr.key] = append(idle[b.pr.key], b.pr)
 }
 
-// end ends the partition's reader, on request or idle: what it emitted
-// commits with this bundle, and the partition is done. Once every reader
-// has ended, the job's input ends, and Commit's ledgers commit what the
-// readers passed over after their last records: a clean end leaves no
-// offset behind.
+// end ends the partition's reader, on request or idle. Once every reader
+// has ended, Commit's ledgers commit what the readers passed over after
+// their last records (ledgerFn.OnTimer).
 func (b *partBundle) end(context.Context) sdf.ProcessContinuation {
 	finish(b.rt)
 	b.Ended()
@@ -79,10 +74,8 @@ func (b *partBundle) end(context.Context) sdf.ProcessContinuation {
 	return sdf.StopProcessing()
 }
 
-// room is how many records the next poll may return: what is left of the
-// bundle's budget, bounded with MaxInFlight by how far the reader may
-// still read ahead of its group's committed offset; held when that is
-// nothing.
+// room is how many records the next poll may return, and held when
+// MaxInFlight allows none.
 func (b *partBundle) room(ctx context.Context) (want int, held bool) {
 	want = min(pollBatch, b.Left())
 	if b.bounds == nil {
@@ -92,15 +85,13 @@ func (b *partBundle) room(ctx context.Context) (want int, held bool) {
 	return min(want, room), room <= 0
 }
 
-// failTimeout is how long a reader's fetches may fail with errors Kafka
-// calls retriable (a restarting broker, a topic deleted under it) before
-// the reader fails its bundle.
+// failTimeout is how long a reader's fetches may fail with retriable
+// errors before the reader fails its bundle.
 const failTimeout = 30 * time.Second
 
 // poll fetches at most want records until the bundle's deadline. A fetch
-// that fails with an error Kafka calls retriable (a broker restarting, a
-// leader moving: kgo retries) is not answered; past failTimeout of such
-// failures the bundle fails, naming the topic and the brokers, rather than
+// failing with a retriable error (a restarting broker, a moving leader)
+// is not answered, until failTimeout: then the bundle fails rather than
 // wait silently.
 func (b *partBundle) poll(ctx context.Context, want int) (recs []*kgo.Record, answered bool, err error) {
 	pctx, cancel := context.WithDeadline(ctx, b.Deadline())
@@ -131,9 +122,8 @@ func (b *partBundle) poll(ctx context.Context, want int) (recs []*kgo.Record, an
 	return fetches.Records(), true, nil
 }
 
-// idle takes an empty poll: a reader caught up with its partition's end
-// moves the watermark to the wall clock less the lag, and reports whether
-// no record came for IdleStop.
+// idle takes an empty poll: a caught-up reader moves the watermark to the
+// wall clock less the lag, and reports whether IdleStop has passed.
 func (b *partBundle) idle(ctx context.Context) bool {
 	if !b.fn.caughtUp(ctx, b.pr) {
 		return false
@@ -142,10 +132,9 @@ func (b *partBundle) idle(ctx context.Context) bool {
 	return b.Idle(b.pr.lastData)
 }
 
-// emit claims and emits recs, each with the offsets the reader passed over
-// before it (Record.Skipped), and moves the watermark. It reports stop when the restriction ends
-// before them (a split: what follows is another reader's, and this client
-// is past it).
+// emit claims and emits recs, each with its Record.Skipped, and moves the
+// watermark. It reports stop when the restriction ends before them (a
+// split: what follows is another reader's).
 func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(beam.EventTime, Record)) (stop bool, err error) {
 	b.pr.lastData = time.Now()
 	var newest time.Time
@@ -154,10 +143,8 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 			continue // fetched before a reset; not this range's
 		}
 		if kr.Attrs.IsControl() {
-			// A transaction's commit or abort marker: passed over, not
-			// claimed, so that the restriction (what a runner checkpoints)
-			// resumes after the last record emitted, and a resumed reader
-			// accounts for the marker in its next record's Skipped.
+			// A transaction marker: not claimed, so that a resumed reader
+			// accounts for it in its next record's Skipped.
 			b.pr.next = kr.Offset + 1
 			continue
 		}
@@ -169,8 +156,6 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 			return false, fmt.Errorf("kafkaio: claiming offset %d of topic %s partition %d: %v", kr.Offset, b.fn.Topic, b.p.Partition, b.rt.GetError())
 		}
 		b.pr.next = kr.Offset + 1
-		// Passed over since the last record emitted: markers, an aborted
-		// transaction's records, records a compaction removed.
 		skipped := kr.Offset - b.pr.since
 		b.pr.since = b.pr.next
 		if kr.Timestamp.After(newest) {
@@ -191,12 +176,9 @@ func (b *partBundle) emit(ctx context.Context, recs []*kgo.Record, emit func(bea
 	return false, nil
 }
 
-// caughtUp reports whether the reader has read to the partition's end (its
-// last stable offset: read committed), as last seen; with no fetch to
-// say, it lists the end offset, at most once a second. A partition whose
-// last entry is a transaction's marker ends after it: the reader, which
-// gets the markers (KeepControlRecords), passes over them. A broker that
-// does not answer is not caught up.
+// caughtUp reports whether the reader has read to the partition's last
+// stable offset, as last fetched or listed (at most once a second). A
+// broker that does not answer is not caught up.
 func (fn *readFn) caughtUp(ctx context.Context, pr *partReader) bool {
 	if hwm := pr.hwm.Load(); hwm >= 0 && pr.next >= hwm {
 		return true
@@ -218,9 +200,8 @@ func (fn *readFn) caughtUp(ctx context.Context, pr *partReader) bool {
 	return false
 }
 
-// retry calls f until it returns nil or an error Kafka does not call
-// retriable (a group coordinator that is still loading, say), at most for
-// 30s or ctx's deadline.
+// retry calls f until it returns nil or a non-retriable error, for at
+// most 30s.
 func retry(ctx context.Context, f func() error) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -236,8 +217,7 @@ func retry(ctx context.Context, f func() error) error {
 	}
 }
 
-// retriable reports whether a fetch may succeed if tried again: a network
-// error, or a Kafka error marked retriable.
+// retriable reports whether a fetch may succeed if tried again.
 func retriable(err error) bool {
 	var ne net.Error
 	return kerr.IsRetriable(err) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED)

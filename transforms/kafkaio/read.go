@@ -16,18 +16,13 @@ func init() {
 	beam.RegisterType(reflect.TypeFor[partition]())
 }
 
-// Read returns a PCollection<Record> of the records of topic on brokers
-// (host:port, comma-separated), each stamped with its record timestamp.
-// It is unbounded: one reader per partition, a splittable DoFn whose
-// restriction is the partition's offset range, so a runner checkpoints
-// where each partition is and can split it. The partitions are listed
-// when the job starts, and with WatchPartitions again while it runs.
-//
-// Read commits nothing itself. With Group, each Record is committed for
-// the group once the pipeline marks it safe with Commit (after its
-// write, its dead letter, or where a dedup step drops it), and only once
-// every record before it in its partition is: see the package doc. It
-// panics on invalid options; TryRead returns the error instead.
+// Read returns the unbounded PCollection<Record> of topic on brokers
+// (host:port, comma-separated), each stamped with its record timestamp:
+// one reader per partition, listed when the job starts (and again with
+// WatchPartitions). Read commits nothing itself: with Group, Commit
+// commits a record's offset once it and every record before it in its
+// partition are safe (see the package doc). It panics on invalid options;
+// TryRead returns the error instead.
 func Read(s beam.Scope, brokers, topic string, opts ...Option) beam.PCollection {
 	col, err := TryRead(s, brokers, topic, opts...)
 	if err != nil {
@@ -66,13 +61,12 @@ type partition struct {
 	Start     int64
 }
 
-// listFn lists the topic's partitions and where each starts, once, when
-// the job starts.
+// listFn lists the topic's partitions and where each starts, once.
 type listFn struct {
 	Brokers   string
 	Topic     string
 	Group     string
-	Start     int   // a start
+	Start     int
 	StartAtMs int64 // StartAt, when not 0
 
 	adm *kadm.Client
@@ -143,8 +137,6 @@ func startOffsets(ctx context.Context, adm *kadm.Client, brokers, topic, group s
 			continue
 		}
 		if o.At < first {
-			// Retention deleted records the group had not committed: they
-			// are gone before anyone read them.
 			log.Warnf(ctx, "kafkaio: group %s committed offset %d of %s partition %d, which starts at %d now: %d records were deleted (retention) before the group read them",
 				group, o.At, topic, p, first, first-o.At)
 		}

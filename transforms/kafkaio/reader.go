@@ -13,14 +13,11 @@ import (
 	"github.com/beamdedup/beamdedup/internal/unbounded"
 )
 
-// readFn is the splittable DoFn of a partition's reader. Fields are
-// exported so the runner can serialize the DoFn.
+// readFn is the splittable DoFn of a partition's reader.
 type readFn struct {
-	Brokers string
-	Topic   string
-	Group   string
-	// Reading is the bundle budget, idle stop, watermark lag and control
-	// both sources share.
+	Brokers     string
+	Topic       string
+	Group       string
 	Reading     unbounded.Reading
 	MaxInFlight int  // with Group: records read ahead of the group's committed offset, at most (0: no bound)
 	Watched     bool // its partitions come from a watch (WatchPartitions), told when it ends
@@ -64,10 +61,7 @@ func (fn *readFn) WatermarkEstimatorState(w *unbounded.Watermark) int64 { return
 const inFlightPause = 50 * time.Millisecond
 
 // ProcessElement runs one bundle of a partition's reader: poll and emit
-// until the bundle's time or record budget is spent, then checkpoint. Each
-// concern is a step of the bundle (poll.go): ending on request or idle,
-// holding back at MaxInFlight, polling with retries, claiming and
-// emitting.
+// until the bundle's time or record budget is spent, then checkpoint.
 func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, rt *sdf.LockRTracker, p partition,
 	emit func(beam.EventTime, Record)) (sdf.ProcessContinuation, error) {
 	b, err := fn.startBundle(ctx, we, rt, p)
@@ -81,8 +75,7 @@ func (fn *readFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, r
 		}
 		want, held := b.room(ctx)
 		if held {
-			// End the bundle, so that the runner passes on what it
-			// emitted and those records can become safe.
+			// End the bundle, so that what it emitted can become safe.
 			return sdf.ResumeProcessingIn(inFlightPause), nil
 		}
 		recs, answered, err := b.poll(ctx, want)

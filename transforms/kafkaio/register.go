@@ -13,10 +13,8 @@ import (
 	"github.com/beamdedup/beamdedup/transforms/internal/dofn"
 )
 
-// The DoFns are registered through package dofn, each method once (as
-// dedup's are); the splittable DoFn's restriction methods, called once
-// per partition or bundle, go by reflection. Emitters keep Beam's
-// register.
+// The restriction methods, called once per partition or bundle, go by
+// reflection.
 func init() {
 	dofn.Register(&listFn{}, func(fn any) dofn.Methods {
 		f := fn.(*listFn)

@@ -9,20 +9,16 @@ import (
 )
 
 // tracker is a partition's restriction tracker: Beam's growable offset
-// range tracker over [Start, End), End math.MaxInt64 while unbounded,
-// with the partition's end offset as last seen for its estimate. A
-// checkpoint (a split at fraction 0) leaves the primary what was claimed
-// and the residual the rest, from the next offset. A runner's split at a
-// larger fraction is declined: its primary would stop at the first record
-// past the split point, and the offsets between its last record and that
-// point (a transaction's markers, aborted records) would be counted by
-// neither reader, holding the partition's commit there for good.
+// range tracker, estimating with the partition's end offset as last seen.
+// Only checkpoints (fraction 0) split it: a primary split at a larger
+// fraction would stop at the first record past the split point, and the
+// offsets passed over before that point (markers, aborted records) would
+// be counted by neither reader, holding the partition's commit for good.
 type tracker struct {
 	*offsetrange.GrowableTracker
 	end *endEstimate
 }
 
-// TrySplit checkpoints at fraction 0 and declines any other split.
 func (t *tracker) TrySplit(fraction float64) (primary, residual any, err error) {
 	if fraction > 0 {
 		return t.GetRestriction(), nil, nil
@@ -42,8 +38,7 @@ func newTracker(r offsetrange.Restriction) *tracker {
 	return &tracker{GrowableTracker: t, end: e}
 }
 
-// finish ends rt's restriction without a residual (an idle stop, a stop
-// request): the partition is done.
+// finish ends rt's restriction without a residual: the partition is done.
 func finish(rt *sdf.LockRTracker) {
 	if end := rt.GetRestriction().(offsetrange.Restriction).End; end == math.MaxInt64 {
 		rt.TryClaim(int64(math.MaxInt64 - 1))

@@ -18,15 +18,14 @@ import (
 )
 
 // watchFn is the partition watch of WatchPartitions, in place of listFn:
-// a splittable DoFn whose restriction is the range of partition numbers
-// still to be found, [next, ∞). Each round it lists the topic's
-// partitions, emits a reader's element for each it has not yet emitted
-// (claiming its number; Kafka numbers a topic's partitions 0, 1, ... and
-// only adds), and checkpoints until the next round, so that a runner
-// checkpoints which partitions were handed to readers. The first round
-// starts each partition as Read's start option says; a partition found
-// later starts at the group's committed offset, if it has one, else at
-// its first: its records were all written after the job started reading.
+// a splittable DoFn whose restriction is the partition numbers still to be
+// found, [next, ∞) (Kafka numbers a topic's partitions 0, 1, ... and only
+// adds), so that a runner checkpoints which partitions were handed out.
+// Each round it emits the partitions it has not yet emitted, then
+// checkpoints until the next round. The first round starts each partition
+// as Read's start options say; a partition found later starts at the
+// group's committed offset, else at its first: its records were all
+// written after the job started reading.
 type watchFn struct {
 	Brokers    string
 	Topic      string
@@ -34,9 +33,7 @@ type watchFn struct {
 	Start      int
 	StartAtMs  int64
 	IntervalMs int64
-	// Reading is the Read's: its idle stop, watermark lag, control and
-	// run.
-	Reading unbounded.Reading
+	Reading    unbounded.Reading
 
 	adm           *kadm.Client
 	controlWarned bool
@@ -77,21 +74,22 @@ func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, 
 	emit func(beam.EventTime, partition)) (sdf.ProcessContinuation, error) {
 	next := rt.GetRestriction().(offsetrange.Restriction).Start
 	w := watchOf(fn.Reading.RunID)
-	// Stopped on request, or with IdleStop once every reader it handed
-	// out in this process has ended and no partition came for IdleStop.
+	// With IdleStop, ended once every reader it handed out here ended and
+	// no partition came for IdleStop.
 	ctl := unbounded.LookupControl(ctx, fn.Reading.Control, "topic "+fn.Topic, &fn.controlWarned)
 	idle := fn.Reading.IdleStopAfter()
 	if ctl.Requested() || (idle > 0 && next > 0 && w.idle(next, idle)) {
 		finish(rt)
 		return sdf.StopProcessing(), nil
 	}
-	var starts map[int32]int64
-	var err error
-	if next == 0 {
-		starts, err = startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, start(fn.Start), fn.StartAtMs)
-	} else {
-		starts, err = fn.newPartitions(ctx, next)
+	from, atMs := start(fn.Start), fn.StartAtMs
+	if next > 0 {
+		from, atMs = fromEarliest, 0
+		if fn.Group != "" {
+			from = fromCommitted
+		}
 	}
+	starts, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, from, atMs)
 	if err != nil {
 		if next == 0 {
 			return nil, err // as listFn: a topic that is not there fails the job
@@ -112,8 +110,7 @@ func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, 
 			return sdf.StopProcessing(), nil
 		}
 		w.emitted(int64(p) + 1)
-		// At the minimum time, as the Impulse of listFn: the reader's
-		// watermark starts there and follows its records.
+		// At the minimum time, as listFn's Impulse.
 		emit(beam.EventTime(mtime.MinTimestamp), partition{Topic: fn.Topic, Partition: p, Start: starts[p]})
 	}
 	we.UpdateWatermark(time.Now().Add(-fn.Reading.Lag()))
@@ -121,25 +118,6 @@ func (fn *watchFn) ProcessElement(ctx context.Context, we *unbounded.Watermark, 
 }
 
 func (fn *watchFn) interval() time.Duration { return time.Duration(fn.IntervalMs) * time.Millisecond }
-
-// newPartitions are where the partitions numbered from next on start: at
-// the group's committed offset, else at their first.
-func (fn *watchFn) newPartitions(ctx context.Context, next int64) (map[int32]int64, error) {
-	from := fromEarliest
-	if fn.Group != "" {
-		from = fromCommitted
-	}
-	all, err := startOffsets(ctx, fn.adm, fn.Brokers, fn.Topic, fn.Group, from, 0)
-	if err != nil {
-		return nil, err
-	}
-	for p := range all {
-		if int64(p) < next {
-			delete(all, p)
-		}
-	}
-	return all, nil
-}
 
 // A watch is what a Read's watch and readers share in this process: how
 // many partitions the watch handed out, how many of their readers ended,
@@ -158,7 +136,6 @@ func watchOf(runID string) *watch {
 	return v.(*watch)
 }
 
-// emitted notes that the partitions below n were handed out.
 func (w *watch) emitted(n int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -167,15 +144,14 @@ func (w *watch) emitted(n int64) {
 	}
 }
 
-// readerEnded notes that a reader of the watch ended.
 func (w *watch) readerEnded() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ended++
 }
 
-// idle reports whether every one of the handed partitions' readers ended
-// in this process and none was found for d.
+// idle reports whether every handed partition's reader ended here and
+// none was found for d.
 func (w *watch) idle(handed int64, d time.Duration) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -13,18 +13,15 @@ import (
 )
 
 // Write writes each Record of col (Key, Value, Headers, Timestamp) to
-// topic on brokers, with an idempotent producer (a retried write is not
-// written twice) and the brokers' confirmation of every replica in sync,
-// and returns the records once Kafka confirmed them, as they came (with
-// where they were read, for Commit): at the end of each bundle, in the
-// global window. A record's partition is chosen by its key (Kafka's
-// murmur2 hash, as the Java client), so the records of a key keep their
-// order.
+// topic on brokers with an idempotent producer, acknowledged by every
+// in-sync replica, and returns the records as they came (with where they
+// were read, for Commit) once Kafka confirmed them: at the end of each
+// bundle, in the global window. A record's partition is chosen by its key
+// (murmur2, as the Java client), so the records of a key keep their order.
 //
 // A write that fails, or is not confirmed within WriteTimeout, fails the
-// bundle, naming the records that were not written; none of the bundle's
-// records comes out. It panics on invalid options; TryWrite returns the
-// error.
+// bundle, naming the records that were not written. It panics on invalid
+// options; TryWrite returns the error.
 func Write(s beam.Scope, brokers, topic string, col beam.PCollection, opts ...Option) beam.PCollection {
 	out, err := TryWrite(s, brokers, topic, col, opts...)
 	if err != nil {
@@ -51,13 +48,10 @@ type writeFn struct {
 	Topic     string
 	TimeoutMs int64
 
-	// Each instance has a producer of its own, so that a bundle waits for
-	// its own records only.
-	cl *kgo.Client
+	cl *kgo.Client // the instance's own: a bundle waits for its own records only
 
-	// The bundle's records are produced under a context that ends
-	// WriteTimeout after the bundle started: kgo's own record timeout
-	// counts from a record's timestamp, which Write keeps from the input.
+	// The bundle's context, ending WriteTimeout after its start: kgo's
+	// record timeout counts from the record's timestamp, the input's.
 	bctx    context.Context
 	bcancel context.CancelFunc
 	wg      sync.WaitGroup
@@ -107,8 +101,6 @@ func (fn *writeFn) ProcessElement(_ context.Context, r Record, _ func(Record)) {
 	})
 }
 
-// FinishBundle waits for the brokers to confirm the bundle's records and
-// emits them, or fails naming those that were not written.
 func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
 	defer fn.bcancel()
 	done := make(chan struct{})
@@ -116,8 +108,7 @@ func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
 	select {
 	case <-done:
 	case <-time.After(fn.timeout() + 10*time.Second):
-		// Records already sent wait for their answer past the context:
-		// a new client for the next bundle, this one's records given up.
+		// Records already sent outlive the context: a new client.
 		fn.cl.Close()
 		fn.Setup()
 		return fmt.Errorf("kafkaio: write of %d records to topic %s on %s: no confirmation within %v; %s",
@@ -143,8 +134,7 @@ func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
 }
 
 // notWritten says what a failed bundle did not write (the records at
-// idx, or all of them when idx is nil), by where they were read, and what
-// becomes of them.
+// idx, or all of them when idx is nil), by where they were read.
 func notWritten(recs []Record, idx []int) string {
 	if idx == nil {
 		idx = make([]int, len(recs))

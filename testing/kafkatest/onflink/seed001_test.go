@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,7 +126,10 @@ func TestOnFlink_Seed001RemembersEveryOrderAcrossASavepointAndLosesNoneWhenATask
 	require.NoError(t, err)
 	require.NotNil(t, cs.Latest.Restored, "the job restored")
 	assert.True(t, cs.Latest.Restored.IsSavepoint, "restored from the savepoint")
-	produced, producing := produceAtARate(t, ctx, b, src.InputTopic, stream[first:last], 250, 500*time.Millisecond)
+	// The second half of the middle waits for the checkpoint below: under
+	// load the first half can be read and out before that checkpoint
+	// completes, and nothing new would come out after it until the kill.
+	produced, producing, release := produceAtARate(t, ctx, b, src.InputTopic, stream[first:last], 250, 500*time.Millisecond, (last-first)/2)
 
 	// The kill comes once a checkpoint holds new orders (triggered after
 	// some were out) and more are out after it: KeepFirst must remember the
@@ -137,6 +141,7 @@ func TestOnFlink_Seed001RemembersEveryOrderAcrossASavepointAndLosesNoneWhenATask
 		return err == nil && cs.Latest.Completed != nil && cs.Latest.Completed.Triggered > someOut
 	})
 	atCheckpoint := newOut()
+	release()
 	flinktest.Await(t, 2*time.Minute, "new orders out after that checkpoint", func() bool { return newOut() >= atCheckpoint+100 })
 	tm := sourceTaskManager(t, ctx, c, rest, id)
 	cs, err = rest.Checkpoints(ctx, id)
@@ -293,12 +298,15 @@ func withResends(rows, old []orders.Order, ids []string, n int) (stream []orders
 }
 
 // produceAtARate writes rows to topic as seed 001 does, chunk records each
-// tick, in a goroutine: what it wrote so far, and its end.
-func produceAtARate(t *testing.T, ctx context.Context, b *kafkatest.Broker, topic string, rows []orders.Order, chunk int, tick time.Duration) (*atomic.Int64, <-chan error) {
+// tick, in a goroutine: what it wrote so far, its end, and a release. The
+// rows from index hold on wait for the release, so that a test can wait on
+// an event (a checkpoint) without the stream running dry before it.
+func produceAtARate(t *testing.T, ctx context.Context, b *kafkatest.Broker, topic string, rows []orders.Order, chunk int, tick time.Duration, hold int) (*atomic.Int64, <-chan error, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	var produced atomic.Int64
-	stopped := make(chan struct{})
+	stopped, released := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(released) })
 	t.Cleanup(func() {
 		cancel()
 		<-stopped
@@ -308,7 +316,18 @@ func produceAtARate(t *testing.T, ctx context.Context, b *kafkatest.Broker, topi
 		tk := time.NewTicker(tick)
 		defer tk.Stop()
 		for len(rows) > 0 {
+			if int(produced.Load()) >= hold {
+				select {
+				case <-released:
+				case <-ctx.Done():
+					done <- ctx.Err()
+					return
+				}
+			}
 			n := min(chunk, len(rows))
+			if p := int(produced.Load()); p < hold {
+				n = min(n, hold-p)
+			}
 			if err := streaming.ProduceOrders(ctx, b.Addr, topic, rows[:n]); err != nil {
 				done <- err
 				return
@@ -324,7 +343,7 @@ func produceAtARate(t *testing.T, ctx context.Context, b *kafkatest.Broker, topi
 		}
 		done <- nil
 	}()
-	return &produced, done
+	return &produced, done, release
 }
 
 // present counts the ids with at least one record in perKey; once, those
