@@ -16,12 +16,18 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 )
 
-var sharedCluster struct {
-	sync.Mutex
-	c    *Cluster
-	err  error
-	turn *os.File // held while this binary's cluster runs
-}
+// turn is held while this binary's cluster runs (takeTurn).
+var turn *os.File
+
+// sharedCluster starts the binary's cluster on first use, once it has its
+// turn.
+var sharedCluster = sync.OnceValues(func() (*Cluster, error) {
+	var err error
+	if turn, err = takeTurn(); err != nil {
+		return nil, err
+	}
+	return StartCluster(ClusterConfig{})
+})
 
 // takeTurn waits until no other test binary of this machine runs its
 // shared cluster: go test runs packages side by side, and two Flink
@@ -42,22 +48,16 @@ func takeTurn() (*os.File, error) {
 // SharedCluster returns the cluster of this test binary, starting it on
 // first use with the command's defaults (two TaskManagers of two slots,
 // internal/flinkserver's Config) in a temporary directory, once no other
-// test binary runs one; MainCluster stops it when the tests end. A test that cannot have it is skipped or
-// failed (SkipOrFail).
+// test binary runs one; MainCluster stops it when the tests end. A test
+// that cannot have it is skipped or failed (SkipOrFail).
 func SharedCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	sharedCluster.Lock()
-	defer sharedCluster.Unlock()
-	if sharedCluster.c == nil && sharedCluster.err == nil {
-		if sharedCluster.turn, sharedCluster.err = takeTurn(); sharedCluster.err == nil {
-			sharedCluster.c, sharedCluster.err = StartCluster(ClusterConfig{})
-		}
-	}
-	if sharedCluster.err != nil {
-		SkipOrFail(tb, sharedCluster.err)
+	c, err := sharedCluster()
+	if err != nil {
+		SkipOrFail(tb, err)
 		return nil
 	}
-	return sharedCluster.c
+	return c
 }
 
 // MainCluster is the TestMain of a package whose tests use SharedCluster:
@@ -65,17 +65,15 @@ func SharedCluster(tb testing.TB) *Cluster {
 // when a test failed.
 func MainCluster(m *testing.M) {
 	code := m.Run()
-	sharedCluster.Lock()
-	if c := sharedCluster.c; c != nil {
-		if code != 0 {
-			fmt.Fprintf(os.Stderr, "flink cluster logs:\n%s\n", c.Logs(6000))
+	if turn != nil { // the tests started the cluster
+		if c, _ := sharedCluster(); c != nil {
+			if code != 0 {
+				fmt.Fprintf(os.Stderr, "flink cluster logs:\n%s\n", c.Logs(6000))
+			}
+			c.Stop()
 		}
-		c.Stop()
+		turn.Close()
 	}
-	if sharedCluster.turn != nil {
-		sharedCluster.turn.Close()
-	}
-	sharedCluster.Unlock()
 	os.Exit(code)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/internal/flinkopts"
+	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/testing/flinktest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -66,7 +67,7 @@ func TestCluster_ListenersWhileAJobRuns(t *testing.T) {
 	c := flinktest.SharedCluster(t) // started before the ticks' clock
 	before := map[string][]netip.AddrPort{}
 	for _, proc := range c.Processes() {
-		ls, err := flinktest.Listeners(proc.Pid())
+		ls, err := flinkserver.Listeners(proc.Pid())
 		require.NoError(t, err, proc.Name)
 		before[proc.Name] = ls
 	}
@@ -76,7 +77,7 @@ func TestCluster_ListenersWhileAJobRuns(t *testing.T) {
 	flinkJob(t, j)
 	during := map[string][]netip.AddrPort{}
 	for _, proc := range c.Processes() {
-		ls, err := flinktest.Listeners(proc.Pid())
+		ls, err := flinkserver.Listeners(proc.Pid())
 		require.NoError(t, err, proc.Name)
 		during[proc.Name] = ls
 	}

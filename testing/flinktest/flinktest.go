@@ -1,9 +1,9 @@
 // Package flinktest is the tests' Flink: one session cluster per test
 // binary (SharedCluster, stopped by MainCluster), the Flink job server and
 // cluster that cmd/flinkjobserver runs for a user (internal/flinkserver),
-// started with its defaults in a temporary directory; a splittable source
-// of ticks (Ticks); and Beam's Spark job server for the Spark runs of
-// docs/runners.md (Spark, cmd/sparkjobserver).
+// started with its defaults in a temporary directory; and Beam's Spark
+// job server for the Spark runs of docs/runners.md (Spark,
+// cmd/sparkjobserver).
 //
 //	func TestMain(m *testing.M) { flinktest.MainCluster(m) } // stops the shared cluster at the end
 //	c := flinktest.SharedCluster(t)                         // c.Endpoint, c.REST
@@ -11,21 +11,21 @@
 // The package's own tests (go test ./testing/flinktest/) run the
 // transforms' semantics beside Prism, runjob's samples and what runs on
 // Flink as it runs in production (checkpoints, savepoints, a TaskManager
-// killed, the job server's fixes of Beam's runner) on that cluster.
+// killed, the job server's fixes of Beam's runner) on that cluster, with
+// a splittable source of ticks (Ticks, ticks_test.go).
 //
 // Without java or mvn a test is skipped, unless the CI environment variable
-// is set: then it fails, since CI (.ci/run) installs what it needs.
+// is set: then it fails (proctest.SkipOrFail).
 package flinktest
 
 import (
 	_ "embed"
-	"errors"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/beamdedup/beamdedup/internal/flinkserver"
 	"github.com/beamdedup/beamdedup/internal/maven"
+	"github.com/beamdedup/beamdedup/testing/proctest"
 )
 
 // The cluster and job server types of internal/flinkserver, which the
@@ -38,16 +38,10 @@ type (
 	ClusterConfig = flinkserver.Config
 	// Process is a JVM of a cluster (JobManager, TaskManager, job server).
 	Process = flinkserver.Process
-	// Server is a running job server.
-	Server = flinkserver.Server
 )
 
 // StartCluster starts a session cluster (flinkserver.StartCluster).
 var StartCluster = flinkserver.StartCluster
-
-// Listeners lists a process's listening TCP sockets
-// (flinkserver.Listeners).
-var Listeners = flinkserver.Listeners
 
 //go:embed sparkjobserver/pom.xml
 var sparkPom []byte
@@ -74,11 +68,7 @@ var Spark = &flinkserver.JobServer{
 // skip when java or mvn is missing outside CI, else a failure.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, maven.ErrNoJava) && os.Getenv("CI") == "" {
-		tb.Skipf("%v (tests on Flink are skipped outside CI without a JDK and Maven; in CI they fail)", err)
-		return
-	}
-	tb.Fatal(err)
+	proctest.SkipOrFail(tb, err, maven.ErrNoJava)
 }
 
 // Await polls cond every 200 ms until it holds, failing the test past

@@ -31,9 +31,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/beamdedup/beamdedup/testing/proctest"
 )
 
 // PrismPackage is the job server's main package.
@@ -51,34 +52,17 @@ const BootPackage = "github.com/apache/beam/sdks/v2/go/container"
 // WorkerPoolPackage is this package's worker pool command.
 const WorkerPoolPackage = "github.com/beamdedup/beamdedup/testing/jobservertest/cmd/workerpool"
 
-// cachedBuild builds a main package once per test process, into the user
-// cache directory under a name keyed by key, the Beam version and the Go
-// toolchain; a binary already there is reused.
-type cachedBuild struct {
-	pkg, name string
-	key       func() string
-	once      sync.Once
-	path      string
-	err       error
-}
-
-func (b *cachedBuild) binary() (string, error) {
-	b.once.Do(func() { b.path, b.err = build(b.pkg, b.name+"-"+b.key()) })
-	return b.path, b.err
-}
-
-var (
-	prismBuild = &cachedBuild{pkg: PrismPackage, name: "prism", key: versions}
-	bootBuild  = &cachedBuild{pkg: BootPackage, name: "boot", key: versions}
-	poolBuild  = &cachedBuild{pkg: WorkerPoolPackage, name: "workerpool", key: func() string { return versions() + "-" + sourceHash("cmd/workerpool/main.go") }}
-)
-
 // Binary returns the path of the built job server, building it on first use.
-func Binary() (string, error) { return prismBuild.binary() }
+var Binary = sync.OnceValues(func() (string, error) { return build(PrismPackage, "prism-"+versions()) })
 
 // BootLoader returns the path of Beam Go's built boot loader, building it
 // on first use.
-func BootLoader() (string, error) { return bootBuild.binary() }
+var BootLoader = sync.OnceValues(func() (string, error) { return build(BootPackage, "boot-"+versions()) })
+
+// poolBinary is the built worker pool, keyed by its source too.
+var poolBinary = sync.OnceValues(func() (string, error) {
+	return build(WorkerPoolPackage, "workerpool-"+versions()+"-"+sourceHash("cmd/workerpool/main.go"))
+})
 
 func versions() string {
 	return fmt.Sprintf("%s-%s-%s-%s", beamVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -96,6 +80,9 @@ func sourceHash(rel string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
+// build builds a main package into the user cache directory under name
+// (keyed by the Beam version and the Go toolchain: versions), or reuses
+// the binary already there.
 func build(pkg, name string) (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
@@ -169,76 +156,30 @@ func Start(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	cmd := groupCommand(t, bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn")
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	done := startGroup(t, cmd, "job server", out)
+	p := start(t, "job server", exec.Command(bin, "--job_port="+strconv.Itoa(port), "--serve_http=false", "--log_level=warn"))
 	endpoint := net.JoinHostPort("localhost", strconv.Itoa(port))
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		c, err := net.DialTimeout("tcp", endpoint, time.Second)
-		if err == nil {
-			c.Close()
-			return endpoint
-		}
-		select {
-		case <-done:
-			t.Fatalf("jobservertest: job server exited before accepting connections:\n%s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobservertest: job server not accepting connections on %s after %v: %v", endpoint, StartTimeout, err)
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	if err := p.AwaitPort(ctx, endpoint); err != nil {
+		t.Fatalf("jobservertest: the job server: %v", err)
 	}
+	return endpoint
 }
 
-// groupCommand is a command run in a process group of its own, in a
-// temporary directory: the SDK workers a job server or a worker pool
-// starts outlive it otherwise (and hold its output open), and the boot
-// loaders write pipeline_options.json into their working directory.
-func groupCommand(t testing.TB, bin string, args ...string) *exec.Cmd {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = t.TempDir()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// startGroup starts cmd (a groupCommand) and returns the channel closed
-// when it exited; when t ends, its process group is killed and, if t
-// failed, its output is logged.
-func startGroup(t testing.TB, cmd *exec.Cmd, what string, out *syncBuffer) <-chan struct{} {
+// start starts cmd in a temporary directory, in a process group of its
+// own (proctest), killed when t ends, its output logged if t failed: the
+// SDK workers a job server or a worker pool starts outlive it otherwise,
+// and the boot loaders write pipeline_options.json into their working
+// directory.
+func start(t testing.TB, what string, cmd *exec.Cmd) *proctest.Proc {
 	t.Helper()
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("jobservertest: starting %s: %v", cmd.Path, err)
+	cmd.Dir = t.TempDir()
+	p, err := proctest.Start(cmd, filepath.Join(cmd.Dir, "output.log"))
+	if err != nil {
+		t.Fatalf("jobservertest: %v", err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		if t.Failed() {
-			t.Logf("%s output:\n%s", what, out.String())
-		}
-	})
-	return done
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	p.Watch(t, what)
+	return p
 }
 
 // BootInADirOfItsOwn returns a PROCESS environment's command: Beam Go's

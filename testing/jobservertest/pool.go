@@ -1,7 +1,7 @@
 package jobservertest
 
 import (
-	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/beamdedup/beamdedup/testing/proctest"
 )
 
 // WorkerPool is a running worker pool (cmd/workerpool) that starts each
@@ -17,7 +19,7 @@ import (
 type WorkerPool struct {
 	// Addr is the pool's address, for --environment_config.
 	Addr string
-	cmd  *exec.Cmd
+	proc *proctest.Proc
 }
 
 // StartWorkerPool builds (once) and starts a worker pool on a free port,
@@ -32,52 +34,34 @@ func StartWorkerPool(t testing.TB, env ...string) *WorkerPool {
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	bin, err := poolBuild.binary()
+	bin, err := poolBinary()
 	if err != nil {
 		t.Fatalf("jobservertest: %v", err)
 	}
-	cmd := groupCommand(t, bin, "--boot="+boot, "--port=0")
+	cmd := exec.Command(bin, "--boot="+boot, "--port=0")
 	cmd.Env = append(os.Environ(), env...)
-	stdout, err := cmd.StdoutPipe()
+	p := &WorkerPool{proc: start(t, "worker pool", cmd)}
+	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	defer cancel()
+	line, err := p.proc.AwaitLine(ctx, "WORKER_POOL=")
 	if err != nil {
-		t.Fatalf("jobservertest: %v", err)
+		t.Fatalf("jobservertest: the worker pool: %v", err)
 	}
-	out := &syncBuffer{}
-	cmd.Stderr = out
-	p := &WorkerPool{cmd: cmd}
-	done := startGroup(t, cmd, "worker pool", out)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "WORKER_POOL="); ok {
-				addr <- a
-			}
-			out.Write(append(sc.Bytes(), '\n'))
-		}
-	}()
-	select {
-	case p.Addr = <-addr:
-		return p
-	case <-done:
-		t.Fatalf("jobservertest: worker pool exited before listening:\n%s", out.String())
-	case <-time.After(StartTimeout):
-		t.Fatalf("jobservertest: worker pool not listening after %v:\n%s", StartTimeout, out.String())
-	}
-	return nil
+	p.Addr = strings.TrimPrefix(line, "WORKER_POOL=")
+	return p
 }
 
 // Kill kills the pool with its boot loaders and SDK workers, as a lost
 // machine would.
-func (p *WorkerPool) Kill() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+func (p *WorkerPool) Kill() { p.proc.Kill() }
 
 // Freeze stops the pool with its boot loaders and SDK workers (SIGSTOP):
 // their connections stay open and nothing more happens, as with a hung
 // worker. Kill (or the test's end) ends them.
-func (p *WorkerPool) Freeze() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGSTOP) }
+func (p *WorkerPool) Freeze() { p.proc.Signal(syscall.SIGSTOP) }
 
 // Thaw lets a frozen pool and its workers go on (SIGCONT).
-func (p *WorkerPool) Thaw() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT) }
+func (p *WorkerPool) Thaw() { p.proc.Signal(syscall.SIGCONT) }
 
 // bootTmp is where the boot loader copies the worker binary it starts
 // (os.MkdirTemp("/tmp/", "bin*") in container/boot.go, whatever TMPDIR

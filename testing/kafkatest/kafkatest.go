@@ -10,11 +10,10 @@
 //
 // The classpath is resolved with mvn once per machine and cached
 // (internal/maven). Without java or mvn a test is skipped, unless the
-// CI environment variable is set: then it fails, since CI (.ci/run)
-// installs what it needs. A broker dies with the process that started it,
-// and a small watcher process removes its storage then, however that
-// process exits (go test's TestMain may end with os.Exit before any
-// cleanup of ours runs). cmd/kafkabroker serves a broker until Ctrl-C.
+// CI environment variable is set: then it fails (proctest.SkipOrFail). A
+// broker dies with the process that started it, and a watcher removes
+// its storage then (proctest.AfterExit). cmd/kafkabroker serves a broker
+// until Ctrl-C.
 package kafkatest
 
 import (
@@ -24,14 +23,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -43,6 +41,7 @@ import (
 
 	"github.com/beamdedup/beamdedup/internal/maven"
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
+	"github.com/beamdedup/beamdedup/testing/proctest"
 )
 
 // KafkaVersion is the Kafka release of the broker (broker/pom.xml).
@@ -72,14 +71,11 @@ type Broker struct {
 	// Dir holds its configuration, storage (data/) and log (broker.log).
 	Dir string
 
-	args    []string
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	done    chan struct{} // closed when the JVM exited
-	closed  atomic.Bool
-	topics  atomic.Int64
-	admin   *kadm.Client
-	adminCl *kgo.Client
+	args   []string
+	jvm    atomic.Pointer[proctest.Proc] // the JVM of the last start
+	closed atomic.Bool
+	topics atomic.Int64
+	admin  *kadm.Client
 }
 
 // ready is the line the broker logs once it serves (log4j2.properties
@@ -183,7 +179,12 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 	if err := b.launch(fctx); err != nil {
 		return fail(err)
 	}
-	if err := b.watch(); err != nil {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err == nil {
+		b.admin = kadm.NewClient(cl)
+		err = proctest.AfterExit(watcherScript, b.Dir)
+	}
+	if err != nil {
 		b.Close()
 		return nil, err
 	}
@@ -191,24 +192,13 @@ func Start(ctx context.Context, opts Options) (*Broker, error) {
 }
 
 // watcherScript removes the broker's directory once the process that
-// started it ($1) has exited (the JVM dies with it, Pdeathsig) or the
-// directory is gone. It runs in its own session with no inherited output,
-// so go test does not wait for it.
+// started it ($1) has exited (the JVM dies with it) or the directory is
+// gone.
 const watcherScript = `parent=$1; dir=$2
 while kill -0 "$parent" 2>/dev/null && [ -d "$dir" ]; do sleep 1; done
 sleep 1
 rm -rf "$dir"
 `
-
-func (b *Broker) watch() error {
-	cmd := exec.Command("/bin/sh", "-c", watcherScript, "kafkatest-watch", strconv.Itoa(os.Getpid()), b.Dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("kafkatest: starting the broker's watcher: %v", err)
-	}
-	go cmd.Wait() // reap it if it ends while we run
-	return nil
-}
 
 // newClusterID is a new broker's KRaft cluster id (clusterID; a test's own).
 var newClusterID = clusterID
@@ -225,53 +215,18 @@ func clusterID() string {
 // launch starts the JVM on the formatted storage and waits until it
 // serves.
 func (b *Broker) launch(ctx context.Context) error {
-	logFile, err := os.OpenFile(b.LogFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd := exec.Command("java", b.args...)
+	cmd.Dir = b.Dir
+	p, err := proctest.Start(cmd, b.LogFile())
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	before, _ := os.ReadFile(b.LogFile())
-	started := make(chan error, 1)
-	done := make(chan struct{})
-	var cmd *exec.Cmd
-	go func() {
-		// The JVM is killed when the thread that started it ends
-		// (Pdeathsig), so that thread is this goroutine's, held until the
-		// JVM exits: a process that dies leaves no broker behind.
-		runtime.LockOSThread()
-		cmd = exec.Command("java", b.args...)
-		cmd.Dir = b.Dir
-		cmd.Stdout, cmd.Stderr = logFile, logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(done)
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(done)
-	}()
-	if err := <-started; err != nil {
-		return fmt.Errorf("kafkatest: starting java: %v", err)
+	b.jvm.Store(p)
+	if _, err := p.AwaitLine(ctx, ready); err != nil {
+		p.Kill()
+		return fmt.Errorf("kafkatest: the broker: %v", err)
 	}
-	b.mu.Lock()
-	b.cmd, b.done = cmd, done
-	b.mu.Unlock()
-	for {
-		out := b.Output()
-		if strings.Count(out, ready) > strings.Count(string(before), ready) {
-			return nil
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("kafkatest: the broker exited before serving:\n%s", tail(out[len(before):], 4000))
-		case <-ctx.Done():
-			b.Kill()
-			return fmt.Errorf("kafkatest: the broker did not serve within %v:\n%s", StartTimeout, tail(out[len(before):], 4000))
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // LogFile is the path of the broker's log.
@@ -286,52 +241,31 @@ func (b *Broker) Output() string {
 
 // Kill kills the broker at once (SIGKILL), as a crash would; its storage
 // stays for Restart.
-func (b *Broker) Kill() { b.signal(syscall.SIGKILL) }
+func (b *Broker) Kill() {
+	if p := b.jvm.Load(); p != nil {
+		p.Kill()
+	}
+}
 
 // Stop stops the broker (SIGTERM: a controlled shutdown) and waits for it,
 // at most 30s before it kills it; its storage stays for Restart.
 func (b *Broker) Stop() {
-	done := b.signal(syscall.SIGTERM)
+	p := b.jvm.Load()
+	if p == nil {
+		return
+	}
+	p.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
+	case <-p.Done():
 	case <-time.After(30 * time.Second):
-		b.Kill()
+		p.Kill()
 	}
-}
-
-// signal sends sig to the broker's process group and returns the channel
-// closed when it exited (closed already when none runs). It waits for the
-// exit only after SIGKILL.
-func (b *Broker) signal(sig syscall.Signal) <-chan struct{} {
-	b.mu.Lock()
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	if cmd == nil {
-		c := make(chan struct{})
-		close(c)
-		return c
-	}
-	syscall.Kill(-cmd.Process.Pid, sig)
-	if sig == syscall.SIGKILL {
-		<-done
-	}
-	return done
 }
 
 // Running reports whether the broker's process runs.
 func (b *Broker) Running() bool {
-	b.mu.Lock()
-	done := b.done
-	b.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	p := b.jvm.Load()
+	return p != nil && p.Running()
 }
 
 // Restart starts a stopped (or killed) broker again, on its storage and
@@ -351,40 +285,22 @@ func (b *Broker) Close() {
 	if b.closed.Swap(true) {
 		return
 	}
-	b.mu.Lock()
-	cl := b.adminCl
-	b.mu.Unlock()
-	if cl != nil {
-		cl.Close()
+	if b.admin != nil {
+		b.admin.Close()
 	}
 	b.Kill()
 	os.RemoveAll(b.Dir)
 }
 
-// Admin is an admin client of the broker, made on first use and closed
-// with the broker.
-func (b *Broker) Admin() (*kadm.Client, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.admin == nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-		if err != nil {
-			return nil, err
-		}
-		b.adminCl, b.admin = cl, kadm.NewClient(cl)
-	}
-	return b.admin, nil
-}
+// Admin is the broker's admin client, made by Start and closed with the
+// broker; the error is always nil.
+func (b *Broker) Admin() (*kadm.Client, error) { return b.admin, nil }
 
 // CreateTopic creates topic with partitions partitions (one replica) and
 // returns once the broker lists it with a leader for every partition (a
 // client that asks at once may otherwise be told it does not exist).
 func (b *Broker) CreateTopic(ctx context.Context, topic string, partitions int) error {
-	adm, err := b.Admin()
-	if err != nil {
-		return err
-	}
-	resp, err := adm.CreateTopic(ctx, int32(partitions), 1, nil, topic)
+	resp, err := b.admin.CreateTopic(ctx, int32(partitions), 1, nil, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -397,23 +313,17 @@ func (b *Broker) CreateTopic(ctx context.Context, topic string, partitions int) 
 // waitListed waits until the broker's metadata lists topic with n
 // partitions, each with a leader.
 func (b *Broker) waitListed(ctx context.Context, topic string, n int) error {
-	adm, err := b.Admin()
-	if err != nil {
-		return err
-	}
 	for {
-		details, err := adm.ListTopics(ctx, topic)
-		if err == nil {
-			if d, ok := details[topic]; ok && d.Err == nil && len(d.Partitions) == n {
-				led := 0
-				for _, p := range d.Partitions {
-					if p.Err == nil && p.Leader >= 0 {
-						led++
-					}
+		details, err := b.admin.ListTopics(ctx, topic)
+		if d, ok := details[topic]; err == nil && ok && d.Err == nil && len(d.Partitions) == n {
+			led := 0
+			for _, p := range d.Partitions {
+				if p.Err == nil && p.Leader >= 0 {
+					led++
 				}
-				if led == n {
-					return nil
-				}
+			}
+			if led == n {
+				return nil
 			}
 		}
 		select {
@@ -426,11 +336,7 @@ func (b *Broker) waitListed(ctx context.Context, topic string, n int) error {
 
 // DeleteTopic deletes topic.
 func (b *Broker) DeleteTopic(ctx context.Context, topic string) error {
-	adm, err := b.Admin()
-	if err != nil {
-		return err
-	}
-	resp, err := adm.DeleteTopic(ctx, topic)
+	resp, err := b.admin.DeleteTopic(ctx, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -442,15 +348,11 @@ func (b *Broker) DeleteTopic(ctx context.Context, topic string) error {
 
 // AddPartitions adds n partitions to topic.
 func (b *Broker) AddPartitions(ctx context.Context, topic string, n int) error {
-	adm, err := b.Admin()
-	if err != nil {
-		return err
-	}
 	before, err := b.EndOffsets(ctx, topic)
 	if err != nil {
 		return err
 	}
-	resp, err := adm.CreatePartitions(ctx, n, topic)
+	resp, err := b.admin.CreatePartitions(ctx, n, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -463,11 +365,7 @@ func (b *Broker) AddPartitions(ctx context.Context, topic string, n int) error {
 // Committed returns the offsets group has committed on topic, by
 // partition (partitions without a commit are absent).
 func (b *Broker) Committed(ctx context.Context, group, topic string) (map[int32]int64, error) {
-	adm, err := b.Admin()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := adm.FetchOffsets(ctx, group)
+	resp, err := b.admin.FetchOffsets(ctx, group)
 	if err != nil {
 		return nil, err
 	}
@@ -482,11 +380,7 @@ func (b *Broker) Committed(ctx context.Context, group, topic string) (map[int32]
 
 // EndOffsets returns topic's end offsets (high watermarks) by partition.
 func (b *Broker) EndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	adm, err := b.Admin()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := adm.ListEndOffsets(ctx, topic)
+	resp, err := b.admin.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -527,25 +421,20 @@ func (b *Broker) NewTopic(tb testing.TB, partitions int) string {
 	return name
 }
 
-var shared struct {
-	sync.Mutex
-	b   *Broker
-	err error
-}
-
 // Shared returns the broker of this process, starting it on first use;
 // it dies with the process. A test that cannot have it is skipped or
-// failed (SkipOrFail); one that fails logs the end of the broker's log.
+// failed (proctest.SkipOrFail); one that fails logs the end of the
+// broker's log.
 func Shared(tb testing.TB) *Broker {
 	tb.Helper()
 	b, err := SharedBroker()
 	if err != nil {
-		SkipOrFail(tb, err)
+		proctest.SkipOrFail(tb, err, maven.ErrNoJava)
 		return nil
 	}
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("kafka broker log (last 4000 bytes):\n%s", tail(b.Output(), 4000))
+			tb.Logf("kafka broker log (last 4000 bytes):\n%s", proctest.Tail(b.Output(), 4000))
 		}
 	})
 	return b
@@ -553,32 +442,7 @@ func Shared(tb testing.TB) *Broker {
 
 // SharedBroker is Shared outside a test (a benchmark's setup): the
 // process's broker, started on first use, or the error that stopped it.
-func SharedBroker() (*Broker, error) {
-	shared.Lock()
-	defer shared.Unlock()
-	if shared.b == nil && shared.err == nil {
-		shared.b, shared.err = Start(context.Background(), Options{})
-	}
-	return shared.b, shared.err
-}
-
-// SkipOrFail ends tb for a broker that could not start: a skip when java
-// or mvn is missing outside CI, else a failure.
-func SkipOrFail(tb testing.TB, err error) {
-	tb.Helper()
-	if errors.Is(err, maven.ErrNoJava) && os.Getenv("CI") == "" {
-		tb.Skipf("%v (tests against Kafka are skipped outside CI without a JDK and Maven; in CI they fail)", err)
-		return
-	}
-	tb.Fatal(err)
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
+var SharedBroker = sync.OnceValues(func() (*Broker, error) { return Start(context.Background(), Options{}) })
 
 // Counter counts the records of a topic per key, as a consumer reading it
 // from the start would, in a goroutine, until Stop.
@@ -644,11 +508,7 @@ func (c *Counter) Distinct() int {
 func (c *Counter) PerKey() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.perKey))
-	for k, n := range c.perKey {
-		out[k] = n
-	}
-	return out
+	return maps.Clone(c.perKey)
 }
 
 // Records are the records counted, in the order they came.

@@ -8,11 +8,10 @@
 // later (UNIQUE NULLS NOT DISTINCT). initdb and postgres refuse to run as
 // root, so as root they run as the postgres user. Without the binaries a
 // test is skipped, unless the CI environment variable is set: then it
-// fails, since CI (.ci/run) installs them.
+// fails (SkipOrFail).
 //
-// A package's tests share one cluster (Shared). It is stopped by a small
-// watcher process when the test binary exits, however it exits, because
-// go test's TestMain may end with os.Exit before any cleanup of ours runs.
+// A package's tests share one cluster (Shared). A watcher stops it when
+// the test binary exits, however it exits (proctest.AfterExit).
 package pgtest
 
 import (
@@ -38,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/beamdedup/beamdedup/testing/jobservertest"
+	"github.com/beamdedup/beamdedup/testing/proctest"
 )
 
 // MinVersion is the oldest server major version accepted: 15 added
@@ -109,7 +109,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if version < MinVersion {
 		return nil, fmt.Errorf("%w: %s is PostgreSQL %d; version %d or later is needed (UNIQUE NULLS NOT DISTINCT)", ErrNoServer, bin, version, MinVersion)
 	}
-	c := &Cluster{User: "postgres", Password: randomPassword(), Version: version, bin: bin}
+	c := &Cluster{User: "postgres", Password: fmt.Sprintf("pw-%d-%d", os.Getpid(), time.Now().UnixNano()), Version: version, bin: bin}
 	if os.Geteuid() == 0 {
 		if c.cred, err = postgresUser(); err != nil {
 			return nil, err
@@ -123,7 +123,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		os.RemoveAll(c.Dir)
 		return nil, err
 	}
-	if err := c.watch(); err != nil {
+	if err := proctest.AfterExit(watcherScript, c.Dir); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -140,10 +140,6 @@ func postgresUser() (*syscall.Credential, error) {
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func randomPassword() string {
-	return fmt.Sprintf("pw-%d-%d", os.Getpid(), time.Now().UnixNano())
 }
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "data") }
@@ -187,10 +183,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
-		o := "-c port=" + strconv.Itoa(port)
-		for _, s := range settings {
-			o += " -c " + s
-		}
+		o := "-c " + strings.Join(append([]string{"port=" + strconv.Itoa(port)}, settings...), " -c ")
 		pgctl := c.command(ctx, "pg_ctl", "start", "-D", c.dataDir(), "-w", "-t", "60", "-l", filepath.Join(c.Dir, "server.log"), "-o", o)
 		out, err := pgctl.CombinedOutput()
 		if err == nil {
@@ -207,8 +200,7 @@ func (c *Cluster) start(ctx context.Context, opts Options) error {
 }
 
 // watcherScript stops the server and removes the directory once the test
-// process ($1) has exited or the server has been stopped. It runs in its
-// own session with no inherited output, so go test does not wait for it.
+// process ($1) has exited or the server has been stopped.
 const watcherScript = `parent=$1; dir=$2; pidfile=$dir/data/postmaster.pid
 while kill -0 "$parent" 2>/dev/null && [ -f "$pidfile" ]; do sleep 1; done
 if [ -f "$pidfile" ]; then
@@ -220,16 +212,6 @@ if [ -f "$pidfile" ]; then
 fi
 rm -rf "$dir"
 `
-
-func (c *Cluster) watch() error {
-	cmd := exec.Command("/bin/sh", "-c", watcherScript, "pgtest-watch", strconv.Itoa(os.Getpid()), c.Dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("pgtest: start the cluster's watcher: %v", err)
-	}
-	go cmd.Wait() // reap it if it ends while we run
-	return nil
-}
 
 func (c *Cluster) stopServer() error {
 	if _, err := os.Stat(filepath.Join(c.dataDir(), "postmaster.pid")); err != nil {
@@ -249,8 +231,7 @@ func (c *Cluster) Stop() error {
 	if c.stopped.Swap(true) {
 		return nil
 	}
-	err := c.stopServer()
-	return errors.Join(err, os.RemoveAll(c.Dir))
+	return errors.Join(c.stopServer(), os.RemoveAll(c.Dir))
 }
 
 // Addr is the server's TCP address.
@@ -325,12 +306,6 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	return dsn
 }
 
-var shared struct {
-	once sync.Once
-	c    *Cluster
-	err  error
-}
-
 // Shared returns the process's cluster, starting it on first use. Without
 // server binaries it skips tb, or fails it when the CI environment variable
 // is set. The watcher stops the cluster when the process exits.
@@ -345,22 +320,16 @@ func Shared(tb testing.TB) *Cluster {
 
 // SharedCluster is Shared outside a test, for a TestMain: the package's
 // shared cluster, started on first use, or the error that stopped it.
-func SharedCluster() (*Cluster, error) {
-	shared.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		shared.c, shared.err = Start(ctx, Options{})
-	})
-	return shared.c, shared.err
-}
+var SharedCluster = sync.OnceValues(func() (*Cluster, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return Start(ctx, Options{})
+})
 
 // SkipOrFail ends tb for a cluster that could not start: a skip when the
-// server binaries are missing outside CI, else a failure.
+// server binaries are missing outside CI, else a failure
+// (proctest.SkipOrFail).
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNoServer) && os.Getenv("CI") == "" {
-		tb.Skipf("%v (tests against PostgreSQL are skipped outside CI; in CI they fail)", err)
-		return
-	}
-	tb.Fatal(err)
+	proctest.SkipOrFail(tb, err, ErrNoServer)
 }

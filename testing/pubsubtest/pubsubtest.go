@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -232,15 +233,10 @@ func (r ackReactor) React(req any) (bool, any, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	r.s.acks = append(r.s.acks, AckCall{Time: time.Now(), Subscription: ar.Subscription, AckIDs: append([]string(nil), ar.AckIds...)})
-	kept := ar.AckIds[:0:0]
-	for _, id := range ar.AckIds {
-		if r.s.dropAcks == nil || !r.s.dropAcks(id) {
-			kept = append(kept, id)
-		}
-	}
 	if r.s.dropAcks == nil {
 		return false, nil, nil
 	}
+	kept := slices.DeleteFunc(slices.Clone(ar.AckIds), r.s.dropAcks)
 	if len(kept) == 0 {
 		return true, &emptypb.Empty{}, nil
 	}
