@@ -10,21 +10,12 @@
 // emitted and dropped, and where the output went:
 //
 //	go run ./cmd/runjob
-//	go run ./cmd/runjob --pipeline=userevents --input=testing/testdata/userevents/input.jsonl
-//	go run ./cmd/runjob --runner=universal --endpoint=localhost:8073 --environment_type=LOOPBACK
-//	go run ./cmd/runjob --runner=flink --endpoint=localhost:8099 --event_time_ttl=2h --state_ttl=0
-//	go run ./cmd/runjob --runner=dataflow --dry_run --project=p --region=r --staging_location=gs://b/s
-//	go run ./cmd/runjob --graph=orders.dot && dot -Tsvg orders.dot > orders.svg
-//	go run ./cmd/runjob --pipeline=streaming --subscription=projects/P/subscriptions/S \
-//	    --output_topic=projects/P/topics/OUT --dead_letter_topic=projects/P/topics/DLQ
 //
-// Run it with --help for every flag. Beam's own flags (--runner,
-// --endpoint, --environment_type, --project, ...) are accepted as in any
-// Beam Go program. Every pipeline takes one path: its flags are checked
-// against one table (flags.go), its construction is checked before
-// anything runs, and it runs as a job with internal/jobrun, which follows
-// it on the job server and cancels it when it stops making progress
-// (--stall_limit) or outlives --timeout.
+// runjob --help lists every flag, with examples of each pipeline and
+// runner; docs/samples.md describes the samples and the summary. Beam's own
+// flags (--runner, --endpoint, ...) are accepted as in any Beam Go program.
+// A job that stops making progress (--stall_limit) or outlives --timeout
+// is cancelled (internal/jobrun).
 //
 // The binary also serves as its own Beam worker: runners that start it
 // with --worker (the boot loader of a worker pool, or a PROCESS or DOCKER

@@ -53,9 +53,9 @@ type pipelineRun struct {
 // pipelineTable holds every pipeline (mode) runjob runs, in --help's
 // order.
 var pipelineTable = []pipelineRun{
-	filePipeline(fileSpec{name: "orders", build: buildOrders, input: generatedOrders, generated: true, note: ordersNote}),
-	filePipeline(fileSpec{name: "userevents", build: buildUserEvents, input: repositorySample}),
-	filePipeline(fileSpec{name: "cdc", build: buildCDC, input: repositorySample}),
+	filePipeline(fileSpec{name: "orders", build: keepFirst(orders.Build), input: generatedOrders, generated: true, note: ordersNote}),
+	filePipeline(fileSpec{name: "userevents", build: keepFirst(userevents.Build), input: repositorySample}),
+	filePipeline(fileSpec{name: "cdc", build: keepFirst(cdc.Build), input: repositorySample}),
 	withMode(demoRun, "streaming", streamingDemo, func(p *pipelineRun) { p.generated = true }),
 	withMode(liveRun, "streaming", streamingLive, func(p *pipelineRun) { p.check = checkStreaming }),
 	withMode(orderStatusRun, "orderstatus", "orderstatus", func(p *pipelineRun) { p.files, p.generated = true, true }),
@@ -153,17 +153,11 @@ func jobOf(build func(beam.Scope, *options) error, summary func(stdout, stderr i
 	}
 }
 
-func buildOrders(s beam.Scope, o *options) error {
-	_, err := orders.Build(s, orders.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: dedupOptions(o)})
-	return err
-}
-
-func buildUserEvents(s beam.Scope, o *options) error {
-	_, err := userevents.Build(s, userevents.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: dedupOptions(o)})
-	return err
-}
-
-func buildCDC(s beam.Scope, o *options) error {
-	_, err := cdc.Build(s, cdc.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: dedupOptions(o)})
-	return err
+// keepFirst is the build of a KeepFirst sample (orders, userevents, cdc:
+// one Config and Result) from the command line.
+func keepFirst(build func(beam.Scope, orders.Config) (orders.Result, error)) func(beam.Scope, *options) error {
+	return func(s beam.Scope, o *options) error {
+		_, err := build(s, orders.Config{Input: o.input, Output: o.output, Errors: o.errors, Dedup: dedupOptions(o)})
+		return err
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -72,29 +73,25 @@ func resolveRunner(ctx context.Context) (runner, notice string, err error) {
 		// timers, which KeepFirst's streaming expansion needs.
 		return "prism", "--runner=direct: Beam Go's direct runner supports neither state nor timers, which KeepFirst needs; running on prism (Beam's local runner) instead", nil
 	case "universal", "portable", "portablerunner", "flink", "flinkrunner", "spark", "sparkrunner":
-		name := map[string]string{"portablerunner": "portable", "flinkrunner": "flink", "sparkrunner": "spark"}[r]
-		if name == "" {
-			name = r
-		}
+		name := cmp.Or(map[string]string{"portablerunner": "portable", "flinkrunner": "flink", "sparkrunner": "spark"}[r], r)
 		if *jobopts.Endpoint == "" {
 			return "", "", fmt.Errorf("--runner=%s needs --endpoint=HOST:PORT of a running Beam job server%s", name, jobServerHint(name))
 		}
 		if err := probe(ctx, name); err != nil {
 			return "", "", err
 		}
-		if *jobopts.EnvironmentType == "" && name != "flink" && name != "spark" {
-			// Beam's default environment: the workers in Docker containers.
-			// Without a Docker engine the job would fail at its first
-			// docker run, after Beam compiled this program for them.
-			if _, err := exec.LookPath("docker"); err != nil {
+		// Beam's default environment, DOCKER, runs the workers in Docker
+		// containers beside the job server: without a Docker engine the job
+		// would fail at its first docker run, after Beam compiled this
+		// program for them. A Flink or Spark job server started for
+		// development has none.
+		if *jobopts.EnvironmentType == "" {
+			if name == "flink" || name == "spark" {
+				flag.CommandLine.Set("environment_type", "LOOPBACK")
+				notice = fmt.Sprintf("--runner=%s: no --environment_type given: LOOPBACK (the SDK workers in this process; EXTERNAL with a worker pool, see docs/workers.md)", name)
+			} else if _, err := exec.LookPath("docker"); err != nil {
 				return "", "", fmt.Errorf("--runner=%s: no --environment_type given, and Beam's default, DOCKER, needs a Docker engine beside the job server (docker is not on PATH here): give --environment_type=LOOPBACK (the SDK workers in this process), EXTERNAL with a worker pool, or PROCESS (docs/runners.md, \"Where the SDK workers run\")", name)
 			}
-		}
-		if (name == "flink" || name == "spark") && *jobopts.EnvironmentType == "" {
-			// Beam's default, DOCKER, needs a Docker engine beside the job
-			// server; a job server started for development has none.
-			flag.CommandLine.Set("environment_type", "LOOPBACK")
-			notice = fmt.Sprintf("--runner=%s: no --environment_type given: LOOPBACK (the SDK workers in this process; EXTERNAL with a worker pool, see docs/workers.md)", name)
 		}
 		return name, notice, probeWorkerPool(ctx)
 	case "dataflow", "dataflowrunner":

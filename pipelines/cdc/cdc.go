@@ -132,40 +132,20 @@ func (c *Change) Validate() error {
 // UID is the default UID of the pipeline's KeepFirst.
 const UID = "cdc-dedup"
 
-// Config configures Build.
-type Config struct {
-	// Input is a file or glob of JSON Lines changes (local or gs://).
-	Input string
-	// Output is the JSON Lines file of the insert-only result; empty
-	// writes nothing.
-	Output string
-	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
-	Errors string
-	// Dedup options are applied after the defaults PartitionBy("user_name"),
-	// KindColumn("op") and UID(UID).
-	Dedup []dedup.Option
-}
+// Config configures Build: the files, and KeepFirst options applied
+// after the defaults PartitionBy("user_name"), KindColumn("op") and
+// UID(UID).
+type Config = pipeline.Config
 
-// Result holds the pipeline's collections.
-type Result struct {
-	Rows        beam.PCollection // parsed changes (Change)
-	Deduped     beam.PCollection // the first +I/+U per user_name, op "+I" (Change)
-	DeadLetters beam.PCollection // jsonl.ErrorLine
-}
+// Result holds the pipeline's collections: the parsed Changes, the first
+// +I/+U per user_name with op "+I" (Out), and the dead letters
+// (jsonl.ErrorLine).
+type Result = pipeline.Result
 
 // Build adds the change-log pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"), dedup.UID(UID)}, cfg.Dedup...)
-	r, err := pipeline.Build(s.Scope("CDC"), pipeline.Spec{
-		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
-		Row:     reflect.TypeFor[Change](),
-		Prepare: stampRows,
-		Step:    pipeline.KeepFirst(opts...),
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("cdc: %w", err)
-	}
-	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
+	return pipeline.BuildKeepFirst(s, "CDC", cfg, reflect.TypeFor[Change](), stampRows,
+		rowspec.PartitionBy("user_name"), rowspec.KindColumn("op"), dedup.UID(UID))
 }
 
 // stampRows applies stamp to the parsed changes, before KeepFirst.

@@ -482,15 +482,9 @@ func ReadInputs(pr beam.PipelineResult) []Input {
 			in = &Input{Path: path}
 			byPath[path] = in
 		}
-		switch kind {
-		case Lines:
-			in.Lines += r.Result()
-		case Rows:
-			in.Rows += r.Result()
-		case BlankLines:
-			in.Blank += r.Result()
-		case MalformedLines:
-			in.Malformed += r.Result()
+		n := map[string]*int64{Lines: &in.Lines, Rows: &in.Rows, BlankLines: &in.Blank, MalformedLines: &in.Malformed}[kind]
+		if n != nil {
+			*n += r.Result()
 		}
 	}
 	var ins []Input
@@ -516,21 +510,6 @@ func Total(inputs []Input) Input {
 // ReadMalformed returns the malformed lines of every input file of a
 // job's result.
 func ReadMalformed(pr beam.PipelineResult) int64 { return Total(ReadInputs(pr)).Malformed }
-
-// ReadInputFiles returns the number of files the job's input paths
-// matched.
-func ReadInputFiles(pr beam.PipelineResult) int64 {
-	if pr == nil {
-		return 0
-	}
-	var n int64
-	for _, r := range pr.Metrics().AllMetrics().Counters() {
-		if r.Namespace() == Namespace && r.Name() == InputFiles {
-			n += r.Result()
-		}
-	}
-	return n
-}
 
 // WriteFile writes rows to path as JSON Lines, one JSON object a line,
 // creating its directory: how the sample generators write their input.

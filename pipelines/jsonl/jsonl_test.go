@@ -304,3 +304,18 @@ func FuzzFastParseAgreesWithEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// ReadInputFiles returns the number of files the job's input paths
+// matched.
+func ReadInputFiles(pr beam.PipelineResult) int64 {
+	if pr == nil {
+		return 0
+	}
+	var n int64
+	for _, r := range pr.Metrics().AllMetrics().Counters() {
+		if r.Namespace() == Namespace && r.Name() == InputFiles {
+			n += r.Result()
+		}
+	}
+	return n
+}

@@ -11,7 +11,6 @@ package orders
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"time"
 
@@ -50,39 +49,18 @@ const UID = "orders-dedup"
 // arrive within 2 hours of the original.
 const DefaultStateTTL = 2 * time.Hour
 
-// Config configures Build.
-type Config struct {
-	// Input is a file or glob of JSON Lines orders (local or gs://).
-	Input string
-	// Output is the JSON Lines file of deduplicated orders; empty writes
-	// nothing (tests read Result instead).
-	Output string
-	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output)
-	// when Output is set.
-	Errors string
-	// Dedup options are applied after the defaults PartitionBy("order_id"),
-	// StateTTL(DefaultStateTTL) and UID(UID); a later option of a kind
-	// replaces the default.
-	Dedup []dedup.Option
-}
+// Config configures Build: the files, and KeepFirst options applied
+// after the defaults PartitionBy("order_id"), StateTTL(DefaultStateTTL)
+// and UID(UID).
+type Config = pipeline.Config
 
-// Result holds the pipeline's collections.
-type Result struct {
-	Rows        beam.PCollection // parsed input rows (Order)
-	Deduped     beam.PCollection // one Order per order_id (Order)
-	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.ErrorLine)
-}
+// Result holds the pipeline's collections: the parsed Orders, one Order
+// per order_id (Out), and the malformed lines and rejected rows
+// (jsonl.ErrorLine).
+type Result = pipeline.Result
 
 // Build adds the orders pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{rowspec.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID)}, cfg.Dedup...)
-	r, err := pipeline.Build(s.Scope("Orders"), pipeline.Spec{
-		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
-		Row:  reflect.TypeFor[Order](),
-		Step: pipeline.KeepFirst(opts...),
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("orders: %w", err)
-	}
-	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
+	return pipeline.BuildKeepFirst(s, "Orders", cfg, reflect.TypeFor[Order](), nil,
+		rowspec.PartitionBy("order_id"), dedup.StateTTL(DefaultStateTTL), dedup.UID(UID))
 }

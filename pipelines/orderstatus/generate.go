@@ -68,15 +68,9 @@ func Generate(cfg GenConfig) ([]Event, error) {
 		return nil, err
 	}
 	r := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5eed0003))
-	steps := make([]int, 0, cfg.Orders) // extra statuses per order
-	for range n0 {
-		steps = append(steps, 0)
-	}
-	for range n1 {
-		steps = append(steps, 1)
-	}
-	for range n2 {
-		steps = append(steps, 2)
+	steps := make([]int, 0, cfg.Orders) // extra statuses per order: n0 0s, n1 1s, n2 2s
+	for extra, count := range []int{n0, n1, n2} {
+		steps = append(steps, slices.Repeat([]int{extra}, count)...)
 	}
 	r.Shuffle(len(steps), func(i, j int) { steps[i], steps[j] = steps[j], steps[i] })
 

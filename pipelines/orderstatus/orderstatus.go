@@ -136,22 +136,20 @@ func build(s beam.Scope, cfg Config) (Result, error) {
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}
-		cr, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
-		counts, badCounts := cr.Counts, cr.DeadLetters
+		counts, err := changelog.TryCountPerKey(s, changes, append(slices.Clip(countOpts), changelog.UID(CountUID))...)
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}
 		// The naive count: every event an insert, nothing deduplicated.
 		inserts := beam.ParDo(s.Scope("AsInserts"), asInsert, events)
-		nr, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
-		naiveCounts, badNaive := nr.Counts, nr.DeadLetters
+		naive, err := changelog.TryCountPerKey(s, inserts, append(slices.Clip(countOpts), changelog.UID(NaiveUID))...)
 		if err != nil {
 			return beam.PCollection{}, beam.PCollection{}, err
 		}
-		r.Changes, r.Counts = changes, counts
-		r.Final = changelog.Latest(s.Scope("Final"), counts)
-		r.Naive = changelog.Latest(s.Scope("Naive"), naiveCounts)
-		dead := []beam.PCollection{rejected, badCounts, badNaive}
+		r.Changes, r.Counts = changes, counts.Counts
+		r.Final = changelog.Latest(s.Scope("Final"), counts.Counts)
+		r.Naive = changelog.Latest(s.Scope("Naive"), naive.Counts)
+		dead := []beam.PCollection{rejected, counts.DeadLetters, naive.DeadLetters}
 		if cfg.Postgres != "" {
 			refused, err := writePostgres(s, changes, cfg.Postgres, cmp.Or(cfg.Table, DefaultTable))
 			if err != nil {

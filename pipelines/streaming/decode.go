@@ -77,19 +77,17 @@ func (f *decodeFn[T, E]) Setup() error {
 
 func (f *decodeFn[T, E]) ProcessElement(ctx context.Context, ts beam.EventTime, e E, rows func(beam.EventTime, []byte, E), dead func(E)) error {
 	row, reason := jsonl.ParseRow(reflect.TypeFor[T](), string(f.el.payload(e)))
+	v := reflect.ValueOf(row)
+	var us int64
+	if reason == "" && f.OnTime != "" {
+		us, reason = f.at.Read(v)
+	}
 	if reason != "" {
 		f.dead.Inc(ctx, 1)
 		dead(f.el.deadLetter(e, reason, f.Input))
 		return nil
 	}
-	v := reflect.ValueOf(row)
 	if f.OnTime != "" {
-		us, reason := f.at.Read(v)
-		if reason != "" {
-			f.dead.Inc(ctx, 1)
-			dead(f.el.deadLetter(e, reason, f.Input))
-			return nil
-		}
 		t := time.UnixMicro(us).UTC()
 		e, _ = f.el.stamped(e, t)
 		ts = mtime.FromTime(t)

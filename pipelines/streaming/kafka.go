@@ -68,13 +68,7 @@ func (k Kafka) check(bool) error {
 
 func (k Kafka) read(s beam.Scope, ctl *unbounded.Control, idleStop time.Duration) (beam.PCollection, error) {
 	opts := append([]kafkaio.Option{kafkaio.Group(k.Group)}, k.Read...)
-	if ctl != nil {
-		opts = append(opts, unbounded.ControlOption[kafkaio.Option](ctl))
-	}
-	if idleStop > 0 {
-		opts = append(opts, kafkaio.IdleStop(idleStop))
-	}
-	return kafkaio.TryRead(s, k.Brokers, k.InputTopic, opts...)
+	return kafkaio.TryRead(s, k.Brokers, k.InputTopic, append(opts, runOptions(ctl, idleStop, kafkaio.IdleStop)...)...)
 }
 
 func (k Kafka) write(s beam.Scope, topic string, col beam.PCollection) (beam.PCollection, error) {

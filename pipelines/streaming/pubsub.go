@@ -108,13 +108,7 @@ func (p PubSub) read(s beam.Scope, ctl *unbounded.Control, idleStop time.Duratio
 	if p.Readers > 1 {
 		opts = append(opts, pubsubio.Readers(p.Readers))
 	}
-	if ctl != nil {
-		opts = append(opts, unbounded.ControlOption[pubsubio.Option](ctl))
-	}
-	if idleStop > 0 {
-		opts = append(opts, pubsubio.IdleStop(idleStop))
-	}
-	return pubsubio.TryRead(s, p.Subscription, opts...)
+	return pubsubio.TryRead(s, p.Subscription, append(opts, runOptions(ctl, idleStop, pubsubio.IdleStop)...)...)
 }
 
 func (p PubSub) write(s beam.Scope, topic string, col beam.PCollection) (beam.PCollection, error) {

@@ -163,18 +163,17 @@ func RunFor[T any, E any](ctx context.Context, job jobrun.Options, src Source[E]
 	}
 	stopped, drained := w.follow(ctx, j, cfg)
 	pr, err := j.Wait()
-	res := Result{Stopped: drained, Savepoint: w.savepoint}
+	// A failed job reports no metrics: the watchdog's last sample.
+	last, polling := w.lastSample()
+	res := Result{Status: last, Stopped: drained, Savepoint: w.savepoint}
 	if pr != nil {
 		res.Status = w.status(pr.Metrics())
-	} else {
-		// A failed job reports no metrics: the watchdog's last sample.
-		res.Status = w.lastSeen()
 	}
 	res.Elapsed = j.Elapsed()
 	closeErr := ctl.Close() // what is safe, settled (Kafka: the last offsets committed)
 	var stall *jobrun.Stall
 	if errors.As(err, &stall) {
-		src.explain(stall, w.inProcess, w.pollingAtLastSample())
+		src.explain(stall, w.inProcess, polling)
 		return res, fmt.Errorf("%s: %w; the job was cancelled, and what it had not made safe is read again by the next run (%v)", sp.name, err, res.Status)
 	}
 	if err != nil {
@@ -288,16 +287,12 @@ func (w *watch[E]) stopWithSavepoint(j *jobrun.Job, cfg RunConfig) bool {
 	return false
 }
 
-func (w *watch[E]) lastSeen() Status {
+// lastSample is the watchdog's last sample, and whether a reader then
+// waited on a poll.
+func (w *watch[E]) lastSample() (Status, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last
-}
-
-func (w *watch[E]) pollingAtLastSample() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.polling
+	return w.last, w.polling
 }
 
 // drained is Status.Drained, without the readers' end when they run
@@ -371,18 +366,15 @@ func (w *watch[E]) progress(_ context.Context, m metrics.Results) (jobrun.Sample
 	return sample, nil
 }
 
+// status reads the job's status from its metrics.
 func (w *watch[E]) status(m metrics.Results) Status {
-	return statusOf(jobrun.Live(m), w.src, w.sp, w.ctl.Progress().Ended, w.readers)
-}
-
-// statusOf reads a job's status from its metrics.
-func statusOf[E any](pr beam.PipelineResult, src Source[E], sp spec, readersEnded, readers int) Status {
-	c := src.counts(pr)
+	pr := jobrun.Live(m)
+	c := w.src.counts(pr)
 	s := Status{Read: c.read, Settled: c.settled, Written: c.written, Dedup: dedup.ReadCounters(pr),
-		ReadersEnded: readersEnded, Readers: readers, sp: sp}
+		ReadersEnded: w.ctl.Progress().Ended, Readers: w.readers, sp: w.sp}
 	own := map[string]*int64{deadLettered: &s.DeadLettered, postgresWritten: &s.PostgresWritten, postgresRefused: &s.PostgresRefused}
 	for _, c := range pr.Metrics().AllMetrics().Counters() {
-		if p := own[c.Name()]; p != nil && c.Namespace() == namespace(sp) {
+		if p := own[c.Name()]; p != nil && c.Namespace() == namespace(w.sp) {
 			*p += c.Result()
 		}
 	}

@@ -65,6 +65,19 @@ type spec struct {
 	noun, write, written, settled, settledVerb string
 }
 
+// runOptions are the options of a source of type O (kafkaio.Option,
+// pubsubio.Option) for Source.read's ctl and idleStop.
+func runOptions[O any](ctl *unbounded.Control, idleStop time.Duration, idle func(time.Duration) O) []O {
+	var opts []O
+	if ctl != nil {
+		opts = append(opts, unbounded.ControlOption[O](ctl))
+	}
+	if idleStop > 0 {
+		opts = append(opts, idle(idleStop))
+	}
+	return opts
+}
+
 // counts are a source's counters of a job.
 type counts struct {
 	read, settled, written int64

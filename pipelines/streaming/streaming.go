@@ -30,6 +30,7 @@
 package streaming
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -133,7 +134,7 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 	// Decode (and dead-letter) in the source's fused bundle; key each
 	// element by its row's PartitionBy columns or its id.
 	rows, bad := beam.ParDo2(s, &decodeFn[T, E]{Input: sp.input, Namespace: namespace(sp), Columns: cfg.PartitionBy, OnTime: cfg.OnTime}, out.Read)
-	dopts := []dedup.Option{dedup.StateTTL(sp.stateTTL), dedup.UID(cfg.uid(sp))}
+	dopts := []dedup.Option{dedup.StateTTL(sp.stateTTL), dedup.UID(cmp.Or(cfg.UID, sp.uid))}
 	if cfg.OnTime != "" {
 		dopts = append(dopts, rowspec.OnTime(timeColumn)) // the element's, set from the row's column
 	}
@@ -172,13 +173,6 @@ func build[T any, E any](s beam.Scope, src Source[E], cfg Config, ctl *unbounded
 	return out, nil
 }
 
-func (c Config) uid(sp spec) string {
-	if c.UID != "" {
-		return c.UID
-	}
-	return sp.uid
-}
-
 // check refuses columns the row type does not have.
 func (c Config) check(rowT reflect.Type, sp spec) error {
 	if sp.byID {
@@ -206,10 +200,7 @@ func (c Config) check(rowT reflect.Type, sp spec) error {
 // writePostgres adds the table's step after kept: the elements whose rows
 // are in the table, and the dead letters of those it refused.
 func writePostgres[T any, E any](s beam.Scope, sp spec, cfg Config, kept beam.PCollection) (written, refused beam.PCollection, err error) {
-	table := cfg.Table
-	if table == "" {
-		table = DefaultTable
-	}
+	table := cmp.Or(cfg.Table, DefaultTable)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	err = pgsink.CheckTable(ctx, reflect.TypeFor[T](), pgsink.DSN(cfg.Postgres), pgsink.Table(table), rowspec.PartitionBy(cfg.PartitionBy...))
 	cancel()

@@ -11,7 +11,6 @@ package userevents
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"time"
 
@@ -45,36 +44,17 @@ func (e *UserEvent) Validate() error {
 // UID is the default UID of the pipeline's KeepFirst.
 const UID = "user-events-dedup"
 
-// Config configures Build.
-type Config struct {
-	// Input is a file or glob of JSON Lines user events (local or gs://).
-	Input string
-	// Output is the JSON Lines file of the kept rows; empty writes nothing.
-	Output string
-	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output).
-	Errors string
-	// Dedup options are applied after the defaults PartitionBy("user_id"),
-	// OnTime("rowtime") and UID(UID).
-	Dedup []dedup.Option
-}
+// Config configures Build: the files, and KeepFirst options applied
+// after the defaults PartitionBy("user_id"), OnTime("rowtime") and
+// UID(UID).
+type Config = pipeline.Config
 
-// Result holds the pipeline's collections.
-type Result struct {
-	Rows        beam.PCollection // parsed input rows (UserEvent)
-	Deduped     beam.PCollection // the earliest row per user_id (UserEvent)
-	DeadLetters beam.PCollection // jsonl.ErrorLine
-}
+// Result holds the pipeline's collections: the parsed UserEvents, the
+// earliest row per user_id (Out), and the dead letters (jsonl.ErrorLine).
+type Result = pipeline.Result
 
 // Build adds the user_events pipeline to s.
 func Build(s beam.Scope, cfg Config) (Result, error) {
-	opts := append([]dedup.Option{rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime"), dedup.UID(UID)}, cfg.Dedup...)
-	r, err := pipeline.Build(s.Scope("UserEvents"), pipeline.Spec{
-		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
-		Row:  reflect.TypeFor[UserEvent](),
-		Step: pipeline.KeepFirst(opts...),
-	})
-	if err != nil {
-		return Result{}, fmt.Errorf("userevents: %w", err)
-	}
-	return Result{Rows: r.Rows, Deduped: r.Out, DeadLetters: r.DeadLetters}, nil
+	return pipeline.BuildKeepFirst(s, "UserEvents", cfg, reflect.TypeFor[UserEvent](), nil,
+		rowspec.PartitionBy("user_id"), rowspec.OnTime("rowtime"), dedup.UID(UID))
 }

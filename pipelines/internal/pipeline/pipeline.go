@@ -2,13 +2,17 @@
 // Lines file into rows, apply a deduplicating step (any: KeepFirst,
 // KeepLast, or a step of the pipeline's own), collect the malformed lines
 // and the rows the step rejected into one dead-letter collection, and
-// write the output and the dead letters (Build).
+// write the output and the dead letters (Build). BuildKeepFirst is that
+// body for the samples that keep the first row per key (orders,
+// userevents, cdc), configured by one Config.
 package pipeline
 
 import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
@@ -57,6 +61,36 @@ type Result struct {
 	Rows        beam.PCollection // the rows read (after Prepare)
 	Out         beam.PCollection // the step's output
 	DeadLetters beam.PCollection // malformed lines and rejected rows (jsonl.ErrorLine)
+}
+
+// Config configures a KeepFirst sample's Build (orders, userevents, cdc).
+type Config struct {
+	// Input is a file or glob of JSON Lines rows (local or gs://).
+	Input string
+	// Output is the JSON Lines file of the kept rows; empty writes
+	// nothing (tests read Result instead).
+	Output string
+	// Errors is the dead-letter file; empty means jsonl.ErrorsPath(Output)
+	// when Output is set.
+	Errors string
+	// Dedup options are applied after the sample's defaults (its Build
+	// names them); a later option of a kind replaces the default.
+	Dedup []dedup.Option
+}
+
+// BuildKeepFirst adds a KeepFirst sample to s in the scope name: cfg's
+// rows of type row, prepared by prepare (optional), kept with
+// dedup.TryKeepFirst of defaults then cfg.Dedup. Its errors are Build's,
+// prefixed with name in lower case.
+func BuildKeepFirst(s beam.Scope, name string, cfg Config, row reflect.Type, prepare func(beam.Scope, beam.PCollection) beam.PCollection, defaults ...dedup.Option) (Result, error) {
+	r, err := Build(s.Scope(name), Spec{
+		Input: cfg.Input, Output: cfg.Output, Errors: cfg.Errors,
+		Row: row, Prepare: prepare, Step: KeepFirst(slices.Concat(defaults, cfg.Dedup)...),
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", strings.ToLower(name), err)
+	}
+	return r, nil
 }
 
 // Build adds the body described by spec to s, the pipeline's own scope.
