@@ -234,28 +234,6 @@ func (c *Client) Subtasks(ctx context.Context, job, vertex string) ([]Subtask, e
 	return d.Subtasks, c.Get(ctx, "/jobs/"+job+"/vertices/"+vertex, &d)
 }
 
-// CheckpointConfig is a job's checkpointing as Flink runs it.
-type CheckpointConfig struct {
-	Mode              string `json:"mode"` // "exactly_once", "at_least_once"
-	Interval          int64  `json:"interval"`
-	Timeout           int64  `json:"timeout"`
-	StateBackend      string `json:"state_backend"`
-	CheckpointStorage string `json:"checkpoint_storage"`
-	// Externalization: whether the job's latest checkpoint is kept when
-	// the job is cancelled (or fails for good).
-	Externalization struct {
-		Enabled              bool `json:"enabled"`
-		DeleteOnCancellation bool `json:"delete_on_cancellation"`
-	} `json:"externalization"`
-}
-
-// CheckpointConfig returns a job's checkpointing configuration; a job
-// without checkpointing is an error (Flink answers 404).
-func (c *Client) CheckpointConfig(ctx context.Context, job string) (CheckpointConfig, error) {
-	var cc CheckpointConfig
-	return cc, c.Get(ctx, "/jobs/"+job+"/checkpoints/config", &cc)
-}
-
 // Checkpoint is one checkpoint or savepoint. Times are Unix
 // milliseconds; a field Flink does not give for an entry is zero (a
 // restored one has no trigger time, a completed one no restore time).
@@ -307,20 +285,6 @@ func (cs Checkpoints) Find(id int64) (Checkpoint, bool) {
 func (c *Client) Checkpoints(ctx context.Context, job string) (Checkpoints, error) {
 	var cp Checkpoints
 	return cp, c.Get(ctx, "/jobs/"+job+"/checkpoints", &cp)
-}
-
-// JobConfig is the execution configuration a job runs with.
-type JobConfig struct {
-	Parallelism int               `json:"job-parallelism"`
-	User        map[string]string `json:"user-config"`
-}
-
-// JobConfig returns a job's execution configuration.
-func (c *Client) JobConfig(ctx context.Context, job string) (JobConfig, error) {
-	var o struct {
-		Exec JobConfig `json:"execution-config"`
-	}
-	return o.Exec, c.Get(ctx, "/jobs/"+job+"/config", &o)
 }
 
 // StopWithSavepoint stops a job with a savepoint into dir (a URI; empty:
@@ -379,26 +343,6 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Exceptions returns the stack traces of a job's task failures, newest
-// first, their causes included (none: no failure yet).
-func (c *Client) Exceptions(ctx context.Context, job string) ([]string, error) {
-	var e struct {
-		History struct {
-			Entries []struct {
-				Stack string `json:"stacktrace"`
-			} `json:"entries"`
-		} `json:"exceptionHistory"`
-	}
-	if err := c.Get(ctx, "/jobs/"+job+"/exceptions", &e); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, x := range e.History.Entries {
-		out = append(out, x.Stack)
-	}
-	return out, nil
-}
-
 // ClusterConfig returns the JobManager's configuration (state.savepoints.dir,
 // state.checkpoints.dir, ...), as /jobmanager/config lists it.
 func (c *Client) ClusterConfig(ctx context.Context) (map[string]string, error) {
@@ -406,7 +350,7 @@ func (c *Client) ClusterConfig(ctx context.Context) (map[string]string, error) {
 		Key   string `json:"key"`
 		Value string `json:"value"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/jobmanager/config", nil, &entries); err != nil {
+	if err := c.Get(ctx, "/jobmanager/config", &entries); err != nil {
 		return nil, err
 	}
 	conf := make(map[string]string, len(entries))

@@ -98,7 +98,7 @@ func TestBeamDefect_LoopbackWorkersOfTwoTaskManagersCollide(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		if failures, err = rest(t).Exceptions(ctx, id); err != nil {
+		if failures, err = exceptions(ctx, rest(t), id); err != nil {
 			return false
 		}
 		for _, f := range failures {

@@ -139,7 +139,7 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 	j := start(t, build(), o)
 	id := flinkJob(t, j)
 	ctx := context.Background()
-	cfg, err := rest(t).JobConfig(ctx, id)
+	cfg, err := jobConfig(ctx, rest(t), id)
 	require.NoError(t, err)
 	assert.Equal(t, 2, cfg.Parallelism, "parallelism")
 	fj, err := rest(t).Job(ctx, id)
@@ -147,7 +147,7 @@ func TestFlinkOptions_EachTakesEffectOnTheClusterAndASavepointIsRestored(t *test
 	for _, v := range fj.Vertices {
 		assert.Equal(t, 64, v.MaxParallelism, "max parallelism of %s", v.Name)
 	}
-	cc, err := rest(t).CheckpointConfig(ctx, id)
+	cc, err := checkpointConfig(ctx, rest(t), id)
 	require.NoError(t, err)
 	assert.Equal(t, "at_least_once", cc.Mode)
 	assert.Equal(t, int64(1000), cc.Interval)

@@ -107,7 +107,7 @@ func TestBeamDefect_ANilSliceInASchemaRowFailsOrVanishesOnFlinkAnEmptyOneDoesNot
 						if err != nil {
 							return false
 						}
-						failures, err = rest(t).Exceptions(ctx, id)
+						failures, err = exceptions(ctx, rest(t), id)
 						return err == nil && len(failures) > 0
 					})
 				})

@@ -115,10 +115,10 @@ func TestExampleMain_InStreamingModeGetsTheJobServersCheckpointDefaultsUnlessItS
 			job := jobs[0] // the newest
 			require.GreaterOrEqual(t, job.Start, began.UnixMilli(), "the example's job on the cluster: %+v", job)
 			assert.Equal(t, "FINISHED", job.State)
-			cfg, err := rest(t).JobConfig(ctx, job.ID)
+			cfg, err := jobConfig(ctx, rest(t), job.ID)
 			require.NoError(t, err)
 			assert.Equal(t, tc.finish, cfg.User["finishBundleBeforeCheckpointing"], "finish_bundle_before_checkpointing")
-			cc, err := rest(t).CheckpointConfig(ctx, job.ID)
+			cc, err := checkpointConfig(ctx, rest(t), job.ID)
 			require.NoError(t, err)
 			assert.Equal(t, tc.interval, cc.Interval, "checkpoint interval")
 			if tc.interval != math.MaxInt64 {

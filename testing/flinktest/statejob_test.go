@@ -329,7 +329,7 @@ func startJob(t *testing.T, p *beam.Pipeline, o jobrun.Options) *jobrun.Job {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if id, err := j.FlinkJobID(ctx); err == nil {
-			failures, _ := rest(t).Exceptions(ctx, id)
+			failures, _ := exceptions(ctx, rest(t), id)
 			for i, f := range failures[:min(len(failures), 3)] {
 				t.Logf("Flink job %s, task failure %d of %d:\n%s", id, i+1, len(failures), headLines(f, 15))
 			}
