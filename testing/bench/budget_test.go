@@ -11,7 +11,6 @@ import (
 
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/deduptest"
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
@@ -25,7 +24,7 @@ var budgetInput = bench.Workload{Rows: 2000, Keys: 200, Seed: 7}
 // is deterministic on any machine and runs in CI. The budget, per mode:
 //   - the requests dedup counts (state_gets, state_appends, state_clears,
 //     from the cost of each SDK call in transforms/dedup/internal/step/state.go) are the
-//     requests the SDK sent (fnapitest);
+//     requests the SDK sent (bench.CountStateRequests);
 //   - watermarkless modes (with or without StateTTL, and changelog input):
 //     exactly 2 requests per new key, its get and one append of a mark, and
 //     one get per other row; no clear;
@@ -169,14 +168,14 @@ func statefulRun(t *testing.T, keep func(beam.Scope, beam.PCollection, ...dedup.
 	// stalled a KeepLast run for minutes on a loaded machine
 	// (notes/performance.md).
 	bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), keep(s, in, opts...).Rows))
-	fnapitest.Reset()
+	bench.ResetStateRequests()
 	pr, _ := runOnPrism(t, p, 3*time.Minute)
 	c := dedup.ReadCounters(pr).Cost
 	if strings.HasPrefix(stateID, "keeplast") {
 		c = dedup.ReadLastCounters(pr).Cost
 	}
 	t.Logf("%+v", c)
-	assert.Equal(t, fnapitest.Of(stateID), fnapitest.Requests{Gets: c.StateGets, Appends: c.StateAppends, Clears: c.StateClears},
+	assert.Equal(t, bench.StateRequestsOf(stateID), bench.StateRequests{Gets: c.StateGets, Appends: c.StateAppends, Clears: c.StateClears},
 		"the requests counted are the requests sent")
 	return pr, bench.OutCount(pr)
 }

@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"fmt"
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"os"
 	"strconv"
 	"testing"
@@ -10,7 +11,6 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
 
@@ -19,9 +19,9 @@ import (
 // bundles at once and emit its first row twice (notes/beam-defects.md 9),
 // which a loaded machine triggers. The reproduction turns it back on.
 // It also counts every Fn API state request the in-process workers send
-// (fnapitest), which the budget tests and the benchmarks read.
+// (bench.CountStateRequests), which the budget tests and the benchmarks read.
 func TestMain(m *testing.M) {
-	fnapitest.Install()
+	bench.CountStateRequests()
 	prismtest.Main(m)
 }
 

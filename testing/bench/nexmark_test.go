@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
@@ -115,11 +114,11 @@ func BenchmarkNexmark(b *testing.B) {
 				out := c.build(s.Scope(c.name), bids)
 				bench.Sink(s, beam.Reshuffle(s.Scope("Shuffle"), out))
 				rsstest.ResetPeak()
-				fnapitest.Reset()
+				bench.ResetStateRequests()
 				pr, d := runOnPrism(b, p, 30*time.Minute)
 				total += d
 				require.Positive(b, bench.OutCount(pr), "output rows")
-				for _, r := range fnapitest.All() {
+				for _, r := range bench.AllStateRequests() {
 					requests += r.Total()
 				}
 				counters = dedup.ReadLastCounters(pr)

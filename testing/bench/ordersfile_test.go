@@ -20,7 +20,6 @@ import (
 	"github.com/beamdedup/beamdedup/pipelines/jsonl"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/testing/bench"
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/peers"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
@@ -228,13 +227,13 @@ func runOrdersCase(b *testing.B, c ordersCase, input string, rows int) ordersRun
 	out := filepath.Join(b.TempDir(), "out.jsonl")
 	p, s := beam.NewPipelineWithRoot()
 	require.NoError(b, c.build(s, input, out))
-	fnapitest.Reset()
+	bench.ResetStateRequests()
 	cpu0 := rsstest.CPUTime()
 	pr, d := runOnPrism(b, p, 2*time.Hour)
 	cpu := rsstest.CPUTime() - cpu0
 	lines := countLines(b, out+"*")
 	var requests int64
-	for _, r := range fnapitest.All() {
+	for _, r := range bench.AllStateRequests() {
 		requests += r.Total()
 	}
 	if c.perKey {

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"testing"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -8,13 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/deduptest"
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
 )
 
 // TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle follows every
-// state request the stateful step sends (fnapitest.Flight) on the budget's
+// state request the stateful step sends (bench.StateFlights) on the budget's
 // input: with the overlap on (the default) several of a bundle's requests
 // are in flight at once, in the batched modes (no timer) and in the
 // event-time mode, whose writes only overlap, and per bucket, whose writes
@@ -46,7 +46,7 @@ func TestOverlapState_RequestsOverlapAndNoneOutlivesItsBundle(t *testing.T) {
 				opts := append([]dedup.Option{dedup.MiniBatch(false), deduptest.OverlapState(on)}, tc.opts...)
 				_, out := statefulRun(t, tc.keep, w, opts, tc.cell)
 				require.Equal(t, int64(w.Keys), min(out, int64(w.Keys)), "every key out")
-				f := fnapitest.Flight()
+				f := bench.StateFlights()
 				t.Logf("%+v", f)
 				require.Positive(t, f.Answered)
 				assert.Zero(t, f.Unanswered, "every request answered")

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/beamdedup/beamdedup/testing/bench"
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
 	"github.com/beamdedup/beamdedup/testing/rsstest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/rowspec"
@@ -261,7 +260,7 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 	var last dedup.LastCounters // KeepLast's
 	var peak float64
 	var requests int64 // Fn API state requests, all steps
-	var flight fnapitest.Flights
+	var flight bench.Flights
 	var cpu time.Duration // the process's: Prism's, the harness's and the test's
 	w.InsertOnly = c.insertOnly
 	for i := 0; i < b.N; i++ {
@@ -271,16 +270,16 @@ func benchCase(b *testing.B, w bench.Workload, c pipelineCase) {
 			b.Skipf("not measured: constructing the pipeline failed: %v", err)
 		}
 		rsstest.ResetPeak()
-		fnapitest.Reset()
+		bench.ResetStateRequests()
 		cpu0 := rsstest.CPUTime()
 		pr, d := runOnPrism(b, p, 45*time.Minute)
 		cpu += rsstest.CPUTime() - cpu0
 		peak = max(peak, rsstest.PeakMB())
 		total += d
-		for _, r := range fnapitest.All() {
+		for _, r := range bench.AllStateRequests() {
 			requests += r.Total()
 		}
-		flight = fnapitest.Flight()
+		flight = bench.StateFlights()
 		counters, last = dedup.ReadCounters(pr), dedup.ReadLastCounters(pr)
 		checkOut(b, w, c, bench.OutCount(pr), last)
 	}

@@ -36,9 +36,10 @@ import (
 //     length, then the bytes).
 //
 // A Value[[]byte] write would be a clear and two appends, which is why no
-// step uses one. TestEachSDKCallCostsTheRequestsTheStoresCount
-// (testing/fnapitest) checks these costs against the requests the SDK
-// sends, and the budget tests (testing/bench) the counters of every mode.
+// step uses one. TestEachSDKCallCostsTheRequestsTheStoresCount (in
+// testing/bench, with its state request counter) checks these costs
+// against the requests the SDK sends, and the budget tests the counters of
+// every mode.
 
 // Requests per SDK call, from the list above.
 const (

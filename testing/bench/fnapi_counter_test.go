@@ -1,4 +1,4 @@
-package fnapitest_test
+package bench_test
 
 import (
 	"fmt"
@@ -10,14 +10,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/stretchr/testify/assert"
 
-	"github.com/beamdedup/beamdedup/testing/fnapitest"
+	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/prismtest"
 )
-
-func TestMain(m *testing.M) {
-	fnapitest.Install()
-	prismtest.Main(m)
-}
 
 // callsFn makes, per element, the SDK calls whose cost the dedup stores
 // count (transforms/dedup/internal/step/state.go): a bag read and a blind append of a
@@ -70,9 +65,9 @@ func TestEachSDKCallCostsTheRequestsTheStoresCount(t *testing.T) {
 		return xs
 	}()))
 	beam.ParDo(s, &callsFn{Bools: state.MakeBagState[bool]("bools"), Bytes: state.MakeBagState[[]byte]("bytes"), Value: state.MakeValueState[[]byte]("value")}, keyed)
-	fnapitest.Reset()
+	bench.ResetStateRequests()
 	prismtest.Run(t, p, 2*time.Minute)
-	assert.Equal(t, fnapitest.Requests{Gets: n, Appends: n}, fnapitest.Of("bools"))
-	assert.Equal(t, fnapitest.Requests{Appends: 2 * n}, fnapitest.Of("bytes"))
-	assert.Equal(t, fnapitest.Requests{Gets: n, Appends: 2 * n, Clears: n}, fnapitest.Of("value"))
+	assert.Equal(t, bench.StateRequests{Gets: n, Appends: n}, bench.StateRequestsOf("bools"))
+	assert.Equal(t, bench.StateRequests{Appends: 2 * n}, bench.StateRequestsOf("bytes"))
+	assert.Equal(t, bench.StateRequests{Gets: n, Appends: 2 * n, Clears: n}, bench.StateRequestsOf("value"))
 }

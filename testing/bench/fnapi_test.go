@@ -1,22 +1,16 @@
-// Package fnapitest counts the Fn API state requests that the SDK harnesses
-// of this process send to their runner, by kind (get, append, clear) and by
-// user state ID: what a stateful step costs on a portable runner, where
-// each request is a synchronous round trip. It also follows each request
-// until it is answered, against the end of its bundle (Flights): how many
-// were in flight at once, and whether any was answered after its bundle
-// ended. It works for workers in this process (LOOPBACK: Prism in process,
-// as the tests run it), by wrapping the dialer Beam's harness uses
-// (grpcx.Dial) with a stream interceptor on the state and control streams.
-//
-//	func TestMain(m *testing.M) { fnapitest.Install(); prismtest.Main(m) }
-//	...
-//	fnapitest.Reset()
-//	run(p)
-//	r := fnapitest.Of("keepfirst") // the requests on state "keepfirst"
-//
-// Install must run before the first pipeline of the process: a harness
-// dials its state channel once.
-package fnapitest
+// The state request counter: it counts the Fn API state requests that the
+// SDK harnesses of this process send to their runner, by kind (get,
+// append, clear) and by user state ID: what a stateful step costs on a
+// portable runner, where each request is a synchronous round trip. It also
+// follows each request until it is answered, against the end of its bundle
+// (StateFlights): how many were in flight at once, and whether any was
+// answered after its bundle ended. It works for workers in this process
+// (LOOPBACK: Prism in process, as the benchmarks run it), by wrapping the
+// dialer Beam's harness uses (grpcx.Dial) with a stream interceptor on the
+// state and control streams. CountStateRequests must run before the first
+// pipeline of the process: a harness dials its state channel once.
+
+package bench
 
 import (
 	"context"
@@ -36,24 +30,24 @@ const (
 	controlMethod = "/org.apache.beam.model.fn_execution.v1.BeamFnControl/Control"
 )
 
-// Requests are state requests by kind.
-type Requests struct {
+// StateRequests are state requests by kind.
+type StateRequests struct {
 	Gets, Appends, Clears int64
 }
 
 // Total is the number of requests.
-func (r Requests) Total() int64 { return r.Gets + r.Appends + r.Clears }
+func (r StateRequests) Total() int64 { return r.Gets + r.Appends + r.Clears }
 
 var (
 	mu      sync.Mutex
-	byState = map[string]*Requests{}
+	byState = map[string]*StateRequests{}
 	flights = newFlightLog()
 	install sync.Once
 )
 
-// Install makes every harness of this process that dials after it count its
+// CountStateRequests makes every harness of this process that dials after it count its
 // state requests. It is idempotent.
-func Install() {
+func CountStateRequests() {
 	install.Do(func() {
 		grpcx.Dial = func(ctx context.Context, endpoint string, timeout time.Duration) (*grpc.ClientConn, error) {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -66,31 +60,31 @@ func Install() {
 	})
 }
 
-// Reset forgets the requests counted and followed so far.
-func Reset() {
+// ResetStateRequests forgets the requests counted and followed so far.
+func ResetStateRequests() {
 	mu.Lock()
 	defer mu.Unlock()
 	clear(byState)
 	flights = newFlightLog()
 }
 
-// Of returns the requests counted on the user state called id, over every
+// StateRequestsOf returns the requests counted on the user state called id, over every
 // step that declares one.
-func Of(id string) Requests {
+func StateRequestsOf(id string) StateRequests {
 	mu.Lock()
 	defer mu.Unlock()
 	if r := byState[id]; r != nil {
 		return *r
 	}
-	return Requests{}
+	return StateRequests{}
 }
 
-// All returns the requests counted, by user state ID ("" for requests that
+// AllStateRequests returns the requests counted, by user state ID ("" for requests that
 // are not on user state, such as side inputs).
-func All() map[string]Requests {
+func AllStateRequests() map[string]StateRequests {
 	mu.Lock()
 	defer mu.Unlock()
-	out := make(map[string]Requests, len(byState))
+	out := make(map[string]StateRequests, len(byState))
 	for id, r := range byState {
 		out[id] = *r
 	}
@@ -147,7 +141,7 @@ func count(req *fnpb.StateRequest) {
 	defer mu.Unlock()
 	r := byState[id]
 	if r == nil {
-		r = &Requests{}
+		r = &StateRequests{}
 		byState[id] = r
 	}
 	switch req.GetRequest().(type) {
@@ -233,8 +227,8 @@ func bundleEnded(instruction string) {
 	flights.ended[instruction] = true
 }
 
-// Flight returns how the requests sent since Reset went.
-func Flight() Flights {
+// StateFlights returns how the requests sent since Reset went.
+func StateFlights() Flights {
 	mu.Lock()
 	defer mu.Unlock()
 	f := flights.f
