@@ -156,8 +156,10 @@ func TestRescale_FromASavepoint1To2To1FindsEveryKeysState(t *testing.T) {
 				})
 			}
 			if par > 1 {
-				// Flink's REST API refreshes its metrics every second.
-				flinktest.Await(t, 30*time.Second, fmt.Sprintf("rows into each of job %d's arrival subtasks", job), func() bool {
+				// Flink's REST API refreshes its metrics every second; the
+				// deadline is the other waits' (a TaskManager the failover
+				// test replaced may still be starting its SDK workers).
+				flinktest.Await(t, 2*time.Minute, fmt.Sprintf("rows into each of job %d's arrival subtasks", job), func() bool {
 					sts := subtasksOf(t, id, "{arrival")
 					return len(sts) == par && !slices.ContainsFunc(sts, func(st flinkrest.Subtask) bool { return st.Metrics.ReadRecords == 0 })
 				})
