@@ -23,8 +23,6 @@ import (
 // when the job was cancelled or failed (the job server's default for a Go
 // job). A job that finished keeps none: Flink deletes its checkpoints.
 type Resume struct {
-	// Name is the pipeline's, the same for every run.
-	Name string
 	// Savepoints and Checkpoints are the pipeline's own directories (URIs)
 	// under the cluster's state.savepoints.dir and state.checkpoints.dir.
 	Savepoints, Checkpoints string
@@ -37,7 +35,7 @@ func FindResume(ctx context.Context, rest *flinkrest.Client, name string) (Resum
 	if err != nil {
 		return Resume{}, fmt.Errorf("reading the Flink cluster's configuration: %w", err)
 	}
-	r := Resume{Name: name}
+	var r Resume
 	for _, d := range []struct {
 		key string
 		to  *string

@@ -18,7 +18,7 @@ import (
 // finished (no _metadata) and another pipeline's state do not count.
 func TestResumeLatestIsThePipelinesNewestSavepointOrCheckpoint(t *testing.T) {
 	root := t.TempDir()
-	r := jobrun.Resume{Name: "p", Savepoints: "file://" + root + "/savepoints/p", Checkpoints: "file://" + root + "/checkpoints/p"}
+	r := jobrun.Resume{Savepoints: "file://" + root + "/savepoints/p", Checkpoints: "file://" + root + "/checkpoints/p"}
 	base := time.Now().Add(-time.Hour)
 	state := func(dir string, age time.Duration, complete bool) {
 		path := filepath.Join(root, dir)
@@ -58,7 +58,7 @@ func TestResumeLatestIsThePipelinesNewestSavepointOrCheckpoint(t *testing.T) {
 // Apply points the job's checkpoints at the pipeline's directory and
 // restores the latest state, unless the job says otherwise.
 func TestResumeApplyKeepsWhatTheJobSetsItself(t *testing.T) {
-	r := jobrun.Resume{Name: "p", Savepoints: "file:///s/p", Checkpoints: "file:///c/p"}
+	r := jobrun.Resume{Savepoints: "file:///s/p", Checkpoints: "file:///c/p"}
 	for _, tc := range []struct {
 		name     string
 		in, want flinkopts.Options
