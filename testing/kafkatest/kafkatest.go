@@ -455,11 +455,12 @@ type Counter struct {
 	done   chan struct{}
 }
 
-// Count starts counting topic's records (from its start, every
+// Count starts counting topic's committed records (read_committed: an
+// open or aborted transaction's are not; from its start, every
 // partition, partitions added later included) and stops when tb ends.
 func (b *Broker) Count(tb testing.TB, topic string) *Counter {
 	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(time.Second), kgo.MetadataMaxAge(time.Second))
 	if err != nil {
 		tb.Fatal(err)
@@ -518,12 +519,20 @@ func (c *Counter) Records() []*kgo.Record {
 	return append([]*kgo.Record(nil), c.recs...)
 }
 
-// ReadAll reads every record of topic, from the start of each partition
-// to its end offset as listed when called.
+// ReadAll reads every committed record of topic (as a read_committed
+// consumer: an open or aborted transaction's are not), from the start of
+// each partition to its last stable offset as listed when called.
 func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
-	end, err := b.EndOffsets(ctx, topic)
+	lso, err := b.admin.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = lso.Error()
+	}
 	if err != nil {
 		return nil, err
+	}
+	end := map[int32]int64{}
+	for p, o := range lso[topic] {
+		end[p] = o.Offset
 	}
 	want := map[int32]kgo.Offset{}
 	for p, o := range end {
@@ -534,7 +543,8 @@ func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, erro
 	if len(want) == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return nil, err
 	}
@@ -555,7 +565,7 @@ func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, erro
 			return out, fmt.Errorf("kafkatest: read %d records of %s by its end offsets %v: %w", len(out), topic, end, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < end[r.Partition] {
+			if r.Offset < end[r.Partition] && !r.Attrs.IsControl() {
 				out = append(out, r)
 			}
 			next[r.Partition] = r.Offset + 1

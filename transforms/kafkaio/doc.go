@@ -26,6 +26,17 @@
 // runner that checkpoints (Flink) checkpoints it with the readers'
 // positions. docs/kafka.md says what is committed on each runner and when.
 //
+// # Exactly once
+//
+// Write is at least once: a restart writes again what it reads again.
+// With Transactional it writes in Kafka transactions, and a consumer
+// reading committed records sees each record once. On a Flink cluster
+// (through the project's job server) a bundle's transaction is committed
+// once a checkpoint taken after it completes, and a job restored from a
+// checkpoint commits what the checkpoint holds and aborts the rest; on
+// Prism a bundle's transaction is committed at its end. docs/kafka.md
+// says what it costs.
+//
 // # Stopping
 //
 // Prism has no drain. IdleStop ends each partition's reader once it has

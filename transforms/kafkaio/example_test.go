@@ -59,7 +59,7 @@ func Example_keepFirstOrders() {
 	recs := kafkaio.Read(s, brokers, in, kafkaio.Group(group), kafkaio.IdleStop(2*time.Second))
 	keyed, bad := beam.ParDo2(s, decodeOrder, recs) // KV<order_id, Record>, dead letters
 	res := dedup.KeepFirst(s, keyed, dedup.UID("orders-dedup"), dedup.OutputDropped())
-	written := kafkaio.Write(s, brokers, out, beam.DropKey(s, res.Rows))
+	written := kafkaio.Write(s, brokers, out, beam.DropKey(s, res.Rows), kafkaio.Transactional(group))
 	deadWritten := kafkaio.Write(s, brokers, dlq, bad)
 	kafkaio.Commit(s, brokers, group, written, res.Dropped, deadWritten)
 

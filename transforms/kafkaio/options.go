@@ -33,12 +33,13 @@ type config struct {
 	maxInFlight  int
 	watch        time.Duration
 	writeTimeout time.Duration
+	txnID        string
 }
 
 var (
 	readOptions = []string{"Group", "FromEarliest", "FromLatest", "StartAt", "MaxBundleDuration", "MaxBundleRecords", "IdleStop",
 		"WatermarkLag", "MaxInFlight", "WatchPartitions", unbounded.ControlOptionName}
-	writeOptions = []string{"WriteTimeout"}
+	writeOptions = []string{"WriteTimeout", "Transactional"}
 )
 
 // newConfig applies opts for transform, which takes the options allowed;
@@ -164,6 +165,34 @@ func WriteTimeout(d time.Duration) Option {
 			c.Errorf("WriteTimeout(%v): want a positive duration", d)
 		}
 		c.writeTimeout = d
+	}
+}
+
+// Transactional makes Write write with Kafka transactions, under
+// transactional ids that begin with id (unique to the Write across the
+// jobs that write to the cluster, and the same when a job is restored), so
+// that a consumer reading committed records (isolation.level
+// read_committed) sees each record once although a failure made the job
+// write it again. Write.
+//
+// On a Flink cluster, run through the project's job server (which tells
+// its workers the job's name and the cluster's REST address), each
+// bundle's records are written in a transaction that is committed once a
+// checkpoint taken after the bundle has completed: a job restored from
+// that checkpoint commits it if the job that wrote it did not, and aborts
+// those its ids wrote after it, whose input it reads again. Records are
+// then visible a checkpoint interval after they are written, and a job
+// must be restored within 15 minutes (the transactions' timeout) of a
+// failure, else Kafka aborts what it had not committed. Elsewhere (Prism,
+// an embedded Flink cluster) a bundle's transaction is committed at its
+// end.
+func Transactional(id string) Option {
+	return func(c *config) {
+		c.Set("Transactional")
+		if err := checkTopic(id); id == "" || err != nil {
+			c.Errorf("Transactional(%q): want an id of ASCII letters, digits, '.', '_' and '-'", id)
+		}
+		c.txnID = id
 	}
 }
 

@@ -61,6 +61,26 @@ func init() {
 			}),
 		}
 	})
+	dofn.Register(&txnWriteFn{}, func(fn any) dofn.Methods {
+		f := fn.(*txnWriteFn)
+		return dofn.Methods{
+			"Setup":    dofn.F1x1(f.Setup, func(ctx any) any { return f.Setup(ctx.(context.Context)) }),
+			"Teardown": dofn.F0x0(f.Teardown, f.Teardown),
+			"StartBundle": dofn.F2x0(f.StartBundle, func(ctx, emit any) {
+				f.StartBundle(ctx.(context.Context), emit.(func(Record)))
+			}),
+			"ProcessElement": dofn.F6x1(f.ProcessElement, func(ctx, sp, tp, shard, r, emit any) any {
+				return f.ProcessElement(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), shard.(int64), r.(Record), emit.(func(Record)))
+			}),
+			"OnTimer": dofn.F6x1(f.OnTimer, func(ctx, sp, tp, shard, timer, emit any) any {
+				return f.OnTimer(ctx.(context.Context), sp.(state.Provider), tp.(timers.Provider), shard.(int64), timer.(timers.Context), emit.(func(Record)))
+			}),
+			"FinishBundle": dofn.F2x1(f.FinishBundle, func(ctx, emit any) any {
+				return f.FinishBundle(ctx.(context.Context), emit.(func(Record)))
+			}),
+		}
+	})
+	register.DoFn1x2[Record, int64, Record](&shardFn{})
 	dofn.Register(&droppedFn{}, func(fn any) dofn.Methods {
 		f := fn.(*droppedFn)
 		return dofn.Methods{

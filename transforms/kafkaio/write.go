@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/state"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/timers"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -40,7 +42,12 @@ func TryWrite(s beam.Scope, brokers, topic string, col beam.PCollection, opts ..
 	if err != nil {
 		return beam.PCollection{}, err
 	}
-	return beam.ParDo(s.Scope("kafkaio.Write"), &writeFn{Brokers: brokers, Topic: topic, TimeoutMs: c.writeTimeout.Milliseconds()}, col), nil
+	s = s.Scope("kafkaio.Write")
+	if c.txnID != "" {
+		return beam.ParDo(s, &txnWriteFn{Brokers: brokers, Topic: topic, ID: c.txnID, TimeoutMs: c.writeTimeout.Milliseconds(),
+			State: state.MakeValueState[txnState]("txns"), Settle: timers.InProcessingTime("settle")}, beam.ParDo(s, &shardFn{}, col)), nil
+	}
+	return beam.ParDo(s, &writeFn{Brokers: brokers, Topic: topic, TimeoutMs: c.writeTimeout.Milliseconds()}, col), nil
 }
 
 type writeFn struct {
@@ -50,15 +57,82 @@ type writeFn struct {
 
 	cl *kgo.Client // the instance's own: a bundle waits for its own records only
 
+	bundle bundleWrites
+}
+
+// bundleWrites are a bundle's records sent to Kafka, and what came of
+// them.
+type bundleWrites struct {
 	// The bundle's context, ending WriteTimeout after its start: kgo's
 	// record timeout counts from the record's timestamp, the input's.
-	bctx    context.Context
-	bcancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
+	timeout time.Duration
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	pending []Record
 	failed  []int // indexes into pending
 	first   error
+}
+
+func (b *bundleWrites) start(timeout time.Duration) {
+	b.pending, b.failed, b.first, b.timeout = b.pending[:0], b.failed[:0], nil, timeout
+	b.ctx, b.cancel = context.WithTimeout(context.Background(), timeout)
+}
+
+func (b *bundleWrites) produce(cl *kgo.Client, r Record, topic string) {
+	i := len(b.pending)
+	b.pending = append(b.pending, r)
+	b.wg.Add(1)
+	cl.Produce(b.ctx, toKgo(r, topic), func(_ *kgo.Record, err error) {
+		if err != nil {
+			b.mu.Lock()
+			b.failed = append(b.failed, i)
+			if b.first == nil {
+				b.first = err
+			}
+			b.mu.Unlock()
+		}
+		b.wg.Done()
+	})
+}
+
+// wait waits for Kafka to confirm every record, and says which were not
+// written when one was not; when a confirmation does not come in time it
+// calls lost, which replaces the client (records already sent outlive the
+// context).
+func (b *bundleWrites) wait(ctx context.Context, topic, brokers string, lost func()) error {
+	defer b.cancel()
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.timeout + 10*time.Second):
+		lost()
+		return fmt.Errorf("kafkaio: write of %d records to topic %s on %s: no confirmation within %v; %s",
+			len(b.pending), topic, brokers, b.timeout+10*time.Second, notWritten(b.pending, nil))
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if len(b.failed) > 0 {
+		return fmt.Errorf("kafkaio: write of %d of %d records to topic %s on %s failed: %v; %s",
+			len(b.failed), len(b.pending), topic, brokers, b.first, notWritten(b.pending, b.failed))
+	}
+	return nil
+}
+
+// emit emits the written records and counts them.
+func (b *bundleWrites) emit(ctx context.Context, emit func(Record)) {
+	var dead int64
+	for _, r := range b.pending {
+		if _, ok := r.Header(headerReason); ok {
+			dead++
+		}
+		emit(r)
+	}
+	cWritten.Inc(ctx, int64(len(b.pending))-dead)
+	cDeadLettered.Inc(ctx, dead)
+	b.pending = b.pending[:0]
 }
 
 func (fn *writeFn) timeout() time.Duration { return time.Duration(fn.TimeoutMs) * time.Millisecond }
@@ -79,57 +153,17 @@ func (fn *writeFn) Teardown() {
 	}
 }
 
-func (fn *writeFn) StartBundle(context.Context, func(Record)) {
-	fn.pending, fn.failed, fn.first = fn.pending[:0], fn.failed[:0], nil
-	fn.bctx, fn.bcancel = context.WithTimeout(context.Background(), fn.timeout())
-}
+func (fn *writeFn) StartBundle(context.Context, func(Record)) { fn.bundle.start(fn.timeout()) }
 
 func (fn *writeFn) ProcessElement(_ context.Context, r Record, _ func(Record)) {
-	i := len(fn.pending)
-	fn.pending = append(fn.pending, r)
-	fn.wg.Add(1)
-	fn.cl.Produce(fn.bctx, toKgo(r, fn.Topic), func(_ *kgo.Record, err error) {
-		if err != nil {
-			fn.mu.Lock()
-			fn.failed = append(fn.failed, i)
-			if fn.first == nil {
-				fn.first = err
-			}
-			fn.mu.Unlock()
-		}
-		fn.wg.Done()
-	})
+	fn.bundle.produce(fn.cl, r, fn.Topic)
 }
 
 func (fn *writeFn) FinishBundle(ctx context.Context, emit func(Record)) error {
-	defer fn.bcancel()
-	done := make(chan struct{})
-	go func() { fn.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(fn.timeout() + 10*time.Second):
-		// Records already sent outlive the context: a new client.
-		fn.cl.Close()
-		fn.Setup()
-		return fmt.Errorf("kafkaio: write of %d records to topic %s on %s: no confirmation within %v; %s",
-			len(fn.pending), fn.Topic, fn.Brokers, fn.timeout()+10*time.Second, notWritten(fn.pending, nil))
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := fn.bundle.wait(ctx, fn.Topic, fn.Brokers, func() { fn.cl.Close(); fn.Setup() }); err != nil {
+		return err
 	}
-	if len(fn.failed) > 0 {
-		return fmt.Errorf("kafkaio: write of %d of %d records to topic %s on %s failed: %v; %s",
-			len(fn.failed), len(fn.pending), fn.Topic, fn.Brokers, fn.first, notWritten(fn.pending, fn.failed))
-	}
-	var dead int64
-	for _, r := range fn.pending {
-		if _, ok := r.Header(headerReason); ok {
-			dead++
-		}
-		emit(r)
-	}
-	cWritten.Inc(ctx, int64(len(fn.pending))-dead)
-	cDeadLettered.Inc(ctx, dead)
-	fn.pending = fn.pending[:0]
+	fn.bundle.emit(ctx, emit)
 	return nil
 }
 

@@ -244,6 +244,34 @@ public class GoOptionsJobServer extends JobServerDriver {
     return out.build();
   }
 
+  /**
+   * The options with the Flink job's name fixed and, as Go options its workers read
+   * ({@code flink_job_name}, {@code flink_rest}), that name and the REST address of the cluster
+   * it runs on (a master given as host:port; none for an embedded cluster): kafkaio's
+   * transactional write commits a transaction once a checkpoint after it completed, which it
+   * learns from Flink's REST API.
+   */
+  static Struct withJobIdentity(Struct options, String jobName, String master) {
+    Struct.Builder out = options.toBuilder();
+    out.putFields(PREFIX + "job_name" + SUFFIX, Value.newBuilder().setStringValue(jobName).build());
+    Value go = options.getFieldsMap().get(GO_OPTIONS);
+    if (go == null || !go.hasStructValue()) {
+      return out.build();
+    }
+    Value inner = go.getStructValue().getFieldsMap().get("options");
+    Struct.Builder in =
+        inner != null && inner.hasStructValue() ? inner.getStructValue().toBuilder() : Struct.newBuilder();
+    in.putFields("flink_job_name", Value.newBuilder().setStringValue(jobName).build());
+    boolean rest = master != null && master.matches("[^\\[\\]/]+:[0-9]+");
+    if (rest && !in.getFieldsMap().containsKey("flink_rest")) {
+      in.putFields("flink_rest", Value.newBuilder().setStringValue(master).build());
+    }
+    Struct.Builder goOut = go.getStructValue().toBuilder();
+    goOut.putFields("options", Value.newBuilder().setStructValue(in).build());
+    out.putFields(GO_OPTIONS, Value.newBuilder().setStructValue(goOut).build());
+    return out.build();
+  }
+
   static boolean isGo(Struct options) {
     return options.getFieldsMap().containsKey(GO_OPTIONS);
   }
@@ -373,6 +401,14 @@ public class GoOptionsJobServer extends JobServerDriver {
       }
       FlinkPipelineOptions flinkOptions =
           PipelineOptionsTranslation.fromProto(withGo).as(FlinkPipelineOptions.class);
+      if (isGo(options)) {
+        String master = flinkOptions.getFlinkMaster();
+        if (FlinkPipelineOptions.AUTO.equals(master)) {
+          master = config.getFlinkMaster();
+        }
+        withGo = withJobIdentity(withGo, flinkOptions.getJobName(), master);
+        flinkOptions = PipelineOptionsTranslation.fromProto(withGo).as(FlinkPipelineOptions.class);
+      }
       LOG.info("Flink options from the job's Go flags: {}", lifted);
       if (!defaulted.isEmpty()) {
         LOG.info("Flink options a Go job gets by default (set them to override): {}", defaulted);
