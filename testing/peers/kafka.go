@@ -185,15 +185,15 @@ func FlinkSQLKafka(ctx context.Context, brokers, in, out, group string, records,
 
 // OursKafka runs seed 001's pipeline (pipelines/streaming over Kafka, runjob
 // --pipeline=kafka) from topic in into out (dead letters into dead) on the
-// job job (with the source's options read), until every partition was read to its end and idle for
-// idleStop.
-func OursKafka(ctx context.Context, job jobrun.Options, brokers, in, out, dead, group string, records int, idleStop time.Duration, read ...kafkaio.Option) (KafkaTiming, error) {
+// job job, with the options of how, until every partition was read to its
+// end and idle for idleStop.
+func OursKafka(ctx context.Context, job jobrun.Options, brokers, in, out, dead, group string, records int, idleStop time.Duration, how OursKafkaOptions) (KafkaTiming, error) {
 	start := time.Now()
-	src := streaming.Kafka{Brokers: brokers, InputTopic: in, OutputTopic: out, DeadLetterTopic: dead, Group: group, Read: read}
+	src := streaming.Kafka{Brokers: brokers, InputTopic: in, OutputTopic: out, DeadLetterTopic: dead, Group: group, Read: how.Read, Write: how.Write}
 	res, err := streaming.Run(ctx, job, src, streaming.RunConfig{
 		// As runjob with --idle_stop: Prism keeps a job with pending
 		// processing-time cleanup timers alive until they fire.
-		Config:   streaming.Config{Dedup: []dedup.Option{dedup.CleanupTimers(false)}},
+		Config:   streaming.Config{Dedup: append([]dedup.Option{dedup.CleanupTimers(false)}, how.Dedup...)},
 		IdleStop: idleStop,
 	})
 	if err != nil {
@@ -203,6 +203,13 @@ func OursKafka(ctx context.Context, job jobrun.Options, brokers, in, out, dead, 
 		return KafkaTiming{}, fmt.Errorf("peers: our job read %d records, want %d", res.Read, records)
 	}
 	return timed(ctx, "ours_kafka_prism", brokers, out, records, start, time.Since(start).Seconds())
+}
+
+// OursKafkaOptions are the options of our side: its source's, its writes'
+// and its KeepFirst's.
+type OursKafkaOptions struct {
+	Read, Write []kafkaio.Option
+	Dedup       []dedup.Option
 }
 
 // timed reads a side's output topic and times it from start to its last

@@ -35,7 +35,7 @@ func TestOursOnKafkaWritesEveryOrderOnceTimedToItsLastOutputRecord(t *testing.T)
 	out, dead := in+"-out", in+"-dead"
 	require.NoError(t, peers.CreateOutputTopics(ctx, b.Addr, out, dead))
 
-	got, err := peers.OursKafka(ctx, prismtest.Options(t, 2*time.Minute), b.Addr, in, out, dead, "smoke", len(rows), 300*time.Millisecond)
+	got, err := peers.OursKafka(ctx, prismtest.Options(t, 2*time.Minute), b.Addr, in, out, dead, "smoke", len(rows), 300*time.Millisecond, peers.OursKafkaOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 300, got.Distinct)
 	assert.Equal(t, 300, got.Out, "each order once")

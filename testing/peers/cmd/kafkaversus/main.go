@@ -33,6 +33,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
@@ -42,7 +43,7 @@ var (
 	brokersFlag = flag.String("brokers", "", "a broker to use (host:port); empty: start one (testing/kafkatest)")
 	parallelism = flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
 	idleStop    = flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
-	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, and ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), any number of those")
+	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), ours_buckets=N (ours with KeepFirst's StateBuckets(N)), ours_txn (ours with Transactional writes), any number of those")
 	xlang       = flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
 	noOutput    = flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
 	timeout     = flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
@@ -108,17 +109,13 @@ func run(ctx context.Context) error {
 	var sides []side
 	for _, sd := range strings.Split(*sidesFlag, ",") {
 		switch sd, n, _ := strings.Cut(strings.TrimSpace(sd), "="); sd {
-		case "ours":
-			sides = append(sides, side{"ours_kafka_prism", func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop)
-			}, true})
-		case "ours_in_flight":
-			bound, err := strconv.Atoi(n)
+		case "ours", "ours_in_flight", "ours_buckets", "ours_txn":
+			name, how, err := oursSide(sd, n)
 			if err != nil {
-				return fmt.Errorf("--sides: ours_in_flight=%s: %v", n, err)
+				return err
 			}
-			sides = append(sides, side{"ours_kafka_prism_in_flight_" + n, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop, kafkaio.MaxInFlight(bound))
+			sides = append(sides, side{name, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
+				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop, how)
 			}, true})
 		case "flink":
 			sides = append(sides, side{"flink_sql_kafka", func(ctx context.Context, group, out, _ string) (peers.KafkaTiming, error) {
@@ -170,6 +167,28 @@ func run(ctx context.Context) error {
 	}
 	printLoad()
 	return nil
+}
+
+// oursSide is the side of ours that --sides names sd=n.
+func oursSide(sd, n string) (string, peers.OursKafkaOptions, error) {
+	var how peers.OursKafkaOptions
+	if sd == "ours_txn" {
+		how.Write = []kafkaio.Option{kafkaio.Transactional(fmt.Sprintf("kafkaversus-%d", time.Now().UnixNano()))}
+		return "ours_kafka_prism_txn", how, nil
+	}
+	if sd == "ours" {
+		return "ours_kafka_prism", how, nil
+	}
+	v, err := strconv.Atoi(n)
+	if err != nil {
+		return "", how, fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+	}
+	if sd == "ours_in_flight" {
+		how.Read = []kafkaio.Option{kafkaio.MaxInFlight(v)}
+	} else {
+		how.Dedup = []dedup.Option{dedup.StateBuckets(v)}
+	}
+	return "ours_kafka_prism_" + strings.TrimPrefix(sd, "ours_") + "_" + n, how, nil
 }
 
 // xlangSides are the xlang kafkaio sides on the runners --xlang names,
