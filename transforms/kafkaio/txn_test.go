@@ -91,20 +91,30 @@ func (f *fakeFlink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// withFlinkOptions makes the process's workers take their job for the
-// Flink job txn-job with its REST API at rest, until the test ends.
-func withFlinkOptions(t *testing.T, rest string) {
+// writeOnFakeFlink writes 100 records with a transactional Write in a job
+// whose workers take it for the Flink job txn-job with f as its REST API,
+// and returns the broker and the topic.
+func writeOnFakeFlink(t *testing.T, f *fakeFlink) (*kafkatest.Broker, string) {
+	srv := httptest.NewServer(f)
 	reset := func() {
 		cpsOnce, cps = sync.Once{}, nil
 	}
 	reset()
 	beam.PipelineOptions.Set("flink_job_name", "txn-job")
-	beam.PipelineOptions.Set("flink_rest", rest)
+	beam.PipelineOptions.Set("flink_rest", srv.URL)
 	t.Cleanup(func() {
 		beam.PipelineOptions.Set("flink_job_name", "")
 		beam.PipelineOptions.Set("flink_rest", "")
 		reset()
+		srv.Close()
 	})
+	b := kafkatest.Shared(t)
+	topic := b.NewTopic(t, 2)
+	p, s := beam.NewPipelineWithRoot()
+	Write(s, b.Addr, topic, beam.CreateList(s, keyedRecords(100)), Transactional("flink-test"))
+	_, err := runPipeline(t, p, 2*time.Minute)
+	require.NoError(t, err)
+	return b, topic
 }
 
 // On a Flink cluster the bundle's transaction stays open, its records
@@ -112,15 +122,7 @@ func withFlinkOptions(t *testing.T, rest string) {
 // after the bundle's end has completed; then it is committed.
 func TestTransactionalWriteOnFlinkCommitsABundleOnlyOnceACheckpointAfterItCompleted(t *testing.T) {
 	f := &fakeFlink{}
-	srv := httptest.NewServer(f)
-	defer srv.Close()
-	withFlinkOptions(t, srv.URL)
-	b := kafkatest.Shared(t)
-	topic := b.NewTopic(t, 2)
-	p, s := beam.NewPipelineWithRoot()
-	Write(s, b.Addr, topic, beam.CreateList(s, keyedRecords(100)), Transactional("flink-test"))
-	_, err := runPipeline(t, p, 2*time.Minute)
-	require.NoError(t, err)
+	b, topic := writeOnFakeFlink(t, f)
 	end, err := b.EndOffsets(context.Background(), topic)
 	require.NoError(t, err)
 	assert.Equal(t, int64(100), end[0]+end[1], "the records are in the log")
@@ -139,14 +141,6 @@ func TestTransactionalWriteOnFlinkCommitsABundleOnlyOnceACheckpointAfterItComple
 // A Flink job that does not checkpoint commits each bundle's transaction
 // at its end: no checkpoint would ever come.
 func TestTransactionalWriteOnAFlinkJobWithoutCheckpointsCommitsEachBundleAtItsEnd(t *testing.T) {
-	srv := httptest.NewServer(&fakeFlink{off: true})
-	defer srv.Close()
-	withFlinkOptions(t, srv.URL)
-	b := kafkatest.Shared(t)
-	topic := b.NewTopic(t, 2)
-	p, s := beam.NewPipelineWithRoot()
-	Write(s, b.Addr, topic, beam.CreateList(s, keyedRecords(100)), Transactional("flink-off-test"))
-	_, err := runPipeline(t, p, 2*time.Minute)
-	require.NoError(t, err)
+	b, topic := writeOnFakeFlink(t, &fakeFlink{off: true})
 	assert.Len(t, committedKeys(t, b, topic, 2*time.Second), 100, "every record committed")
 }
