@@ -40,6 +40,7 @@ type kafkaOptions struct {
 	watch      time.Duration
 	inFlight   int
 	resume     bool
+	txnID      string
 	produced   int // records written by --produce
 }
 
@@ -51,6 +52,7 @@ func addKafkaFlags(fs *flag.FlagSet, k *kafkaOptions) {
 	fs.DurationVar(&k.idleStop, "idle_stop", 0, "kafka: end the run once every partition was read to its end and nothing came for this long (0: run until stopped)")
 	fs.DurationVar(&k.watch, "watch_partitions", 0, "kafka: list the input topic's partitions again this often and read those added while running (0: listed once, at the start)")
 	fs.BoolVar(&k.resume, "resume", true, "kafka on --runner=flink with --flink_rest, a cluster whose state directories are on this machine: restore the newest savepoint or retained checkpoint of the group's job there (unless --savepoint_path names one), and stop with a savepoint there on Ctrl-C or at an --idle_stop end; false: start with no state, stop by draining")
+	fs.StringVar(&k.txnID, "transactional_id", "", "kafka: write the output and the dead letters in Kafka transactions, under transactional ids beginning with this (the same on each restart), so that a read_committed consumer sees each order once; on a Flink cluster a transaction is committed once a checkpoint after it completed (empty: at least once)")
 	fs.IntVar(&k.inFlight, "max_in_flight", 20000, "kafka: read at most this many records of a partition ahead of its group's committed offset, which bounds what a crash makes the next run read again (0: no bound)")
 }
 
@@ -192,6 +194,9 @@ func kafkaConfig(o *options) (streaming.Kafka, streaming.RunConfig) {
 	}
 	if k.watch > 0 {
 		src.Read = append(src.Read, kafkaio.WatchPartitions(k.watch))
+	}
+	if k.txnID != "" {
+		src.Write = append(src.Write, kafkaio.Transactional(k.txnID))
 	}
 	return src, cfg
 }

@@ -100,6 +100,19 @@ func TestRunKafkaDeduplicatesTheSeedsOrdersAndAccountsForEveryRecord(t *testing.
 	assert.Equal(t, distinct, out.Total(), "one record per order")
 }
 
+func TestRunKafkaWithATransactionalIDWritesEachOrderOnceInCommittedTransactions(t *testing.T) {
+	b := kafkatest.Shared(t)
+	n := newKafkaNames(t, b)
+	out := b.Count(t, n.out) // read_committed
+	code, stdout, _ := runJob(t, append(n.flags(), "--produce", "--count=200", "--idle_stop=2s", "--transactional_id=runjob-test")...)
+	require.Equal(t, 0, code, stdout)
+	waitFor(t, time.Minute, "every order on the output topic", func() bool { return out.Distinct() >= 200 })
+	assert.Equal(t, 200, out.Total(), "one record per order")
+	for _, r := range out.Records() {
+		require.True(t, r.Attrs.IsTransactional(), "order %s written in a transaction", r.Key)
+	}
+}
+
 func TestRunKafkaRejectsBadFlagsWithOneLineReason(t *testing.T) {
 	for _, tc := range []struct {
 		name string
