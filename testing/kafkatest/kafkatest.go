@@ -523,33 +523,44 @@ func (c *Counter) Records() []*kgo.Record {
 // consumer: an open or aborted transaction's are not), from the start of
 // each partition to its last stable offset as listed when called.
 func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, error) {
-	lso, err := b.admin.ListCommittedOffsets(ctx, topic)
+	var out []*kgo.Record
+	err := EachCommitted(ctx, b.Addr, topic, func(r *kgo.Record) { out = append(out, r) })
+	return out, err
+}
+
+// EachCommitted calls f with every committed record of topic on the broker
+// at addr, as ReadAll reads them.
+func EachCommitted(ctx context.Context, addr, topic string, f func(*kgo.Record)) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	lso, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = lso.Error()
 	}
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("kafkatest: the last stable offsets of %s on %s: %w", topic, addr, err)
 	}
 	end := map[int32]int64{}
-	for p, o := range lso[topic] {
-		end[p] = o.Offset
-	}
 	want := map[int32]kgo.Offset{}
-	for p, o := range end {
-		if o > 0 {
+	for p, o := range lso[topic] {
+		if o.Offset > 0 {
+			end[p] = o.Offset
 			want[p] = kgo.NewOffset().AtStart()
 		}
 	}
 	if len(want) == 0 {
-		return nil, nil
+		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
+	rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer cl.Close()
-	var out []*kgo.Record
+	defer rd.Close()
+	n := 0
 	next := map[int32]int64{}
 	done := func() bool {
 		for p, o := range end {
@@ -560,16 +571,17 @@ func (b *Broker) ReadAll(ctx context.Context, topic string) ([]*kgo.Record, erro
 		return true
 	}
 	for !done() {
-		fs := cl.PollFetches(ctx)
+		fs := rd.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return out, fmt.Errorf("kafkatest: read %d records of %s by its end offsets %v: %w", len(out), topic, end, err)
+			return fmt.Errorf("kafkatest: read %d records of %s by its last stable offsets %v: %w", n, topic, end, err)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < end[r.Partition] && !r.Attrs.IsControl() {
-				out = append(out, r)
+				n++
+				f(r)
 			}
 			next[r.Partition] = r.Offset + 1
 		})
 	}
-	return out, nil
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/beamdedup/beamdedup/internal/jobrun"
 	"github.com/beamdedup/beamdedup/pipelines/orders"
 	"github.com/beamdedup/beamdedup/pipelines/streaming"
+	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
@@ -108,61 +109,23 @@ func CreateOutputTopics(ctx context.Context, brokers string, topics ...string) e
 	}
 }
 
-// OutputOf reads topic to its end offsets and returns its records, its
+// OutputOf reads topic's committed records (kafkatest.EachCommitted) and
+// returns how many, its
 // distinct keys and the newest record timestamp (the broker's append time
 // on a LogAppendTime topic).
 func OutputOf(ctx context.Context, brokers, topic string) (records, distinct int, last time.Time, err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		return 0, 0, time.Time{}, err
-	}
-	defer cl.Close()
-	l, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = l.Error()
-	}
-	if err != nil {
-		return 0, 0, time.Time{}, fmt.Errorf("peers: the end offsets of %s on %s: %w", topic, brokers, err)
-	}
-	end := map[int32]int64{}
-	want := map[int32]kgo.Offset{}
-	for p, o := range l[topic] {
-		if o.Offset > 0 {
-			end[p] = o.Offset
-			want[p] = kgo.NewOffset().AtStart()
-		}
-	}
-	if len(want) == 0 {
-		return 0, 0, time.Time{}, nil
-	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: want}))
-	if err != nil {
-		return 0, 0, time.Time{}, err
-	}
-	defer rd.Close()
 	keys := map[string]struct{}{}
-	next := map[int32]int64{}
-	for done := false; !done; {
-		fs := rd.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return records, len(keys), last, fmt.Errorf("peers: reading %s: %d records by its end offsets %v: %w", topic, records, end, err)
+	err = kafkatest.EachCommitted(ctx, brokers, topic, func(r *kgo.Record) {
+		records++
+		keys[string(r.Key)] = struct{}{}
+		if r.Timestamp.After(last) {
+			last = r.Timestamp
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset < end[r.Partition] {
-				records++
-				keys[string(r.Key)] = struct{}{}
-				if r.Timestamp.After(last) {
-					last = r.Timestamp
-				}
-			}
-			next[r.Partition] = r.Offset + 1
-		})
-		done = true
-		for p, o := range end {
-			done = done && next[p] >= o
-		}
+	})
+	if err != nil {
+		err = fmt.Errorf("peers: %w", err)
 	}
-	return records, len(keys), last, nil
+	return records, len(keys), last, err
 }
 
 // FlinkSQLKafka runs the Flink SQL peer's seed 001 on Kafka (FlinkSqlPeer

@@ -34,7 +34,6 @@ import (
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
-	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
@@ -44,7 +43,7 @@ var (
 	brokersFlag = flag.String("brokers", "", "a broker to use (host:port); empty: start one (testing/kafkatest)")
 	parallelism = flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
 	idleStop    = flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
-	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), ours_buckets=N (ours with KeepFirst's StateBuckets(N)), ours_txn (ours with Transactional writes), ours_cluster[=N] (ours on a Flink session cluster of its own, streaming, a checkpoint every 5 s, LOOPBACK workers in this process; with N, StateBuckets(N)), any number of those")
+	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), ours_txn (ours with Transactional writes), ours_cluster (ours on a Flink session cluster of its own, streaming, a checkpoint every 5 s, LOOPBACK workers in this process), any number of those")
 	xlang       = flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
 	noOutput    = flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
 	timeout     = flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
@@ -110,7 +109,7 @@ func run(ctx context.Context) error {
 	var sides []side
 	for _, sd := range strings.Split(*sidesFlag, ",") {
 		switch sd, n, _ := strings.Cut(strings.TrimSpace(sd), "="); sd {
-		case "ours", "ours_in_flight", "ours_buckets", "ours_txn":
+		case "ours", "ours_in_flight", "ours_txn":
 			name, how, err := oursSide(sd, n)
 			if err != nil {
 				return err
@@ -126,16 +125,8 @@ func run(ctx context.Context) error {
 			defer c.Stop()
 			cluster := jobrun.Options{Runner: "flink", Endpoint: c.Endpoint, FlinkREST: c.REST, EnvironmentType: "LOOPBACK",
 				StallLimit: 2 * time.Minute, What: "kafka job", Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second}}
-			how, name := peers.OursKafkaOptions{Savepoints: c.Savepoints}, "ours_kafka_flink_cluster"
-			if n != "" {
-				buckets, err := strconv.Atoi(n)
-				if err != nil {
-					return fmt.Errorf("--sides: ours_cluster=%s: %v", n, err)
-				}
-				how.Dedup, name = []dedup.Option{dedup.StateBuckets(buckets)}, name+"_buckets_"+n
-			}
-			sides = append(sides, side{name, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, cluster, brokers, in, out, dead, group, len(rows), *idleStop, how)
+			sides = append(sides, side{"ours_kafka_flink_cluster", func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
+				return peers.OursKafka(ctx, cluster, brokers, in, out, dead, group, len(rows), *idleStop, peers.OursKafkaOptions{Savepoints: c.Savepoints})
 			}, true})
 		case "flink":
 			sides = append(sides, side{"flink_sql_kafka", func(ctx context.Context, group, out, _ string) (peers.KafkaTiming, error) {
@@ -203,11 +194,7 @@ func oursSide(sd, n string) (string, peers.OursKafkaOptions, error) {
 	if err != nil {
 		return "", how, fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
 	}
-	if sd == "ours_in_flight" {
-		how.Read = []kafkaio.Option{kafkaio.MaxInFlight(v)}
-	} else {
-		how.Dedup = []dedup.Option{dedup.StateBuckets(v)}
-	}
+	how.Read = []kafkaio.Option{kafkaio.MaxInFlight(v)}
 	return "ours_kafka_prism_" + strings.TrimPrefix(sd, "ours_") + "_" + n, how, nil
 }
 
