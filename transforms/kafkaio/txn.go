@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"reflect"
 	"slices"
 	"sync"
@@ -74,13 +73,16 @@ func committedKey(id string, producer int64, epoch int32) string {
 type shardFn struct{}
 
 func (*shardFn) ProcessElement(r Record) (int64, Record) {
-	h := fnv.New32a()
-	if r.Key != nil {
-		h.Write(r.Key)
-	} else {
-		h.Write(r.Value)
+	b := r.Key
+	if b == nil {
+		b = r.Value
 	}
-	return int64(h.Sum32() % txnShards), r
+	// FNV-1a inline: no hasher allocated per record.
+	h := uint32(2166136261)
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	return int64(h % txnShards), r
 }
 
 // txnWriteFn writes a shard's records of a bundle in one Kafka
@@ -320,12 +322,13 @@ func (fn *txnWriteFn) FinishBundle(ctx context.Context, emit func(Record)) error
 		return err
 	}
 	end := time.Now()
+	var failed error
 	for shard, t := range fn.open {
 		if fn.cps == nil {
 			err := t.cl.EndTransaction(ctx, kgo.TryCommit)
 			t.cl.Close()
-			if err != nil {
-				return fmt.Errorf("kafkaio: committing the transaction %s on %s: %w; %s", fn.txnID(shard, t.slot), fn.Brokers, err, notWritten(fn.bundle.pending, nil))
+			if err != nil && failed == nil {
+				failed = fmt.Errorf("kafkaio: committing the transaction %s on %s: %w; %s", fn.txnID(shard, t.slot), fn.Brokers, err, notWritten(fn.bundle.pending, nil))
 			}
 			continue
 		}
@@ -342,6 +345,9 @@ func (fn *txnWriteFn) FinishBundle(ctx context.Context, emit func(Record)) error
 			txnCommitted[committedKey(id, t.producer, int32(t.epoch))] = true
 			txnMu.Unlock()
 		})
+	}
+	if failed != nil {
+		return failed // every client closed; none of the bundle's records marked safe
 	}
 	fn.bundle.emit(ctx, emit)
 	return nil
