@@ -364,6 +364,18 @@ func startRunjob(t *testing.T, args ...string) *runjobProcess {
 	return p
 }
 
+// interrupt sends SIGINT as Ctrl-C does, once runjob says what it reads:
+// its handler is installed by then. A restarted run may find its work done
+// by the killed one and be stopped at once; a SIGINT before the handler
+// would kill it (exit -1) instead of draining it.
+func (p *runjobProcess) interrupt(t *testing.T) {
+	t.Helper()
+	waitFor(t, time.Minute, "runjob to say what it reads", func() bool {
+		return strings.Contains(p.stderr.String(), "runjob: reading ")
+	})
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+}
+
 // wait returns runjob's exit code once it exited, failing the test after d.
 func (p *runjobProcess) wait(t *testing.T, d time.Duration) int {
 	t.Helper()
@@ -413,7 +425,7 @@ func finish(t *testing.T, p *runjobProcess, out *outputCount, n int) int {
 	waitFor(t, 3*time.Minute, "every order on the output topic after the restart", func() bool { return out.distinct() >= n })
 	// The drain publishes whatever the run read before it exits: doubles
 	// still on their way included (checkOutput counts them).
-	p.cmd.Process.Signal(os.Interrupt)
+	p.interrupt(t)
 	code := p.wait(t, 2*time.Minute)
 	require.Equal(t, 0, code, "the restarted run drains and exits 0\nstdout:\n%s\nstderr:\n%s", p.stdout.String(), p.stderr.String())
 	require.Contains(t, p.stdout.String(), "(stopped, drained)")

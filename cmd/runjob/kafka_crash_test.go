@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -174,7 +173,7 @@ func TestCrashKafka_BrokerStoppedAndRestartedMidRunLosesNothing(t *testing.T) {
 		t.Logf("the rerun read %d records again; %d orders written twice", reread, doubled)
 	default:
 		t.Logf("the run waited for the broker and went on")
-		require.NoError(t, first.cmd.Process.Signal(os.Interrupt))
+		first.interrupt(t)
 		require.Equal(t, 0, first.wait(t, 2*time.Minute), first.stderr.String())
 		assert.Contains(t, first.stdout.String(), "(stopped, drained)")
 		read, _ := kafkaSummary(t, first.stdout.String())
@@ -241,7 +240,7 @@ func TestCrashKafka_APartitionAddedWhileRunningIsReadByTheNextRun(t *testing.T) 
 	waitRunning(t, first, 2*time.Minute, "the records of the old partitions out", func() bool {
 		return out.Distinct() >= len(ids)-int(end[2])
 	})
-	require.NoError(t, first.cmd.Process.Signal(os.Interrupt))
+	first.interrupt(t)
 	require.Equal(t, 0, first.wait(t, 2*time.Minute), first.stderr.String())
 	committed, err := b.Committed(ctx, n.group, n.in)
 	require.NoError(t, err)
@@ -275,7 +274,7 @@ func TestCrashKafka_APartitionAddedWhileRunningIsReadByTheSameRunWithWatchPartit
 	require.NoError(t, err)
 	require.Positive(t, end[2], "records on the new partition")
 	waitRunning(t, first, 2*time.Minute, "every order out, the new partition's too", func() bool { return out.Distinct() >= len(ids) })
-	require.NoError(t, first.cmd.Process.Signal(os.Interrupt))
+	first.interrupt(t)
 	require.Equal(t, 0, first.wait(t, 2*time.Minute), first.stderr.String())
 	committed, err := b.Committed(ctx, n.group, n.in)
 	require.NoError(t, err)
