@@ -215,8 +215,22 @@ func (b *builder) stateful(col beam.PCollection) Result {
 	p, vt := b.p, b.sh.rowType
 	if b.sh.kv {
 		keyed, dead := beam.ParDo2(b.s.Scope("Key"), b.keyPairs(), col)
+		if p.buckets == 0 {
+			kept, dropped := statefulStep(b.s, keyed, b.c, p, vt, b.metrics)
+			return b.result(kept, dead, dropped)
+		}
+		// Per bucket, the step keys its tables by the key's bytes.
+		kt := beam.EncodedType{T: b.sh.keyType}
+		keyed = beam.ParDo(b.s.Scope("EncodeKeys"), &encodeKeysFn{step.EncodeKeys{KeyType: kt}}, keyed)
+		keyed = beam.ParDo(b.s.Scope("Buckets"), &bucketRowsFn{step.BucketRows{RowType: beam.EncodedType{T: vt}, Buckets: p.buckets}}, keyed)
 		kept, dropped := statefulStep(b.s, keyed, b.c, p, vt, b.metrics)
-		return b.result(kept, dead, dropped)
+		decode := func(name string, kvs beam.PCollection) beam.PCollection {
+			return beam.ParDo(b.s.Scope(name), &decodeKeysFn{step.DecodeKeys{KeyType: kt}}, kvs, beam.TypeDefinition{Var: beam.UType, T: b.sh.keyType})
+		}
+		if !p.dropped {
+			return Result{Rows: decode("DecodeKeys", kept), DeadLetters: dead}
+		}
+		return b.result(decode("DecodeKeys", kept), dead, decode("DecodeKeysDropped", dropped))
 	}
 	kr := b.keyRows()
 	kr.PreFilter, kr.Rules = p.preFilter, p.rules

@@ -105,6 +105,8 @@ type (
 	keyRowsFn       struct{ step.KeyRows }
 	foldRowsFn      struct{ step.FoldRows }
 	keyPairsFn      struct{ step.KeyPairs }
+	encodeKeysFn    struct{ step.EncodeKeys }
+	decodeKeysFn    struct{ step.DecodeKeys }
 	toCandidateFn   struct{ step.ToCandidate }
 	fromCandidateFn struct{ step.FromCandidate }
 	mergeGroupFn    struct{ step.MergeGroup }
@@ -129,7 +131,7 @@ func decodeCandidate(b []byte) (candidate, error) { return step.DecodeCandidate(
 func init() {
 	step.Register(&marksFn{}, &marksEventFn{}, &marksProcFn{}, &versionsFn{}, &versionsEventFn{}, &versionsProcFn{},
 		&bucketsFn{}, &bucketsEventFn{}, &bucketsProcFn{}, &bucketRowsFn{},
-		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &bucketFn{}, &mergeBucketFn{},
+		&keyRowsFn{}, &foldRowsFn{}, &keyPairsFn{}, &encodeKeysFn{}, &decodeKeysFn{}, &toCandidateFn{}, &fromCandidateFn{}, &mergeGroupFn{}, &bucketFn{}, &mergeBucketFn{},
 		&keyCandidatesFn{}, &windowKeyFn{})
 	register.Combiner1[candidate](&candidateMerge{})
 	// Registered so that the custom coder calls them without reflection.

@@ -205,8 +205,9 @@ func AsStream() Option { return own("AsStream", func(c *config) { c.asStream = t
 // many stored keys. Without this option the expansion keeps bounded input
 // (AsStream, EventTimeTTL) in 128 buckets and a stream per key. The layout
 // and n are part of a running job's state: update or restore a job with
-// the ones it ran with, or drain it (docs/state.md). Struct rows in the
-// global window only; KeepFirst and KeepLast only.
+// the ones it ran with, or drain it (docs/state.md). Rows in the global
+// window only, struct rows or KV (a KV's key is kept as the bytes of Beam's
+// coder of K); KeepFirst and KeepLast only.
 func StateBuckets(n int) Option {
 	return own("StateBuckets", func(c *config) { c.buckets, c.bucketsSet = n, true })
 }

@@ -119,9 +119,9 @@ const maxStateBuckets = 1 << 16
 
 // stateBuckets is how many buckets the stateful expansion keeps its state
 // in: StateBuckets's, else the default on bounded input; 0 keeps a cell per
-// key (KV input and windowed input always do).
+// key (windowed input always does).
 func stateBuckets(c *config, in input) (int, error) {
-	bucketable := !in.perKey && in.globalWindows
+	bucketable := in.globalWindows
 	if !c.bucketsSet {
 		if in.bounded && bucketable {
 			return defaultStateBuckets, nil
@@ -131,8 +131,6 @@ func stateBuckets(c *config, in input) (int, error) {
 	switch {
 	case c.buckets == 0:
 		return 0, nil
-	case in.perKey:
-		return 0, fmt.Errorf("StateBuckets(%d): a KV input keeps a cell per key; drop the option, or key struct rows by their columns", c.buckets)
 	case !in.globalWindows:
 		return 0, fmt.Errorf("StateBuckets(%d): windowed input keeps a cell per key and window; drop the option", c.buckets)
 	}

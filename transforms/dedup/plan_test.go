@@ -84,6 +84,10 @@ func TestPlan_FromOptionsAndInput(t *testing.T) {
 			want{expansion: statefulExpansion, last: true, dir: core.KeepLast, layout: versions, cleanup: true}},
 		{"KeepFirst of KVs: no pre-filter", keepFirst, nil, input{globalWindows: true, perKey: true},
 			want{expansion: statefulExpansion, layout: marks, cleanup: true}},
+		{"KeepFirst of KVs on a stream, state per bucket", keepFirst, []Option{StateBuckets(16)}, input{globalWindows: true, perKey: true},
+			want{expansion: statefulExpansion, layout: marks, cleanup: true, buckets: 16}},
+		{"KeepFirst of KVs on a file, forced stateful: state per bucket", keepFirst, []Option{forceStateful()}, input{bounded: true, globalWindows: true, perKey: true},
+			want{expansion: statefulExpansion, layout: marks, buckets: defaultStateBuckets}},
 		{"KeepFirst of KVs, float keys on a windowed file: stateful (no lifted combine)", keepFirst, nil, input{bounded: true, perKey: true, floatKey: true},
 			want{expansion: statefulExpansion, layout: marks}},
 		{"KeepFirst of KVs, float keys on a file: merge, grouped per key", keepFirst, nil, input{bounded: true, globalWindows: true, perKey: true, floatKey: true},
@@ -121,9 +125,9 @@ func TestPlan_KeepFirstSequenceByNeedsTheMerge(t *testing.T) {
 	}
 }
 
-// State per bucket takes struct rows in the global window, and a count the
-// state can be kept in.
-func TestPlan_StateBucketsNeedsStructRowsInTheGlobalWindow(t *testing.T) {
+// State per bucket takes rows in the global window, and a count the state
+// can be kept in.
+func TestPlan_StateBucketsNeedsRowsInTheGlobalWindow(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		t    transform
@@ -131,7 +135,6 @@ func TestPlan_StateBucketsNeedsStructRowsInTheGlobalWindow(t *testing.T) {
 		in   input
 		want string
 	}{
-		{"KV input", keepFirst, 8, input{globalWindows: true, perKey: true}, "a KV input keeps a cell per key"},
 		{"windowed input", keepLast, 8, input{}, "windowed input keeps a cell per key and window"},
 		{"a negative count", keepFirst, -1, input{globalWindows: true}, "it must be from 0"},
 		{"too many", keepFirst, maxStateBuckets + 1, input{globalWindows: true}, "it must be from 0"},

@@ -89,21 +89,29 @@ func TestStatePerBucket_KeepsTheRowsOfACellPerKeyOnPrism(t *testing.T) {
 				passert.Count(s.Scope("RowCount"), bucketed.Rows, "rows", keys) // a row per key
 			}
 			pr := prismtest.Run(t, p, 2*time.Minute)
-			total := int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
-			if tc.last {
-				b, k := dedup.LastCountersOf(pr, "bucketed"), dedup.LastCountersOf(pr, "perkey")
-				assert.Equal(t, total, b.RowsIn)
-				assert.Equal(t, int64(keys), b.Inserts)
-				assert.Equal(t, k.Inserts, b.Inserts)
-				assert.Zero(t, b.Unaccounted())
-				assert.Less(t, b.StateReads, int64(keys/10), "a read per bucket and bundle")
-				return
-			}
-			b, k := dedup.CountersOf(pr, "bucketed"), dedup.CountersOf(pr, "perkey")
-			assert.Equal(t, k, dedup.Counters{RowsIn: b.RowsIn, Emitted: b.Emitted, DuplicatesDropped: b.DuplicatesDropped, Cost: k.Cost})
-			assert.Equal(t, total, b.RowsIn)
-			assert.Equal(t, int64(keys), b.Emitted)
-			assert.Less(t, b.StateReads, int64(keys/10), "a read per bucket and bundle")
+			countedAsPerKey(t, pr, tc.last, parts, keys)
 		})
 	}
+}
+
+// countedAsPerKey asserts that the transform of UID "bucketed" counted
+// what the one of UID "perkey" did over parts, a row kept per key, in a
+// state read per bucket and bundle.
+func countedAsPerKey(t *testing.T, pr beam.PipelineResult, last bool, parts [3][]bucketRow, keys int) {
+	t.Helper()
+	total := int64(len(parts[0]) + len(parts[1]) + len(parts[2]))
+	if last {
+		b, k := dedup.LastCountersOf(pr, "bucketed"), dedup.LastCountersOf(pr, "perkey")
+		assert.Equal(t, total, b.RowsIn)
+		assert.Equal(t, int64(keys), b.Inserts)
+		assert.Equal(t, k.Inserts, b.Inserts)
+		assert.Zero(t, b.Unaccounted())
+		assert.Less(t, b.StateReads, int64(keys/10), "a read per bucket and bundle")
+		return
+	}
+	b, k := dedup.CountersOf(pr, "bucketed"), dedup.CountersOf(pr, "perkey")
+	assert.Equal(t, k, dedup.Counters{RowsIn: b.RowsIn, Emitted: b.Emitted, DuplicatesDropped: b.DuplicatesDropped, Cost: k.Cost})
+	assert.Equal(t, total, b.RowsIn)
+	assert.Equal(t, int64(keys), b.Emitted)
+	assert.Less(t, b.StateReads, int64(keys/10), "a read per bucket and bundle")
 }

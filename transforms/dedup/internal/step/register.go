@@ -118,6 +118,22 @@ func (f *KeyPairs) callers() dofn.Methods {
 	}
 }
 
+func (f *EncodeKeys) callers() dofn.Methods {
+	return dofn.Methods{
+		"ProcessElement": dofn.F4x1(f.ProcessElement, func(ts, k, v, emit any) any {
+			return f.ProcessElement(ts.(beam.EventTime), k, v, emit.(func(beam.EventTime, []byte, beam.V)))
+		}),
+	}
+}
+
+func (f *DecodeKeys) callers() dofn.Methods {
+	return dofn.Methods{
+		"ProcessElement": dofn.F4x1(f.ProcessElement, func(ts, k, v, emit any) any {
+			return f.ProcessElement(ts.(beam.EventTime), k.([]byte), v, emit.(func(beam.EventTime, beam.U, beam.V)))
+		}),
+	}
+}
+
 func (f *ToCandidate) callers() dofn.Methods {
 	return dofn.Methods{
 		"StartBundle": dofn.F2x0(f.StartBundle, func(emit, drop any) {
