@@ -35,6 +35,7 @@ var appliesTo = map[string][]string{
 	"partition_by":           dedupModes,
 	"event_time_ttl":         dedupModes,
 	"reset_ttl_on_duplicate": dedupModes,
+	"state_buckets":          dedupModes,
 	"uid":                    dedupModes,
 	"on_time":                append(slices.Clone(fileModes), "kafka"),
 	"force_stateful":         fileModes,

@@ -73,12 +73,28 @@ func kafkaSummary(t *testing.T, stdout string) (read, safe int) {
 	return read, safe
 }
 
+// With a cell per key (the default) and with state per bucket.
 func TestRunKafkaDeduplicatesTheSeedsOrdersAndAccountsForEveryRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"a cell per key", nil},
+		{"state in 16 buckets", []string{"--state_buckets=16"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runKafkaOnTheSeedsOrders(t, tc.flags...) })
+	}
+}
+
+// runKafkaOnTheSeedsOrders runs the Kafka pipeline with flags on 500 of
+// the seed's orders and checks that every record is accounted for and
+// every order written once.
+func runKafkaOnTheSeedsOrders(t *testing.T, flags ...string) {
 	b := kafkatest.Shared(t)
 	n := newKafkaNames(t, b)
 	out := b.Count(t, n.out)
-	code, stdout, _ := runJob(t, append(n.flags(), "--produce", "--count=500", "--idle_stop=2s")...)
-	require.Equal(t, 0, code)
+	code, stdout, _ := runJob(t, append(append(n.flags(), "--produce", "--count=500", "--idle_stop=2s"), flags...)...)
+	require.Equal(t, 0, code, stdout)
 	distinct := 500
 	for _, want := range []string{
 		"pipeline            kafka on prism",

@@ -79,6 +79,7 @@ type options struct {
 	stateTTL     time.Duration
 	eventTTL     time.Duration
 	resetOnDup   bool
+	stateBuckets int
 	uid          string
 	stateful     bool
 	graph        string
@@ -115,6 +116,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.stateTTL, "state_ttl", 0, "processing-time state retention (StateTTL), e.g. 2h; 0 = forever; default: 2h for orders")
 	fs.DurationVar(&o.eventTTL, "event_time_ttl", 0, "event-time retention (EventTimeTTL), e.g. 2h; the one to use on Flink")
 	fs.BoolVar(&o.resetOnDup, "reset_ttl_on_duplicate", true, "a dropped duplicate refreshes the key's retention (ResetTTLOnDuplicate)")
+	fs.IntVar(&o.stateBuckets, "state_buckets", 0, "keep the dedup step's state in this many key-hash buckets (StateBuckets); 0 = a cell per key; default: 128 on a file with --force_stateful, a cell per key on a stream")
 	fs.StringVar(&o.uid, "uid", "", "UID of the KeepFirst step; default: orders-dedup, user-events-dedup, cdc-dedup")
 	fs.BoolVar(&o.stateful, "force_stateful", false, "use KeepFirst's stateful (streaming) expansion on a file too, as an unbounded source would")
 	fs.StringVar(&o.graph, "graph", "", "write the pipeline graph in DOT to this file before running")
@@ -284,6 +286,9 @@ func checkOptions(o *options) error {
 	if o.stateTTL < 0 || o.eventTTL < 0 {
 		return fmt.Errorf("--state_ttl and --event_time_ttl must be >= 0 (0 disables), got %v and %v", o.stateTTL, o.eventTTL)
 	}
+	if o.stateBuckets < 0 {
+		return fmt.Errorf("--state_buckets=%d: want 0 (a cell per key) or a number of buckets", o.stateBuckets)
+	}
 	if err := flagsApply(o); err != nil {
 		return err
 	}
@@ -314,6 +319,9 @@ func dedupOptions(o *options) []dedup.Option {
 	}
 	if o.set["reset_ttl_on_duplicate"] {
 		opts = append(opts, dedup.ResetTTLOnDuplicate(o.resetOnDup))
+	}
+	if o.set["state_buckets"] {
+		opts = append(opts, dedup.StateBuckets(o.stateBuckets))
 	}
 	if o.set["uid"] {
 		opts = append(opts, dedup.UID(o.uid))

@@ -120,6 +120,7 @@ func TestRunRejectsBadFlagsWithOneLineReason(t *testing.T) {
 		{"unparsable boolean", []string{"--force_stateful=maybe"}, "--force_stateful=maybe: want true or false"},
 		{"flag without its value", []string{"--input"}, "--input needs a value: --input=VALUE"},
 		{"negative ttl", []string{"--state_ttl=-1s"}, "must be >= 0"},
+		{"negative state buckets", []string{"--state_buckets=-1"}, "--state_buckets=-1: want 0 (a cell per key) or a number of buckets"},
 		{"unknown pipeline", []string{"--pipeline=payments"}, `--pipeline="payments": want one of orders, userevents, cdc, streaming`},
 		{"unknown runner", []string{"--runner=samza"}, `--runner="samza": want prism`},
 		{"unknown column", []string{"--partition_by=customer"}, "customer"},
@@ -151,7 +152,7 @@ func TestRunHelpListsFlagsAndExamples(t *testing.T) {
 	for _, want := range []string{
 		"go run ./cmd/runjob\n", "--runner=dataflow --dry_run", "--runner=universal --endpoint=",
 		"--pipeline=", "--input=", "--output=", "--partition_by=", "--on_time=", "--state_ttl=", "--event_time_ttl=",
-		"--reset_ttl_on_duplicate", "--uid=", "--graph=",
+		"--reset_ttl_on_duplicate", "--state_buckets=", "--uid=", "--graph=",
 		"--runner=", "--endpoint=", "--environment_type=", "--job_name=", "--project=", "--region=", "--staging_location=", "--temp_location=",
 	} {
 		assert.Contains(t, stdout, want)

@@ -34,6 +34,7 @@ import (
 	"github.com/beamdedup/beamdedup/testing/bench"
 	"github.com/beamdedup/beamdedup/testing/kafkatest"
 	"github.com/beamdedup/beamdedup/testing/peers"
+	"github.com/beamdedup/beamdedup/transforms/dedup"
 	"github.com/beamdedup/beamdedup/transforms/kafkaio"
 )
 
@@ -43,7 +44,7 @@ var (
 	brokersFlag = flag.String("brokers", "", "a broker to use (host:port); empty: start one (testing/kafkatest)")
 	parallelism = flag.Int("flink_parallelism", 1, "the Flink SQL job's parallelism")
 	idleStop    = flag.Duration("idle_stop", 2*time.Second, "ours: end once every partition was read to its end and idle this long (not counted: the time is to the last output record)")
-	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), ours_txn (ours with Transactional writes), ours_cluster (ours on a Flink session cluster of its own, streaming, a checkpoint every 5 s, LOOPBACK workers in this process), any number of those")
+	sidesFlag   = flag.String("sides", "ours,flink", "the compared sides, comma-separated: ours, flink, ours_in_flight=N (ours with MaxInFlight(N), 0: no bound), ours_txn (ours with Transactional writes), ours_buckets=N (ours with StateBuckets(N)), ours_cluster (ours on a Flink session cluster of its own, streaming, a checkpoint every 5 s, LOOPBACK workers in this process), ours_cluster_buckets=N (that with StateBuckets(N)), any number of those")
 	xlang       = flag.String("xlang", "", "also Beam Go's xlang kafkaio (Java's KafkaIO through an expansion service, Java's SDK harness as an EXTERNAL worker pool) on these runners, comma-separated: prism (in this process), flink (the Flink job server with its embedded cluster, internal/flinkserver)")
 	noOutput    = flag.Duration("xlang_no_output", 3*time.Minute, "xlang: cancel a run that wrote nothing for this long")
 	timeout     = flag.Duration("timeout", 30*time.Minute, "a deadline for everything")
@@ -109,7 +110,7 @@ func run(ctx context.Context) error {
 	var sides []side
 	for _, sd := range strings.Split(*sidesFlag, ",") {
 		switch sd, n, _ := strings.Cut(strings.TrimSpace(sd), "="); sd {
-		case "ours", "ours_in_flight", "ours_txn":
+		case "ours", "ours_in_flight", "ours_txn", "ours_buckets":
 			name, how, err := oursSide(sd, n)
 			if err != nil {
 				return err
@@ -117,7 +118,15 @@ func run(ctx context.Context) error {
 			sides = append(sides, side{name, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
 				return peers.OursKafka(ctx, job, brokers, in, out, dead, group, len(rows), *idleStop, how)
 			}, true})
-		case "ours_cluster":
+		case "ours_cluster", "ours_cluster_buckets":
+			name, how := "ours_kafka_flink_cluster", peers.OursKafkaOptions{}
+			if sd == "ours_cluster_buckets" {
+				v, err := strconv.Atoi(n)
+				if err != nil {
+					return fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+				}
+				name, how.Dedup = name+"_buckets_"+n, []dedup.Option{dedup.StateBuckets(v)}
+			}
 			c, err := flinkserver.StartCluster(flinkserver.Config{})
 			if err != nil {
 				return err
@@ -125,8 +134,9 @@ func run(ctx context.Context) error {
 			defer c.Stop()
 			cluster := jobrun.Options{Runner: "flink", Endpoint: c.Endpoint, FlinkREST: c.REST, EnvironmentType: "LOOPBACK",
 				StallLimit: 2 * time.Minute, What: "kafka job", Flink: flinkopts.Options{Streaming: true, CheckpointingInterval: 5 * time.Second}}
-			sides = append(sides, side{"ours_kafka_flink_cluster", func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
-				return peers.OursKafka(ctx, cluster, brokers, in, out, dead, group, len(rows), *idleStop, peers.OursKafkaOptions{Savepoints: c.Savepoints})
+			how.Savepoints = c.Savepoints
+			sides = append(sides, side{name, func(ctx context.Context, group, out, dead string) (peers.KafkaTiming, error) {
+				return peers.OursKafka(ctx, cluster, brokers, in, out, dead, group, len(rows), *idleStop, how)
 			}, true})
 		case "flink":
 			sides = append(sides, side{"flink_sql_kafka", func(ctx context.Context, group, out, _ string) (peers.KafkaTiming, error) {
@@ -193,6 +203,10 @@ func oursSide(sd, n string) (string, peers.OursKafkaOptions, error) {
 	v, err := strconv.Atoi(n)
 	if err != nil {
 		return "", how, fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+	}
+	if sd == "ours_buckets" {
+		how.Dedup = []dedup.Option{dedup.StateBuckets(v)}
+		return "ours_kafka_prism_buckets_" + n, how, nil
 	}
 	how.Read = []kafkaio.Option{kafkaio.MaxInFlight(v)}
 	return "ours_kafka_prism_" + strings.TrimPrefix(sd, "ours_") + "_" + n, how, nil
