@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -175,10 +176,15 @@ func newClients(t *testing.T) pubsubClients {
 	return pubsubClients{pub, subs}
 }
 
+// setUps numbers the calls of setUp, so that a test run again in the
+// same process (-count) gets names of its own on the shared emulator.
+var setUps atomic.Int64
+
 // setUp creates the test's topics and subscriptions (ack deadline 10s,
-// the fake's default).
+// the fake's default), named after prefix.
 func (c pubsubClients) setUp(t *testing.T, prefix string) crashNames {
 	ctx := context.Background()
+	prefix = fmt.Sprintf("%s-%d", prefix, setUps.Add(1))
 	p := "projects/crash"
 	n := crashNames{in: p + "/topics/" + prefix + "-in", out: p + "/topics/" + prefix + "-out", dlq: p + "/topics/" + prefix + "-dlq",
 		sub: p + "/subscriptions/" + prefix + "-in-sub", outSub: p + "/subscriptions/" + prefix + "-out-sub", project: p, prefix: prefix}
