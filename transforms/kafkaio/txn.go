@@ -325,7 +325,14 @@ func (fn *txnWriteFn) FinishBundle(ctx context.Context, emit func(Record)) error
 	var failed error
 	for shard, t := range fn.open {
 		if fn.cps == nil {
-			err := t.cl.EndTransaction(ctx, kgo.TryCommit)
+			// Once a shard's commit failed the bundle fails and is retried:
+			// the shards not yet committed abort, so that the retry does not
+			// write their records a second time.
+			how := kgo.TryCommit
+			if failed != nil {
+				how = kgo.TryAbort
+			}
+			err := t.cl.EndTransaction(ctx, how)
 			t.cl.Close()
 			if err != nil && failed == nil {
 				failed = fmt.Errorf("kafkaio: committing the transaction %s on %s: %w; %s", fn.txnID(shard, t.slot), fn.Brokers, err, notWritten(fn.bundle.pending, nil))

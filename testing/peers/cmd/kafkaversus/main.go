@@ -121,9 +121,9 @@ func run(ctx context.Context) error {
 		case "ours_cluster", "ours_cluster_buckets":
 			name, how := "ours_kafka_flink_cluster", peers.OursKafkaOptions{}
 			if sd == "ours_cluster_buckets" {
-				v, err := strconv.Atoi(n)
+				v, err := sideNumber(sd, n)
 				if err != nil {
-					return fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+					return err
 				}
 				name, how.Dedup = name+"_buckets_"+n, []dedup.Option{dedup.StateBuckets(v)}
 			}
@@ -200,9 +200,9 @@ func oursSide(sd, n string) (string, peers.OursKafkaOptions, error) {
 	if sd == "ours" {
 		return "ours_kafka_prism", how, nil
 	}
-	v, err := strconv.Atoi(n)
+	v, err := sideNumber(sd, n)
 	if err != nil {
-		return "", how, fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+		return "", how, err
 	}
 	if sd == "ours_buckets" {
 		how.Dedup = []dedup.Option{dedup.StateBuckets(v)}
@@ -210,6 +210,15 @@ func oursSide(sd, n string) (string, peers.OursKafkaOptions, error) {
 	}
 	how.Read = []kafkaio.Option{kafkaio.MaxInFlight(v)}
 	return "ours_kafka_prism_" + strings.TrimPrefix(sd, "ours_") + "_" + n, how, nil
+}
+
+// sideNumber is the N of a side given as sd=N.
+func sideNumber(sd, n string) (int, error) {
+	v, err := strconv.Atoi(n)
+	if err != nil {
+		return 0, fmt.Errorf("--sides: %s=%s: %v", sd, n, err)
+	}
+	return v, nil
 }
 
 // xlangSides are the xlang kafkaio sides on the runners --xlang names,
