@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -19,12 +20,13 @@ type Job struct {
 	remote *Remote // nil: a runner that is not followed
 	start  time.Time
 
-	done      chan struct{} // closed when beam.Run returned
-	flagsBack chan struct{} // closed when Beam's flags are restored; nil: none set
-	pr        beam.PipelineResult
-	runErr    error
-	runCancel context.CancelCauseFunc // beam.Run's context
-	stopWatch context.CancelFunc
+	done        chan struct{} // closed when beam.Run returned
+	flagsBack   chan struct{} // closed when Beam's flags are restored; nil: none set
+	placeholder string        // the placeholder worker binary to remove when beam.Run returns
+	pr          beam.PipelineResult
+	runErr      error
+	runCancel   context.CancelCauseFunc // beam.Run's context
+	stopWatch   context.CancelFunc
 
 	flink   *flinkrest.Client // nil: not on Flink, or no FlinkREST
 	flinkID string            // the Flink job's id, once found (under mu)
@@ -110,6 +112,9 @@ func (j *Job) beforeSubmit(p *beam.Pipeline) error {
 
 func (j *Job) run(ctx context.Context, p *beam.Pipeline) {
 	j.pr, j.runErr = beam.Run(ctx, j.o.Runner, p)
+	if j.placeholder != "" {
+		os.Remove(j.placeholder)
+	}
 	if j.runErr != nil {
 		// The universal runner returns a result without metrics with some
 		// errors, and its Metrics then panics.
@@ -163,6 +168,17 @@ func (j *Job) cancel(why error) error {
 	// still reach the runner.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// A job cancelled as it is being submitted is cancelled once it is on
+	// the job server, which lists it only then.
+	select {
+	case <-j.flagsBack:
+	case <-ctx.Done():
+	}
+	select {
+	case <-j.done:
+		return nil // ended, or never submitted
+	default:
+	}
 	err := j.remote.Cancel(ctx)
 	if j.flink != nil {
 		// Beam's job server (2.62.0) stops following a job on a remote

@@ -3,6 +3,7 @@ package jobrun_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,21 @@ func TestRun_ReturnsTheJobsResultAndLeavesBeamsFlagsAsItFoundThem(t *testing.T) 
 	}
 	assert.Equal(t, int64(5), n)
 	assert.Equal(t, before, flags(), "--endpoint, --environment_type, --environment_config, --job_name")
+}
+
+// A LOOPBACK job on Prism stages an empty placeholder as its worker binary
+// and removes it when it ends: Beam's LOOPBACK leaves one in the temporary
+// directory per job.
+func TestRun_ALoopbackJobOnPrismLeavesNoFileInTheTemporaryDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := jobrun.Run(ctx, pipeline(t, false), local(t, jobrun.Options{}))
+	require.NoError(t, err)
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left)
 }
 
 func TestRun_CancelsAJobWhoseBundlesStopFinishingWithOneLineSayingWhat(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package localprism runs Prism's job server in this process, for jobs
 // that jobrun submits on runner prism without a job server of their own:
 // with LOOPBACK their SDK workers run in this process, as with
-// beam.Run("prism"), but jobrun can follow and cancel them.
+// beam.Run("prism"), but jobrun can follow and cancel them. Those workers
+// are served by a worker pool that lives as long as the process (pool.go).
 //
 // Beam v2.77.0's Prism job server listens on every interface, where anyone
 // could submit a job, and a PROCESS environment runs any command here
