@@ -2,7 +2,6 @@ package jobrun
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,18 +42,9 @@ func (j *Job) submitWithFlags(ctx context.Context, p *beam.Pipeline) error {
 	if MayBePrism(o.Runner) && !splitsAllowed.Load() {
 		vals[jobopts.Experiments] = prismexp.WithExperiment(*jobopts.Experiments)
 	}
-	if loopbackPool != nil && MayBePrism(o.Runner) && strings.EqualFold(o.EnvironmentType, "loopback") {
-		addr, err := loopbackPool()
-		if err == nil && o.WorkerBinary == "" {
-			o.WorkerBinary, err = placeholderWorker()
-			j.placeholder = o.WorkerBinary
-		}
-		if err != nil {
-			flagsMu.Unlock()
-			return err
-		}
-		vals[jobopts.EnvironmentType], vals[jobopts.EnvironmentConfig] = "EXTERNAL", addr
-		vals[jobopts.WorkerBinary] = o.WorkerBinary
+	if err := j.serveLoopback(vals); err != nil {
+		flagsMu.Unlock()
+		return err
 	}
 	restoreFlags, restoreRunner := setFlags(vals), setRunnerOptions(o)
 	restore := func() { restoreRunner(); restoreFlags() }

@@ -3,6 +3,9 @@ package jobrun
 import (
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 )
 
 // Beam's universal runner runs a LOOPBACK job's workers from a worker pool
@@ -23,6 +26,29 @@ var loopbackPool func() (addr string, err error)
 // pool at the address pool returns, which must outlive every job. Call it
 // from an init function, before any job starts.
 func ServeLoopbackFrom(pool func() (addr string, err error)) { loopbackPool = pool }
+
+// serveLoopback points the flags of a LOOPBACK job on a Prism runner at
+// the process's pool, when there is one: EXTERNAL, the pool's address, and
+// a placeholder worker binary unless the job names one.
+func (j *Job) serveLoopback(vals map[*string]string) error {
+	o := j.o
+	if loopbackPool == nil || !MayBePrism(o.Runner) || !strings.EqualFold(o.EnvironmentType, "loopback") {
+		return nil
+	}
+	addr, err := loopbackPool()
+	if err != nil {
+		return err
+	}
+	worker := o.WorkerBinary
+	if worker == "" {
+		if worker, err = placeholderWorker(); err != nil {
+			return err
+		}
+		j.placeholder = worker
+	}
+	vals[jobopts.EnvironmentType], vals[jobopts.EnvironmentConfig], vals[jobopts.WorkerBinary] = "EXTERNAL", addr, worker
+	return nil
+}
 
 // placeholderWorker creates the empty file a job submitted to the pool
 // stages as its worker binary (the universal runner stages one; the pool's
