@@ -168,7 +168,7 @@ func TestOnFlink_Seed001RemembersEveryOrderAcrossASavepointAndWritesEachExactlyO
 	assert.GreaterOrEqual(t, restored.ID, lastCompleted, "restored from the last checkpoint completed before the kill, or a later one")
 	require.NotZero(t, restored.Triggered, "checkpoint %d in the checkpoint history", restored.ID)
 	triggered := time.UnixMilli(restored.Triggered)
-	flinktest.Await(t, time.Minute, "new orders out of the job restored after the kill", func() bool { return newOut() > atKill })
+	flinktest.Await(t, 3*time.Minute, "new orders out of the job restored after the kill", func() bool { return newOut() > atKill })
 	outAgain := time.Since(killed)
 	flinktest.Await(t, 3*time.Minute, "every new order on the output topic", func() bool { return newOut() == newCount })
 	select {
